@@ -1,0 +1,220 @@
+"""The cache protocol every kvsim cache follows (mlx-lm compatible), and its shared helpers.
+
+Contract
+- Layout ``(B, n_kv_heads, T, head_dim)``: batch, KV heads, tokens (axis 2), head dim.
+  Keys and values may have different head dims (MLA stores latent + RoPE key in those slots).
+- A model applies RoPE at ``cache.offset`` and then calls
+  ``keys, values = cache.update_and_fetch(keys, values)``: the cache stores the S new tokens and
+  returns every key/value the S queries may attend to, in temporal order (oldest first).
+- ``offset``: tokens seen so far (the RoPE position of the next token). ``capacity``: token slots
+  allocated. ``nbytes``: bytes of every array held (allocated, slack included), as mlx-lm reports.
+  ``used_bytes``: bytes of the tokens actually held. ``size()``: tokens actually held.
+- ``trim(n)`` rewinds ``min(n, offset)`` tokens (speculative decoding) and returns that count;
+  it frees nothing, and the next update overwrites the rewound rows. A cache that cannot rewind
+  that far raises ValueError and stays unchanged; ``trimmable_tokens`` says how far it can go and
+  ``is_trimmable()`` is ``trimmable_tokens > 0``.
+- Mask convention (one return type): ``make_mask(N)`` is called BEFORE ``update_and_fetch`` of N
+  new tokens and returns a boolean ``mx.array`` of shape ``(N, L)``, L = number of keys that update
+  will return; ``mask[i, j]`` is True when query i (absolute position ``offset + i``) may attend to
+  key j. kvsim caches always return an array, never None or ``"causal"`` (mlx-lm may return those;
+  a consumer that accepts them also accepts ours). Each layout only says which absolute positions
+  its keys have (:meth:`key_positions`) and which of them a query may see (:meth:`visible`).
+- Bad input: ``update_and_fetch`` validates everything first and raises ValueError naming the field
+  and what is expected; the cache is unchanged. Shapes and dtype are fixed by the first update.
+- Persistence: ``state`` is a tuple of arrays (only filled tokens), ``meta_state`` a tuple of
+  strings; ``from_state(state, meta_state)`` rebuilds the cache with the same offset, capacity
+  and nbytes. ``save(path)`` / ``load(path)`` write/read safetensors (see :mod:`kvsim.cache.io`);
+  subclasses register by class name automatically, so loading never unpickles anything.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+DEFAULT_STEP = 256
+FLOAT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
+CACHE_CLASSES: dict[str, type] = {}  # class name -> class, filled by __init_subclass__
+
+
+def dtype_name(dtype) -> str:
+    """'float16' for mx.float16 (for metadata strings)."""
+    return str(dtype).split(".")[-1]
+
+
+def dtype_from_name(name: str):
+    """Inverse of :func:`dtype_name`; ValueError for anything but a float dtype."""
+    for d in FLOAT_DTYPES:
+        if dtype_name(d) == name:
+            return d
+    raise ValueError(f"dtype {name!r} is not one of float32, float16, bfloat16")
+
+
+def check_step(step) -> int:
+    if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+        raise ValueError(f"step must be a positive integer, got {step!r}")
+    return step
+
+
+def check_kv(keys, values, expected: dict | None = None) -> dict:
+    """Validate one update; return its geometry ``{B, H, S, k_dim, v_dim, dtype}``.
+
+    ``expected`` holds the geometry fixed by the first update (all but S must match).
+    Every message names the field and what is accepted; nothing is modified here.
+    """
+    for name, a in (("keys", keys), ("values", values)):
+        if not isinstance(a, mx.array):
+            raise ValueError(f"{name} must be an mx.array, got {type(a).__name__}")
+        if a.ndim != 4:
+            raise ValueError(f"{name} must be 4-D (B, n_kv_heads, T, head_dim), got shape {tuple(a.shape)}")
+        if a.dtype not in FLOAT_DTYPES:
+            raise ValueError(f"{name}.dtype must be float32, float16 or bfloat16, got {dtype_name(a.dtype)}")
+    if keys.shape[:3] != values.shape[:3]:
+        raise ValueError(f"values.shape[:3] (B, n_kv_heads, T) must equal keys.shape[:3] "
+                         f"{tuple(keys.shape[:3])}, got {tuple(values.shape[:3])}")
+    if keys.dtype != values.dtype:
+        raise ValueError(f"values.dtype must equal keys.dtype {dtype_name(keys.dtype)}, "
+                         f"got {dtype_name(values.dtype)}")
+    B, H, S, k_dim = keys.shape
+    got = {"B": B, "H": H, "S": S, "k_dim": k_dim, "v_dim": values.shape[3], "dtype": keys.dtype}
+    if S < 1:
+        raise ValueError("keys.shape[2] (new tokens) must be at least 1, got 0")
+    if expected is not None:
+        fields = {"B": "keys.shape[0] (batch)", "H": "keys.shape[1] (n_kv_heads)",
+                  "k_dim": "keys.shape[3] (head_dim)", "v_dim": "values.shape[3] (head_dim)",
+                  "dtype": "keys.dtype"}
+        for f, label in fields.items():
+            if got[f] != expected[f]:
+                want, have = expected[f], got[f]
+                if f == "dtype":
+                    want, have = dtype_name(want), dtype_name(have)
+                raise ValueError(f"{label} must be {want} as in earlier updates, got {have}")
+    return got
+
+
+class BaseCache:
+    """Shared protocol; subclasses implement the storage layout.
+
+    Subclasses must provide: ``update_and_fetch``, ``offset``, ``capacity``, ``nbytes``,
+    ``size``, ``state``, ``meta_state``, ``from_state`` and :meth:`key_positions`; they override
+    :meth:`visible` for windows/chunks and ``trimmable_tokens`` / ``trim`` when trimmable.
+    """
+
+    step: int = DEFAULT_STEP
+    offset: int = 0
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        CACHE_CLASSES[cls.__name__] = cls
+
+    # ------------------------------------------------------------ storage
+    def update_and_fetch(self, keys, values):
+        raise NotImplementedError
+
+    @property
+    def capacity(self) -> int:
+        """Token slots allocated."""
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array held (allocated view)."""
+        raise NotImplementedError
+
+    def size(self) -> int:
+        """Tokens actually held (mlx-lm's ``size()``)."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.size()
+
+    def empty(self) -> bool:
+        return self.capacity == 0
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes of the tokens held: nbytes · size / capacity (uniform slots; override otherwise)."""
+        cap = self.capacity
+        return self.nbytes * self.size() // cap if cap else 0
+
+    # ------------------------------------------------------------ rewinding
+    @property
+    def trimmable_tokens(self) -> int:
+        """How many tokens ``trim`` can rewind exactly right now."""
+        return 0
+
+    def is_trimmable(self) -> bool:
+        return self.trimmable_tokens > 0
+
+    def trim(self, n: int) -> int:
+        """Rewind ``min(n, offset)`` tokens; ValueError (cache unchanged) beyond trimmable_tokens."""
+        n = self._check_trim(n)
+        if n:
+            raise ValueError(f"{type(self).__name__} cannot be trimmed (trimmable_tokens is 0)")
+        return 0
+
+    def _check_trim(self, n) -> int:
+        """Validated ``min(n, offset)``; ValueError if it exceeds trimmable_tokens."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        n = min(n, self.offset)
+        if n > self.trimmable_tokens:
+            raise ValueError(f"cannot trim {n} tokens: trimmable_tokens is {self.trimmable_tokens} "
+                             f"(older rows were already overwritten)")
+        return n
+
+    # ------------------------------------------------------------ masks
+    def key_positions(self, n: int) -> mx.array:
+        """Absolute positions (int32, temporal order) of the keys ``update_and_fetch`` of n tokens returns."""
+        raise NotImplementedError
+
+    def visible(self, q_pos: mx.array, k_pos: mx.array) -> mx.array:
+        """May a query at absolute position q see a key at position k? Causal by default."""
+        return k_pos <= q_pos
+
+    def make_mask(self, N: int, window_size: int | None = None, return_array: bool = True) -> mx.array:
+        """Boolean (N, L) mask for the next ``update_and_fetch`` of N tokens (True = may attend).
+
+        mask[i, j] = visible(offset + i, key_positions(N)[j]), and also k > q - window_size when a
+        window is given (mlx-lm's argument). ``return_array`` is accepted for compatibility: kvsim
+        always returns an array.
+        """
+        if not isinstance(N, int) or isinstance(N, bool) or N < 1:
+            raise ValueError(f"N must be a positive integer, got {N!r}")
+        q = mx.arange(self.offset, self.offset + N, dtype=mx.int32)[:, None]  # (N, 1)
+        k = self.key_positions(N)[None, :]  # (1, L)
+        mask = self.visible(q, k)
+        if window_size is not None:
+            mask = mask & (k > q - window_size)
+        return mask
+
+    # ------------------------------------------------------------ persistence
+    @property
+    def state(self) -> tuple:
+        raise NotImplementedError
+
+    @property
+    def meta_state(self) -> tuple:
+        raise NotImplementedError
+
+    @classmethod
+    def from_state(cls, state, meta_state):
+        """Rebuild a cache from ``state`` (arrays; tuples may come back as lists) and ``meta_state``."""
+        raise NotImplementedError
+
+    def save(self, path, metadata: dict | None = None) -> None:
+        """Write this cache to a safetensors file (arrays + string metadata incl. class name)."""
+        from .io import save_cache
+        save_cache(path, self, metadata)
+
+    @classmethod
+    def load(cls, path):
+        """Read a cache written by :meth:`save`; ValueError if the file holds another class."""
+        from .io import load_cache
+        cache = load_cache(path)
+        if cls is not BaseCache and not isinstance(cache, cls):
+            raise ValueError(f"{path} holds a {type(cache).__name__}, not a {cls.__name__}")
+        return cache
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(offset={self.offset}, size={self.size()}, "
+                f"capacity={self.capacity}, nbytes={self.nbytes})")
