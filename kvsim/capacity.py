@@ -1,0 +1,87 @@
+"""Serving capacity: how many sequences, or how long a context, fit next to the weights.
+
+Contract (pure arithmetic, no MLX)
+- KV budget per GPU = memory · utilization − weights / tp (never below 0).
+- Per-sequence bytes = KV bytes of one sequence at T tokens (in the chosen view) + its fixed
+  recurrent state; under tensor parallelism KV heads are split (``max(1, n_kv // tp)``) and the
+  MLA latent is replicated, as :mod:`kvsim.memory` computes.
+- ``max_concurrent_sequences`` = ⌊budget / per-sequence bytes⌋;
+  ``max_context_tokens`` = the largest T whose batch fits (None when no T is too long, i.e. every
+  cache layer is windowed); ``crossover_tokens`` = the first T at which the cache equals the weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import memory
+from .config import ModelSpec
+
+_T_MAX = 2**40  # search bound for contexts; far beyond any real context
+
+
+def _weights_bytes(spec: ModelSpec, weights_dtype, tp):
+    from .weights import weights_bytes  # same layer, imported late to keep memory-only users light
+    return weights_bytes(spec, weights_dtype) // tp
+
+
+def kv_budget_bytes(memory_bytes: float, utilization: float = 0.9, weights_bytes: float = 0) -> int:
+    """KV budget = memory · utilization − weights, at least 0."""
+    if not 0 < utilization <= 1:
+        raise ValueError(f"utilization must be in (0, 1], got {utilization!r}")
+    if memory_bytes <= 0:
+        raise ValueError(f"memory_bytes must be > 0, got {memory_bytes!r}")
+    return max(0, int(memory_bytes * utilization - weights_bytes))
+
+
+def per_sequence_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", tp: int = 1, view: str = "theoretical",
+                       block_size: int | None = None, step: int = 256, state_dtype="bf16"):
+    """Bytes one sequence of T tokens needs on one rank: KV (in ``view``) + recurrent state."""
+    kv = memory.model_kv_bytes(spec, tokens, 1, kv_dtype, view, step, block_size, tp)
+    return np.asarray(kv, dtype=np.int64) + memory.fixed_state_bytes(spec, 1, state_dtype)
+
+
+def max_concurrent_sequences(spec: ModelSpec, tokens, memory_bytes: float, utilization: float = 0.9,
+                             kv_dtype="bf16", weights_dtype="bf16", tp: int = 1,
+                             weights_bytes: float | None = None, view: str = "theoretical",
+                             block_size: int | None = None, state_dtype="bf16"):
+    """⌊(memory · utilization − weights/tp) / per-sequence bytes at T tokens⌋, vectorized over T."""
+    w = _weights_bytes(spec, weights_dtype, tp) if weights_bytes is None else weights_bytes
+    budget = kv_budget_bytes(memory_bytes, utilization, w)
+    per_seq = per_sequence_bytes(spec, tokens, kv_dtype, tp, view, block_size, state_dtype=state_dtype)
+    out = np.where(per_seq > 0, budget // np.maximum(per_seq, 1), np.iinfo(np.int64).max)
+    return int(out) if np.ndim(tokens) == 0 else out
+
+
+def max_context_tokens(spec: ModelSpec, batch: int, memory_bytes: float, utilization: float = 0.9,
+                       kv_dtype="bf16", weights_dtype="bf16", tp: int = 1,
+                       weights_bytes: float | None = None, state_dtype="bf16") -> int | None:
+    """Largest T with batch · per-sequence bytes(T) ≤ budget; None if every T fits (all layers windowed)."""
+    w = _weights_bytes(spec, weights_dtype, tp) if weights_bytes is None else weights_bytes
+    budget = kv_budget_bytes(memory_bytes, utilization, w)
+
+    def fits(t):
+        return batch * int(per_sequence_bytes(spec, t, kv_dtype, tp, state_dtype=state_dtype)) <= budget
+
+    if not fits(0):
+        return 0
+    if fits(_T_MAX):
+        return None
+    lo, hi = 0, _T_MAX  # fits(lo), not fits(hi); theoretical bytes never shrink as T grows
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def crossover_tokens(spec: ModelSpec, kv_dtype="bf16", weights_dtype="bf16", batch: int = 1,
+                     weights_bytes: float | None = None) -> int | None:
+    """First token count T at which batch · KV bytes(T) ≥ weights bytes; None if it never does."""
+    w = _weights_bytes(spec, weights_dtype, 1) if weights_bytes is None else weights_bytes
+    if batch * int(memory.kv_bytes(spec, _T_MAX, 1, kv_dtype)) < w:
+        return None
+    lo, hi = 0, _T_MAX  # below at lo, at or above at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if batch * int(memory.kv_bytes(spec, mid, 1, kv_dtype)) >= w else (mid, hi)
+    return hi

@@ -1,0 +1,112 @@
+"""Step-by-step explanation of a KV-cache size: the formula with the config's numbers plugged in.
+
+Contract: :func:`explain` returns an :class:`Explanation` whose ``text`` (for the CLI's
+``--explain``) and ``latex`` (for lessons) show one line per group of identical layers, then the
+totals. Every number comes from :mod:`kvsim.memory`; this module only formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import memory
+from .config import LayerSpec, ModelSpec
+
+
+@dataclass
+class Explanation:
+    """Lines of a worked calculation, as plain text and as LaTeX."""
+
+    text_lines: list[str] = field(default_factory=list)
+    latex_lines: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.text_lines)
+
+    @property
+    def latex(self) -> str:
+        return "\\begin{aligned}\n" + " \\\\\n".join(self.latex_lines) + "\n\\end{aligned}"
+
+    def _repr_markdown_(self):
+        return "$$\n" + self.latex + "\n$$"
+
+
+def _n(x) -> str:
+    return f"{int(x):,}"
+
+
+def _tex(x) -> str:
+    return f"{int(x):,}".replace(",", "{,}")
+
+
+def _elem(dt: memory.KVDtype, dim: int) -> tuple[str, str]:
+    """How one stored vector of ``dim`` elements is costed, as (text, latex)."""
+    if not dt.quantized:
+        b = memory.DTYPE_BYTES[dt.name]
+        return f"{dim} × {b} B", f"{dim} \\times {b}\\,\\text{{B}}"
+    s = memory.DTYPE_BYTES[dt.scale_dtype]
+    t = f"({dim}·{dt.bits}/8 + 2·{dim}/{dt.group_size}·{s}) B"
+    x = f"\\left({dim}\\cdot\\tfrac{{{dt.bits}}}{{8}} + 2\\cdot\\tfrac{{{dim}}}{{{dt.group_size}}}\\cdot {s}\\right)\\text{{B}}"
+    return t, x
+
+
+def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: int):
+    per_tok = memory.layer_token_bytes(layer, dt, tp)
+    kept = memory.kept_tokens(layer, tokens)
+    if layer.kind in ("full", "sliding", "chunked"):
+        heads = memory.heads_per_rank(layer, tp)
+        what = {"full": "full-attention", "sliding": f"sliding (W={layer.sliding_window})",
+                "chunked": f"chunked (C={layer.attention_chunk_size})"}[layer.kind]
+        kt, kx = _elem(dt, layer.head_dim)
+        if layer.v_head_dim == layer.head_dim:
+            text = f"{count} {what} layers × 2 (K,V) × {heads} KV heads × {kt}"
+            tex = f"{count} \\times 2 \\times {heads} \\times {kx}"
+        else:
+            vt, vx = _elem(dt, layer.v_head_dim)
+            text = f"{count} {what} layers × {heads} KV heads × ({kt} + {vt})"
+            tex = f"{count} \\times {heads} \\times ({kx} + {vx})"
+    elif layer.kind == "mla":
+        rt, rx = _elem(dt, layer.kv_lora_rank)
+        pt, px = _elem(dt, layer.qk_rope_head_dim)
+        text = f"{count} MLA layers × (latent {rt} + RoPE key {pt})"
+        tex = f"{count} \\times ({rx} + {px})"
+    else:
+        return None
+    total = count * per_tok
+    kept_note = "" if kept == tokens else f", keeping {_n(kept)} of {_n(tokens)} tokens"
+    bytes_at_t = count * memory.layer_kv_bytes(layer, tokens, dt, batch, tp=tp)
+    text += f" = {_n(total)} B/token{kept_note} → {memory.format_bytes(bytes_at_t)}"
+    tex += f" &= {_tex(total)}\\,\\text{{B/token}}"
+    return text, tex
+
+
+def explain(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
+            state_dtype="bf16") -> Explanation:
+    """Explain M_token = Σ_layers 2·n_kv·d_h·b (or d_c + d_h^R for MLA) and M_total at T tokens, B sequences."""
+    dt = memory.parse_kv_dtype(kv_dtype)
+    ex = Explanation()
+    ex.text_lines.append(f"{spec.name}: {spec.num_hidden_layers} layers {spec.kinds}, KV dtype {dt.name}"
+                         + (f", tp={tp}" if tp > 1 else ""))
+    for layer, count in memory.layer_groups(spec):
+        line = _layer_line(layer, count, dt, tp, tokens, batch)
+        if line:
+            ex.text_lines.append("  " + line[0])
+            ex.latex_lines.append(line[1])
+        elif layer.kind == "recurrent":
+            shapes = " + ".join(f"{name} {'×'.join(map(str, shape))}" for name, shape in layer.state_shapes)
+            b = memory.DTYPE_BYTES[state_dtype]
+            per_seq = count * memory.state_bytes(layer, state_dtype)
+            ex.text_lines.append(f"  {count} {layer.recurrent_family} layers × ({shapes}) elements × {b} B"
+                                 f" = {_n(per_seq)} B per sequence (fixed, independent of T)")
+            ex.latex_lines.append(f"{count} \\times {_tex(layer.state_elements)} \\times {b}"
+                                  f" &= {_tex(per_seq)}\\,\\text{{B/sequence}}")
+    per_token = memory.bytes_per_token(spec, dt, tp)
+    kv = memory.kv_bytes(spec, tokens, batch, dt, tp)
+    state = memory.fixed_state_bytes(spec, batch, state_dtype)
+    ex.text_lines.append(f"  M_token = {_n(per_token)} B ({memory.format_bytes(per_token)}) per token per sequence")
+    ex.text_lines.append(f"  KV at T={_n(tokens)}, B={batch}: {_n(kv)} B = {memory.format_bytes(kv)}"
+                         + (f"; + recurrent state {memory.format_bytes(state)}" if state else ""))
+    ex.latex_lines.append(f"M_{{\\text{{token}}}} &= {_tex(per_token)}\\,\\text{{B}}")
+    ex.latex_lines.append(f"M_{{\\text{{total}}}}(T={_tex(tokens)}, B={batch}) &= {_tex(kv + state)}\\,\\text{{B}}")
+    return ex

@@ -1,0 +1,353 @@
+"""The KV-cache memory calculator: pure arithmetic over a :class:`~kvsim.config.ModelSpec`.
+
+Contract
+- No MLX. Every function is vectorized over ``tokens`` (an int or a numpy array of token counts)
+  and returns an int for an int and an int64 array for an array.
+- Three views of the same cache, each a function:
+  * theoretical (:func:`kv_bytes`): the bytes of the tokens a layer keeps,
+    ``M_token = 2 · n_layers · n_kv · d_h · b`` summed per layer, times kept tokens and batch;
+  * allocated (:func:`allocated_bytes`): what an allocator really reserves, either growth in steps
+    of ``step`` tokens (as kvsim's and mlx-lm's MLX caches grow) or paged blocks of ``block_size``;
+  * read (:func:`read_bytes_per_step`): what one decode step reads from the cache.
+- Kept tokens per layer kind: full and MLA keep all T; sliding keeps min(T, W); chunked keeps the
+  tokens of the current chunk (at most C); recurrent keeps a fixed state, independent of T.
+- Quantized KV (``q8 q6 q4 q3 q2``) stores per vector of ``d`` elements ``d·bits/8`` bytes of packed
+  data plus one scale and one bias per group of ``group_size`` in ``scale_dtype`` (as ``mx.quantize``
+  does); the most recent ``full_precision_tokens`` may stay in ``scale_dtype``.
+- Tensor parallelism: each rank holds ``max(1, n_kv // tp)`` KV heads (replication when tp > n_kv);
+  the MLA latent is replicated on every rank; recurrent state is not sharded here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .config import LayerSpec, ModelSpec
+
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+QUANT_BITS = {"q8": 8, "q6": 6, "q4": 4, "q3": 3, "q2": 2}
+GROUP_SIZES = (32, 64, 128)
+KV_DTYPES = tuple(DTYPE_BYTES) + tuple(QUANT_BITS)
+_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+            "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int8": "q8", "int4": "q4"}
+VIEWS = ("theoretical", "allocated", "read")
+
+
+@dataclass(frozen=True)
+class KVDtype:
+    """How cached elements are stored: a float dtype, or grouped integer quantization."""
+
+    name: str
+    bits: int
+    group_size: int | None = None
+    scale_dtype: str | None = None
+    full_precision_tokens: int = 0
+
+    @property
+    def quantized(self) -> bool:
+        return self.name in QUANT_BITS
+
+    @property
+    def element_bytes(self) -> float:
+        """Bytes per element including scale/bias metadata (fractional when quantized)."""
+        if not self.quantized:
+            return DTYPE_BYTES[self.name]
+        return self.bits / 8 + 2 * DTYPE_BYTES[self.scale_dtype] / self.group_size
+
+    def vector_bytes(self, dim: int, field: str = "head_dim", metadata: bool = True) -> int:
+        """Bytes of one stored vector of ``dim`` elements: d·b, or d·bits/8 + 2·(d/g)·b_scale.
+
+        ``metadata=False`` leaves out the scales and biases (the seed's "before metadata" view).
+        """
+        if not self.quantized:
+            return dim * DTYPE_BYTES[self.name]
+        if dim % self.group_size:
+            ok = [g for g in GROUP_SIZES if dim % g == 0]
+            raise ValueError(f"group_size {self.group_size} does not divide {field} {dim}; "
+                             f"accepted: {', '.join(map(str, ok)) or 'none (use a float dtype)'}")
+        if dim * self.bits % 32:
+            raise ValueError(f"{field} {dim} × {self.bits} bits is not a multiple of 32 "
+                             f"(mx.quantize packs into uint32)")
+        meta = 2 * (dim // self.group_size) * DTYPE_BYTES[self.scale_dtype] if metadata else 0
+        return dim * self.bits // 8 + meta
+
+    def full_vector_bytes(self, dim: int, field: str = "head_dim") -> int:
+        """Bytes of one vector kept in full precision (``scale_dtype``) when quantized."""
+        return dim * DTYPE_BYTES[self.scale_dtype or self.name]
+
+
+def parse_kv_dtype(name, group_size: int = 64, scale_dtype: str = "bf16",
+                   full_precision_tokens: int = 0) -> KVDtype:
+    """Parse ``fp32 bf16 fp16 fp8 q8 q6 q4 q3 q2`` (or pass a KVDtype through)."""
+    if isinstance(name, KVDtype):
+        return name
+    key = _ALIASES.get(str(name).lower(), str(name).lower())
+    if key in DTYPE_BYTES:
+        return KVDtype(key, DTYPE_BYTES[key] * 8)
+    if key not in QUANT_BITS:
+        raise ValueError(f"kv dtype {name!r} is unknown; accepted: {', '.join(KV_DTYPES)}")
+    if group_size not in GROUP_SIZES:
+        raise ValueError(f"group_size {group_size!r} is not one of {', '.join(map(str, GROUP_SIZES))}")
+    scale = _ALIASES.get(str(scale_dtype).lower(), str(scale_dtype).lower())
+    if scale not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"scale_dtype {scale_dtype!r} is not one of fp32, bf16, fp16")
+    if not isinstance(full_precision_tokens, (int, np.integer)) or full_precision_tokens < 0:
+        raise ValueError(f"full_precision_tokens must be an integer >= 0, got {full_precision_tokens!r}")
+    return KVDtype(key, QUANT_BITS[key], group_size, scale, int(full_precision_tokens))
+
+
+# ---------------------------------------------------------------- per layer
+
+
+def _tokens(tokens):
+    arr = np.asarray(tokens)
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.floor(arr))):
+        raise ValueError(f"tokens must be integers, got {tokens!r}")
+    arr = arr.astype(np.int64)
+    if np.any(arr < 0):
+        raise ValueError("tokens must be >= 0")
+    return arr
+
+
+def _out(value, like):
+    return int(value) if np.ndim(like) == 0 else np.asarray(value, dtype=np.int64)
+
+
+def _check_tp(tp):
+    if not isinstance(tp, (int, np.integer)) or isinstance(tp, bool) or tp < 1:
+        raise ValueError(f"tp must be a positive integer, got {tp!r}")
+
+
+def heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
+    """KV heads one tensor-parallel rank holds: max(1, n_kv // tp)."""
+    _check_tp(tp)
+    return max(1, layer.num_key_value_heads // tp)
+
+
+def layer_vector_bytes(layer: LayerSpec, kv_dtype, tp: int = 1, full_precision=False) -> int:
+    """Bytes one token adds to one sequence in one layer: n_kv·(bytes(d_k)+bytes(d_v)) or MLA latent + RoPE key."""
+    dt = parse_kv_dtype(kv_dtype)
+    vec = dt.full_vector_bytes if full_precision else dt.vector_bytes
+    if layer.kind in ("full", "sliding", "chunked"):
+        return heads_per_rank(layer, tp) * (vec(layer.head_dim) + vec(layer.v_head_dim, "v_head_dim"))
+    if layer.kind == "mla":
+        return vec(layer.kv_lora_rank, "kv_lora_rank") + vec(layer.qk_rope_head_dim, "qk_rope_head_dim")
+    return 0
+
+
+def layer_token_bytes(layer: LayerSpec, kv_dtype="bf16", tp: int = 1) -> int:
+    """Bytes one token adds to one sequence in one layer (quantized rate when quantized)."""
+    return layer_vector_bytes(layer, kv_dtype, tp)
+
+
+def kept_tokens(layer: LayerSpec, tokens):
+    """Tokens a layer keeps after ``tokens`` tokens: T, min(T, W), or the current chunk's T - C·⌊(T-1)/C⌋."""
+    t = _tokens(tokens)
+    if layer.kind == "sliding":
+        kept = np.minimum(t, layer.sliding_window)
+    elif layer.kind == "chunked":
+        c = layer.attention_chunk_size
+        kept = np.where(t > 0, t - ((t - 1) // c) * c, 0)
+    elif layer.kind in ("full", "mla"):
+        kept = t
+    else:
+        kept = np.zeros_like(t)
+    return _out(kept, tokens)
+
+
+def allocated_slots(tokens, step: int = 256, limit=None):
+    """Token slots a step-growing buffer holds: min(⌈T/step⌉·step, limit)."""
+    if not isinstance(step, (int, np.integer)) or step < 1:
+        raise ValueError(f"step must be a positive integer, got {step!r}")
+    t = _tokens(tokens)
+    slots = -(-t // step) * step
+    if limit is not None:
+        slots = np.minimum(slots, limit)
+    return _out(slots, tokens)
+
+
+def _span_blocks(tokens, kept, block_size):
+    """Blocks covering positions [T-kept, T): ⌈T/N⌉ - ⌊(T-kept)/N⌋ (one extra when a window is misaligned)."""
+    if not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    return np.where(kept > 0, -(-tokens // block_size) - (tokens - kept) // block_size, 0)
+
+
+def _split_fp(dt: KVDtype, kept):
+    """(full-precision tokens, quantized tokens) of ``kept``: the newest R stay full precision."""
+    fp = np.minimum(kept, dt.full_precision_tokens) if dt.quantized else np.zeros_like(kept)
+    return fp, kept - fp
+
+
+def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, view: str = "theoretical",
+                   step: int = 256, block_size: int | None = None, tp: int = 1):
+    """K/V (or latent) bytes of one layer for ``batch`` sequences of ``tokens`` tokens, in one view.
+
+    theoretical/read: kept·token_bytes·B. allocated: step growth (slots = min(⌈T/S⌉·S, W or C)), or
+    paged when ``block_size`` is set (per-sequence blocks spanning the kept range).
+    """
+    if view not in VIEWS:
+        raise ValueError(f"view {view!r} is not one of {', '.join(VIEWS)}")
+    _check_batch(batch)
+    dt = parse_kv_dtype(kv_dtype)
+    if layer.kind not in ("full", "sliding", "chunked", "mla"):
+        return _out(np.zeros_like(_tokens(tokens)), tokens)
+    t = _tokens(tokens)
+    kept = _tokens(kept_tokens(layer, t))
+    q_bytes = layer_vector_bytes(layer, dt, tp)
+    f_bytes = layer_vector_bytes(layer, dt, tp, full_precision=True) if dt.quantized else 0
+    fp, quant = _split_fp(dt, kept)
+    if view in ("theoretical", "read"):
+        total = fp * f_bytes + quant * q_bytes
+    elif block_size is not None:
+        # the newest R tokens (quantized caches only) sit in their own full-precision blocks
+        total = (_span_blocks(t, fp, block_size) * block_size * f_bytes
+                 + _span_blocks(t - fp, quant, block_size) * block_size * q_bytes)
+    else:
+        limit = layer.window_tokens
+        if dt.quantized:
+            r = dt.full_precision_tokens
+            q_limit = None if limit is None else max(limit - r, 0)
+            q_slots = allocated_slots(np.maximum(t - r, 0), step, q_limit)
+            f_slots = np.minimum(allocated_slots(t, step, limit), r)
+            total = q_slots * q_bytes + f_slots * f_bytes
+        else:
+            total = allocated_slots(t, step, limit) * q_bytes
+    return _out(np.asarray(total, dtype=np.int64) * batch, tokens)
+
+
+def state_bytes(layer: LayerSpec, state_dtype="bf16") -> int:
+    """Fixed recurrent state of one layer for one sequence: Σ prod(shape) · b."""
+    if state_dtype not in ("fp32", "bf16", "fp16"):
+        state_dtype = parse_kv_dtype(state_dtype).name
+        if state_dtype not in ("fp32", "bf16", "fp16"):
+            raise ValueError(f"state_dtype {state_dtype!r} is not one of fp32, bf16, fp16")
+    return layer.state_elements * DTYPE_BYTES[state_dtype]
+
+
+def _check_batch(batch):
+    if not isinstance(batch, (int, np.integer)) or isinstance(batch, bool) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+
+
+# ---------------------------------------------------------------- whole model
+
+
+@lru_cache(maxsize=256)
+def layer_groups(spec: ModelSpec) -> tuple[tuple[LayerSpec, int], ...]:
+    """Identical layers grouped with their counts, in first-seen order (makes sweeps fast)."""
+    counts: dict[LayerSpec, int] = {}
+    for layer in spec.layers:
+        counts[layer] = counts.get(layer, 0) + 1
+    return tuple(counts.items())
+
+
+def model_kv_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", view="theoretical",
+                   step: int = 256, block_size: int | None = None, tp: int = 1):
+    """Σ over layers of :func:`layer_kv_bytes` (attention K/V and MLA latents; no recurrent state)."""
+    t = _tokens(tokens)
+    total = np.zeros_like(t)
+    for layer, count in layer_groups(spec):
+        total = total + count * np.asarray(
+            layer_kv_bytes(layer, t, kv_dtype, batch, view, step, block_size, tp), dtype=np.int64)
+    return _out(total, tokens)
+
+
+def kv_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", tp: int = 1):
+    """Theoretical KV bytes: Σ_layers kept(T)·token_bytes·B (M_total = M_token·T·B for uniform models)."""
+    return model_kv_bytes(spec, tokens, batch, kv_dtype, "theoretical", tp=tp)
+
+
+def allocated_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", step: int = 256,
+                    block_size: int | None = None, tp: int = 1):
+    """Allocated KV bytes: step growth (default 256 tokens) or paged blocks when ``block_size`` is set."""
+    return model_kv_bytes(spec, tokens, batch, kv_dtype, "allocated", step, block_size, tp)
+
+
+def bytes_per_token(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> int:
+    """What one sequence's cache grows by per token while no window is full: Σ token_bytes over cache layers."""
+    return sum(count * layer_token_bytes(layer, kv_dtype, tp) for layer, count in layer_groups(spec))
+
+
+def elements_per_token(spec: ModelSpec) -> int:
+    """Cached elements per token per sequence, dtype-free (DeepSeek-V2's Table 1 unit): Σ 2·n_kv·d_h or d_c + d_h^R."""
+    return sum(count * layer.elements_per_token for layer, count in layer_groups(spec))
+
+
+def fixed_state_bytes(spec: ModelSpec, batch: int = 1, state_dtype="bf16") -> int:
+    """Recurrent state for ``batch`` sequences: B · Σ_layers state_bytes, independent of T."""
+    _check_batch(batch)
+    return batch * sum(count * state_bytes(layer, state_dtype) for layer, count in layer_groups(spec))
+
+
+def total_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", tp: int = 1,
+                state_dtype="bf16"):
+    """Theoretical KV bytes plus fixed recurrent state."""
+    return _out(np.asarray(kv_bytes(spec, tokens, batch, kv_dtype, tp))
+                + fixed_state_bytes(spec, batch, state_dtype), tokens)
+
+
+def read_bytes_per_step(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", tp: int = 1,
+                        state_dtype="bf16"):
+    """Cache bytes one decode step reads at context T: windows read ≤ W, MLA the latent,
+    quantized caches their compressed bytes, recurrent layers their state."""
+    return _out(np.asarray(model_kv_bytes(spec, tokens, batch, kv_dtype, "read", tp=tp))
+                + fixed_state_bytes(spec, batch, state_dtype), tokens)
+
+
+def layer_table(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
+                state_dtype="bf16") -> list[dict]:
+    """One dict per layer: index, kind, kept tokens, theoretical kv_bytes and state_bytes."""
+    rows = []
+    for i, layer in enumerate(spec.layers):
+        rows.append({
+            "index": i, "kind": layer.kind, "window_tokens": layer.window_tokens,
+            "kept_tokens": int(kept_tokens(layer, tokens)),
+            "kv_bytes": int(layer_kv_bytes(layer, tokens, kv_dtype, batch, tp=tp)),
+            "state_bytes": batch * state_bytes(layer, state_dtype),
+        })
+    return rows
+
+
+def tokens_fed(prompt_tokens: int, answer_tokens: int, cached: bool) -> int:
+    """Token positions fed to the model to produce an answer.
+
+    Cached: P + (A - 1) (prefill, then one token per step). Uncached: Σ_{k=1..A} (P + k - 1).
+    """
+    p, a = int(prompt_tokens), int(answer_tokens)
+    if p < 1 or a < 0:
+        raise ValueError("prompt_tokens must be >= 1 and answer_tokens >= 0")
+    if a == 0:
+        return 0
+    if cached:
+        return p + a - 1
+    return a * p + a * (a - 1) // 2
+
+
+# ---------------------------------------------------------------- units
+
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_bytes(n, digits: int = 3) -> str:
+    """Binary units with ``digits`` significant digits: 131072 -> '128 KiB', 70272 -> '68.6 KiB'."""
+    n = float(n)
+    i = 0
+    while abs(n) >= 1024 and i < len(_UNITS) - 1:
+        n /= 1024
+        i += 1
+    if i == 0:
+        return f"{int(n):,} B"
+    text = f"{n:.{digits}g}"
+    if "e" in text:
+        text = f"{n:.0f}"
+    return f"{text} {_UNITS[i]}"
+
+
+def gib(n) -> float:
+    """Bytes to GiB (2**30)."""
+    return n / 2**30
