@@ -1,0 +1,104 @@
+"""Softmax attention layers with a per-head K/V cache: MHA, GQA, MQA, sliding window, chunked.
+
+Contract
+- One class, :class:`Attention`, built from a :class:`~kvsim.config.LayerSpec` of kind
+  ``full``, ``sliding`` or ``chunked``. The variant follows from the geometry:
+  MHA when ``num_key_value_heads == num_attention_heads``, MQA when it is 1, GQA in between
+  (``group_size = num_attention_heads // num_key_value_heads`` query heads share one KV head).
+- Shapes: x (B, L, hidden) -> q (B, H, L, D), k (B, n_kv_heads, L, D), v (B, n_kv_heads, L, D_v).
+- RoPE is applied at ``cache.offset`` BEFORE ``cache.update_and_fetch``, so positions are baked
+  into the cached keys; ``use_rope=False`` (Llama 4's global layers) skips it (NoPE).
+  ``partial_rotary_factor`` rotates only the first fraction of each head (Qwen3-Next, Griffin).
+- ``cache=None`` is the no-cache baseline: the layer sees the whole sequence and builds its own
+  causal / window / chunk mask (:func:`~kvsim.model.layers.reference_mask`).
+- ``cache`` may be a :class:`~kvsim.model.layers.Rows`: row r is a separate sequence with its own
+  cache; projections run batched, attention runs per row (row isolation).
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from ..config import LayerSpec
+from .layers import KeyStream, Rows, attend, reference_mask, rope, store_dtype
+
+__all__ = ["Attention"]
+
+
+class Attention(nn.Module):
+    """Multi-head attention over a K/V cache of ``num_key_value_heads`` heads."""
+
+    def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
+                 config: dict, init: KeyStream):
+        super().__init__()
+        if layer.kind not in ("full", "sliding", "chunked"):
+            raise ValueError(f"Attention needs a full, sliding or chunked layer, got {layer.kind!r}")
+        if num_attention_heads % layer.num_key_value_heads:
+            raise ValueError(f"num_attention_heads {num_attention_heads} must be a multiple of "
+                             f"num_key_value_heads {layer.num_key_value_heads}")
+        self.n_heads = num_attention_heads
+        self.n_kv_heads = layer.num_key_value_heads
+        self.head_dim, self.v_head_dim = layer.head_dim, layer.v_head_dim
+        self.window = layer.sliding_window if layer.kind == "sliding" else None
+        self.chunk = layer.attention_chunk_size if layer.kind == "chunked" else None
+        rotary = int(layer.head_dim * config.get("partial_rotary_factor", 1.0)) // 2 * 2
+        self.rope_dims = rotary if layer.use_rope else 0
+        self.rope_base = float(config.get("rope_theta", 10000.0))
+        # Gemma scales by query_pre_attn_scalar^-1/2; everyone else by head_dim^-1/2
+        self.scale = float(config.get("query_pre_attn_scalar") or layer.head_dim) ** -0.5
+        self.wq = init.linear(self.n_heads * self.head_dim, hidden_size)
+        self.wk = init.linear(self.n_kv_heads * self.head_dim, hidden_size)
+        self.wv = init.linear(self.n_kv_heads * self.v_head_dim, hidden_size)
+        self.wo = init.linear(hidden_size, self.n_heads * self.v_head_dim)
+
+    @property
+    def variant(self) -> str:
+        """'MHA', 'GQA' or 'MQA', from n_kv_heads vs n_heads."""
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+    def _split_heads(self, x: mx.array, heads: int, dim: int) -> mx.array:
+        B, L, _ = x.shape
+        return x.reshape(B, L, heads, dim).transpose(0, 2, 1, 3)   # (B, heads, L, dim)
+
+    def __call__(self, x: mx.array, cache=None) -> mx.array:
+        B, L, _ = x.shape
+        q = self._split_heads(x @ self.wq.T, self.n_heads, self.head_dim)
+        k = self._split_heads(x @ self.wk.T, self.n_kv_heads, self.head_dim)
+        v = self._split_heads(x @ self.wv.T, self.n_kv_heads, self.v_head_dim)
+        if isinstance(cache, Rows):
+            out = self._attend_rows(q, k, v, cache)
+        else:
+            out = self._attend_one(q, k, v, cache)
+        return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
+
+    def _attend_one(self, q, k, v, cache):
+        """All B rows share one cache (or none): (B, H, L, D) -> (B, H, L, D_v)."""
+        L = q.shape[2]
+        offset = 0 if cache is None else cache.offset
+        q = rope(q, self.rope_dims, self.rope_base, offset)
+        k = rope(k, self.rope_dims, self.rope_base, offset)
+        if cache is None:
+            mask = reference_mask(L, L, 0, self.window, self.chunk)
+            return attend(q, k, v, self.scale, mask)
+        mask = cache.make_mask(L)                      # before the update, (L, keys)
+        dtype = store_dtype(cache, k.dtype)
+        keys, values = cache.update_and_fetch(k.astype(dtype), v.astype(dtype))
+        return attend(q, keys, values, self.scale, mask, cache)
+
+    def _attend_rows(self, q, k, v, rows: Rows):
+        """Row r is its own sequence: RoPE at its own offset, its own cache and mask."""
+        if len(rows) != q.shape[0]:
+            raise ValueError(f"Rows holds {len(rows)} caches but the batch has {q.shape[0]} rows")
+        offsets = mx.array([c.offset for c in rows.caches])
+        q = rope(q, self.rope_dims, self.rope_base, offsets)   # per-row positions
+        k = rope(k, self.rope_dims, self.rope_base, offsets)
+        outs = []
+        for r, cache in enumerate(rows.caches):
+            mask = cache.make_mask(q.shape[2])
+            dtype = store_dtype(cache, k.dtype)
+            keys, values = cache.update_and_fetch(k[r:r + 1].astype(dtype), v[r:r + 1].astype(dtype))
+            outs.append(attend(q[r:r + 1], keys, values, self.scale, mask, cache))
+        return mx.concatenate(outs, axis=0)

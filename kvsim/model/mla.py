@@ -1,0 +1,134 @@
+"""Multi-head latent attention (DeepSeek-V2/V3): cache one latent per token, shared by all heads.
+
+Contract
+- Per token the layer caches ``latent`` (kv_lora_rank = r, RMS-normed) and ``k_pe``
+  (qk_rope_head_dim, RoPE applied), in a LatentCache: ``update_and_fetch(latent (B,1,S,r),
+  k_pe (B,1,S,rope))`` returns everything cached so far, (B,1,T,r) and (B,1,T,rope).
+- ``kv_b`` (H·(nope+v), r) expands the latent into per-head keys (``W_uk``: nope rows per head)
+  and values (``W_uv``: v_head_dim rows per head).
+- Two numerically equal ways to attend (fp32 allclose), chosen by ``path``:
+  * ``materialized``: k_h = [W_uk,h · latent ; k_pe], v_h = W_uv,h · latent for every head and
+    cached token, then ordinary attention (what a cold prefill does);
+  * ``absorbed``: W_uk is folded into the query, q̃_h = W_uk,hᵀ q_nope,h (length r), so the scores
+    are q̃_h·latent + q_pe·k_pe and the output is W_uv,h (Σ p · latent): attention runs over the
+    latent itself and the per-head K/V are never built (how DeepSeek decodes);
+  * ``auto`` (default): absorbed for one new token, materialized otherwise (mlx-lm's choice).
+- Score scale 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) (YaRN's mscale is left out).
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from ..config import LayerSpec
+from .layers import KeyStream, Rows, reference_mask, rms_norm, rope, store_dtype
+from ..attention import sdpa
+
+__all__ = ["MLA", "MLA_PATHS"]
+
+MLA_PATHS = ("auto", "absorbed", "materialized")
+
+
+def _dim(config: dict, name: str) -> int:
+    value = config.get(name)
+    if not isinstance(value, int) or value <= 0:
+        raise ValueError(f"MLA needs config[{name!r}] as a positive integer, got {value!r}")
+    return value
+
+
+class MLA(nn.Module):
+    """DeepSeek attention: low-rank query, latent K/V, decoupled RoPE key."""
+
+    def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
+                 config: dict, init: KeyStream):
+        super().__init__()
+        self.n_heads = num_attention_heads
+        self.kv_lora_rank, self.rope_dim = layer.kv_lora_rank, layer.qk_rope_head_dim
+        self.nope_dim = _dim(config, "qk_nope_head_dim")
+        self.v_head_dim = _dim(config, "v_head_dim")
+        self.q_lora_rank = config.get("q_lora_rank") or 0      # V2-Lite: null = no query compression
+        self.rope_base = float(config.get("rope_theta", 10000.0))
+        self.scale = (self.nope_dim + self.rope_dim) ** -0.5
+        self.path = "auto"
+        H, qk = self.n_heads, self.nope_dim + self.rope_dim
+        if self.q_lora_rank:
+            self.wq_a = init.linear(self.q_lora_rank, hidden_size)
+            self.q_norm = mx.ones((self.q_lora_rank,))
+            self.wq_b = init.linear(H * qk, self.q_lora_rank)
+        else:
+            self.wq = init.linear(H * qk, hidden_size)
+        self.wkv_a = init.linear(self.kv_lora_rank + self.rope_dim, hidden_size)
+        self.kv_norm = mx.ones((self.kv_lora_rank,))
+        self.wkv_b = init.linear(H * (self.nope_dim + self.v_head_dim), self.kv_lora_rank)
+        self.wo = init.linear(hidden_size, H * self.v_head_dim)
+
+    def _w_uk_uv(self):
+        """W_uk (H, nope, r) and W_uv (H, v, r) from kv_b."""
+        w = self.wkv_b.reshape(self.n_heads, self.nope_dim + self.v_head_dim, self.kv_lora_rank)
+        return w[:, :self.nope_dim], w[:, self.nope_dim:]
+
+    def _project(self, x):
+        """x (B, L, hidden) -> q_nope (B,H,L,nope), q_pe (B,H,L,rope), latent (B,1,L,r), k_pe (B,1,L,rope)."""
+        B, L, _ = x.shape
+        if self.q_lora_rank:
+            q = rms_norm(x @ self.wq_a.T, self.q_norm) @ self.wq_b.T
+        else:
+            q = x @ self.wq.T
+        q = q.reshape(B, L, self.n_heads, -1).transpose(0, 2, 1, 3)
+        kv = x @ self.wkv_a.T
+        latent = rms_norm(kv[..., :self.kv_lora_rank], self.kv_norm)[:, None]
+        k_pe = kv[..., self.kv_lora_rank:][:, None]
+        return q[..., :self.nope_dim], q[..., self.nope_dim:], latent, k_pe
+
+    def __call__(self, x: mx.array, cache=None) -> mx.array:
+        B, L, _ = x.shape
+        q_nope, q_pe, latent, k_pe = self._project(x)
+        caches = cache.caches if isinstance(cache, Rows) else [cache]
+        if isinstance(cache, Rows) and len(caches) != B:
+            raise ValueError(f"Rows holds {len(caches)} caches but the batch has {B} rows")
+        outs = []
+        for r, c in enumerate(caches):
+            rows = slice(r, r + 1) if isinstance(cache, Rows) else slice(None)
+            outs.append(self._attend(q_nope[rows], q_pe[rows], latent[rows], k_pe[rows], c))
+        out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
+        return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
+
+    def _attend(self, q_nope, q_pe, latent, k_pe, cache):
+        L = q_nope.shape[2]
+        offset = 0 if cache is None else cache.offset
+        q_pe = rope(q_pe, self.rope_dim, self.rope_base, offset)
+        k_pe = rope(k_pe, self.rope_dim, self.rope_base, offset)
+        if cache is None:
+            mask, latents, k_pes = reference_mask(L, L), latent, k_pe
+        else:
+            mask = cache.make_mask(L)
+            dtype = store_dtype(cache, latent.dtype)
+            latents, k_pes = cache.update_and_fetch(latent.astype(dtype), k_pe.astype(dtype))
+        path = self.path if self.path != "auto" else ("absorbed" if L == 1 else "materialized")
+        if path == "absorbed":
+            return self.absorbed(q_nope, q_pe, latents, k_pes, mask)
+        return self.materialized(q_nope, q_pe, latents, k_pes, mask)
+
+    def materialized(self, q_nope, q_pe, latents, k_pes, mask):
+        """Expand per-head K (B,H,T,nope+rope) and V (B,H,T,v) from the latent, then attend."""
+        w_uk, w_uv = self._w_uk_uv()
+        latents = latents.astype(q_nope.dtype)
+        k_nope = latents @ w_uk.swapaxes(-1, -2)              # (B,1,T,r) @ (H,r,nope) -> (B,H,T,nope)
+        values = latents @ w_uv.swapaxes(-1, -2)              # (B,H,T,v)
+        B, H, T, _ = k_nope.shape
+        k_pe = mx.broadcast_to(k_pes.astype(q_pe.dtype), (B, H, T, self.rope_dim))
+        keys = mx.concatenate([k_nope, k_pe], axis=-1)
+        queries = mx.concatenate([q_nope, q_pe], axis=-1)
+        return sdpa(queries, keys, values, mask, self.scale)
+
+    def absorbed(self, q_nope, q_pe, latents, k_pes, mask):
+        """Attend over the latent: scores = q̃·latentᵀ + q_pe·k_peᵀ, out = W_uv (p · latent)."""
+        w_uk, w_uv = self._w_uk_uv()
+        latents, k_pes = latents.astype(q_nope.dtype), k_pes.astype(q_pe.dtype)
+        q_lat = q_nope @ w_uk                                 # (B,H,L,nope) @ (H,nope,r) -> (B,H,L,r)
+        scores = (q_lat @ latents.swapaxes(-1, -2) + q_pe @ k_pes.swapaxes(-1, -2)) * self.scale
+        scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)   # (B,H,L,T)
+        probs = mx.softmax(scores, axis=-1, precise=True)
+        out_lat = probs @ latents                             # (B,H,L,r): one "value head" for all
+        return out_lat @ w_uv.swapaxes(-1, -2)                # (H,r,v) -> (B,H,L,v)

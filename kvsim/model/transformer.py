@@ -1,0 +1,220 @@
+"""A decoder-only MLX transformer built from a :class:`~kvsim.config.ModelSpec`.
+
+Contract
+- ``build_model(spec, num_layers=, vocab_size=, intermediate_size=, hidden_size=, seed=, dtype=)``:
+  real-geometry mode. Every cache-relevant dimension stays the real model's (attention heads, KV
+  heads, head_dim, window, chunk, NoPE layers, MLA ranks incl. q_lora_rank / qk_nope_head_dim /
+  v_head_dim, recurrent state shapes); the number of layers, the vocabulary, the FFN width (MoE
+  becomes one dense SwiGLU FFN) and optionally the residual width may shrink. A reduced layer
+  count keeps a representative slice of the layer pattern (:func:`select_layers`): the first
+  layer of every distinct kind, filled up with the earliest other layers, in model order.
+- ``toy_spec(kind)``: a tiny spec (hidden 64, vocab 128, 2–3 layers) per variant, parsed from a
+  config.json-style dict by :func:`~kvsim.config.from_hf_config`, for quick lessons and tests.
+- ``model(tokens (B, L), caches=None) -> logits (B, L, vocab)``: ``caches`` is None (no cache:
+  the whole sequence must be fed), or one cache per layer (``model.make_caches(...)``), or per
+  layer a :class:`~kvsim.model.layers.Rows` of per-sequence caches (batched decode).
+- ``model.spec`` is the reduced spec: hand it to ``make_caches`` and to :mod:`kvsim.memory`.
+- Weights are deterministic in ``seed``; float32 by default (MLX bf16/fp16 math is slow on a
+  Linux CPU), bf16 and fp16 work too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from ..config import LayerSpec, ModelSpec, from_hf_config
+from .attention import Attention
+from .layers import MLP, KeyStream, Rows, rms_norm
+from .mla import MLA, MLA_PATHS
+from .recurrent import MIXERS
+
+__all__ = ["Model", "Block", "BuildInfo", "build_model", "select_layers", "toy_spec", "TOY_KINDS",
+           "MX_DTYPES"]
+
+MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """Where a model came from: the full spec's name/layer count and which layers were kept."""
+
+    source_name: str
+    source_num_layers: int
+    source_layers: tuple[int, ...]
+    seed: int
+    dtype: str
+
+
+def make_mixer(layer: LayerSpec, hidden_size: int, num_attention_heads: int, config: dict,
+               init: KeyStream) -> nn.Module:
+    """The token mixer of one layer: Attention, MLA or a recurrent mixer."""
+    if layer.kind in ("full", "sliding", "chunked"):
+        return Attention(layer, hidden_size, num_attention_heads, config, init)
+    if layer.kind == "mla":
+        return MLA(layer, hidden_size, num_attention_heads, config, init)
+    if layer.kind == "recurrent":
+        return MIXERS[layer.recurrent_family](layer, hidden_size, config, init)
+    raise ValueError(f"layer kind {layer.kind!r} has no mixer; accepted: full, sliding, chunked, mla, recurrent")
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: h = x + mixer(norm(x)); out = h + ffn(norm(h))."""
+
+    def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
+                 intermediate_size: int, config: dict, init: KeyStream):
+        super().__init__()
+        self.layer = layer
+        self.mixer_norm = mx.ones((hidden_size,))
+        self.mixer = make_mixer(layer, hidden_size, num_attention_heads, config, init)
+        self.ffn_norm = mx.ones((hidden_size,))
+        self.ffn = MLP(hidden_size, intermediate_size, init)
+
+    def __call__(self, x: mx.array, cache=None) -> mx.array:
+        h = x + self.mixer(rms_norm(x, self.mixer_norm), cache)
+        return h + self.ffn(rms_norm(h, self.ffn_norm))
+
+
+class Model(nn.Module):
+    """Embedding, blocks, final norm, LM head. ``spec`` is the (reduced) spec it implements."""
+
+    def __init__(self, spec: ModelSpec, intermediate_size: int, info: BuildInfo, init: KeyStream):
+        super().__init__()
+        self.spec, self.info = spec, info
+        self.embed = init.normal((spec.vocab_size, spec.hidden_size), 1.0)
+        self.blocks = [Block(layer, spec.hidden_size, spec.num_attention_heads, intermediate_size,
+                             spec.config, init) for layer in spec.layers]
+        self.norm = mx.ones((spec.hidden_size,))
+        self.lm_head = init.linear(spec.vocab_size, spec.hidden_size)
+
+    def __call__(self, tokens: mx.array, caches=None) -> mx.array:
+        if tokens.ndim != 2:
+            raise ValueError(f"tokens must be (B, L) token ids, got shape {tuple(tokens.shape)}")
+        if caches is not None and len(caches) != len(self.blocks):
+            raise ValueError(f"caches must hold one entry per layer ({len(self.blocks)}), got {len(caches)}")
+        x = self.embed[tokens]
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        return rms_norm(x, self.norm) @ self.lm_head.T
+
+    def make_caches(self, **kwargs) -> list:
+        """One cache per layer for this model's spec (kvsim.cache.make_caches)."""
+        from ..cache import make_caches
+        return make_caches(self.spec, **kwargs)
+
+    @property
+    def dtype(self):
+        return self.embed.dtype
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of every parameter (what one decode step reads besides the cache)."""
+        return sum(p.nbytes for _, p in nn.utils.tree_flatten(self.parameters()))
+
+    @property
+    def mla_path(self) -> str:
+        paths = {b.mixer.path for b in self.blocks if isinstance(b.mixer, MLA)}
+        return paths.pop() if len(paths) == 1 else "auto"
+
+    @mla_path.setter
+    def mla_path(self, path: str):
+        if path not in MLA_PATHS:
+            raise ValueError(f"mla_path {path!r} is not one of {', '.join(MLA_PATHS)}")
+        for b in self.blocks:
+            if isinstance(b.mixer, MLA):
+                b.mixer.path = path
+
+
+def _kind_key(layer: LayerSpec):
+    """Layers that differ in anything a cache or mixer cares about count as distinct kinds."""
+    return layer
+
+
+def select_layers(spec: ModelSpec, num_layers: int) -> tuple[int, ...]:
+    """Indices of a representative slice: first layer of each distinct kind, then the earliest others."""
+    n = spec.num_hidden_layers
+    firsts: dict = {}
+    for i, layer in enumerate(spec.layers):
+        firsts.setdefault(_kind_key(layer), i)
+    if not isinstance(num_layers, int) or not len(firsts) <= num_layers <= n:
+        raise ValueError(f"num_layers must be an integer in [{len(firsts)}, {n}] "
+                         f"({len(firsts)} distinct layer kinds in {spec.name}), got {num_layers!r}")
+    chosen = set(firsts.values())
+    for i in range(n):
+        if len(chosen) == num_layers:
+            break
+        chosen.add(i)
+    return tuple(sorted(chosen))
+
+
+def _positive(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _ffn_width(spec: ModelSpec) -> int:
+    cfg = spec.config
+    width = cfg.get("intermediate_size") or cfg.get("moe_intermediate_size")
+    return width if isinstance(width, int) and width > 0 else 4 * spec.hidden_size
+
+
+def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: int | None = None,
+                intermediate_size: int | None = None, hidden_size: int | None = None,
+                seed: int = 0, dtype: str = "fp32") -> Model:
+    """A random-weight model with ``spec``'s layer geometry, optionally fewer layers / smaller vocab and FFN."""
+    if dtype not in MX_DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(MX_DTYPES)}")
+    indices = select_layers(spec, spec.num_hidden_layers if num_layers is None else num_layers)
+    vocab = _positive("vocab_size", vocab_size or spec.vocab_size)
+    ffn = _positive("intermediate_size", intermediate_size or _ffn_width(spec))
+    hidden = _positive("hidden_size", hidden_size or spec.hidden_size)
+    if not spec.num_attention_heads and any(l.kind != "recurrent" for l in spec.layers):
+        raise ValueError(f"{spec.name}: num_attention_heads is missing but the model has attention layers")
+    config = {**spec.config, "num_hidden_layers": len(indices), "vocab_size": vocab,
+              "intermediate_size": ffn, "hidden_size": hidden}
+    reduced = replace(spec, layers=tuple(spec.layers[i] for i in indices), vocab_size=vocab,
+                      hidden_size=hidden, config=config)
+    info = BuildInfo(spec.name, spec.num_hidden_layers, indices, seed, dtype)
+    model = Model(reduced, ffn, info, KeyStream(seed))
+    if dtype != "fp32":
+        model.set_dtype(MX_DTYPES[dtype])
+    mx.eval(model.parameters())
+    return model
+
+
+_TOY_BASE = {"hidden_size": 64, "num_attention_heads": 4, "head_dim": 32, "vocab_size": 128,
+             "intermediate_size": 128, "max_position_embeddings": 4096, "num_hidden_layers": 2}
+_TOYS = {
+    "mha": {"model_type": "llama", "num_key_value_heads": 4},
+    "gqa": {"model_type": "llama", "num_key_value_heads": 2},
+    "mqa": {"model_type": "llama", "num_key_value_heads": 1},
+    "sliding": {"model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 8},
+    "sliding_global": {"model_type": "gemma3_text", "num_key_value_heads": 2, "sliding_window": 8,
+                       "sliding_window_pattern": 2, "query_pre_attn_scalar": 32},
+    "chunked": {"model_type": "llama4_text", "num_key_value_heads": 2, "attention_chunk_size": 8,
+                "nope_layer_interval": 2},
+    "mla": {"model_type": "deepseek_v3", "num_key_value_heads": 4, "q_lora_rank": 48,
+            "kv_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32},
+    "mamba": {"model_type": "mamba", "state_size": 8, "conv_kernel": 4},
+    "mamba2": {"model_type": "mamba2", "expand": 2, "state_size": 16, "head_dim": 32, "n_groups": 1,
+               "conv_kernel": 4, "num_attention_heads": None},
+    "jamba": {"model_type": "jamba", "num_key_value_heads": 2, "attn_layer_period": 2,
+              "attn_layer_offset": 1, "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2},
+    "gated_deltanet": {"model_type": "qwen3_next", "num_key_value_heads": 2, "full_attention_interval": 2,
+                       "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+                       "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "partial_rotary_factor": 0.25},
+    "rg_lru": {"model_type": "recurrent_gemma", "num_key_value_heads": 1, "num_hidden_layers": 3,
+               "attention_window_size": 8, "lru_width": 64, "conv1d_width": 4, "partial_rotary_factor": 0.5},
+}
+TOY_KINDS = tuple(_TOYS)
+
+
+def toy_spec(kind: str = "gqa", **overrides) -> ModelSpec:
+    """A tiny config of one attention variant (see TOY_KINDS), parsed like a real config.json."""
+    if kind not in _TOYS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(TOY_KINDS)}")
+    cfg = {**_TOY_BASE, **_TOYS[kind], **overrides}
+    return from_hf_config(cfg, name=f"toy-{kind}")
