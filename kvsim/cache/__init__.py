@@ -1,7 +1,20 @@
 """MLX caches with real arrays: the protocol (:mod:`.base`) and one module per layout.
 
-Exports (final state): KVCache, RotatingKVCache, ChunkedKVCache, QuantizedKVCache,
-LatentCache, RecurrentStateCache, CachePool, make_caches.
+Layouts: KVCache (standard), RotatingKVCache (sliding window), ChunkedKVCache (Llama 4 chunks),
+QuantizedKVCache (``mx.quantize`` storage), LatentCache (MLA), RecurrentStateCache (fixed
+state); CachePool owns per-sequence cache sets; make_caches picks one cache per layer.
+Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pickle).
 """
 
 from .base import BaseCache
+from .chunked import ChunkedKVCache
+from .factory import make_caches
+from .io import load_caches, save_caches
+from .latent import LatentCache
+from .quantized import QuantizedKVCache
+from .recurrent import RecurrentStateCache
+from .rotating import RotatingKVCache
+from .standard import KVCache
+
+__all__ = ["BaseCache", "KVCache", "RotatingKVCache", "ChunkedKVCache", "QuantizedKVCache",
+           "LatentCache", "RecurrentStateCache", "make_caches", "save_caches", "load_caches"]

@@ -91,6 +91,18 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
     return got
 
 
+def grow_buffer(buf, slots: int, like=None):
+    """``buf`` with ``slots`` zero token slots appended on axis 2 (a fresh buffer if buf is None).
+
+    This is the only reallocation a step-growing cache makes; ``like`` (B, H, ·, D) gives the
+    shape and dtype of a fresh buffer.
+    """
+    ref = buf if buf is not None else like
+    B, H, _, D = ref.shape
+    pad = mx.zeros((B, H, slots, D), dtype=ref.dtype)
+    return pad if buf is None else mx.concatenate([buf, pad], axis=2)
+
+
 class BaseCache:
     """Shared protocol; subclasses implement the storage layout.
 

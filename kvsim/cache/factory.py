@@ -1,0 +1,86 @@
+"""make_caches: one cache per layer of a :class:`~kvsim.config.ModelSpec`, chosen by layer kind.
+
+Contract
+- Layout follows the layer kind (the seeds' architecture table):
+  full -> KVCache; sliding -> RotatingKVCache(sliding_window, keep); chunked ->
+  ChunkedKVCache(attention_chunk_size) (Llama 4's NoPE global layers are ``full`` -> KVCache);
+  mla -> LatentCache; recurrent -> RecurrentStateCache(state_shapes, batch, dtype); none -> None.
+- Storage mode is independent of layout: ``kv_dtype`` None / fp32 / bf16 / fp16 keeps full
+  precision (the elements have the dtype of the tensors the model writes); q8 q6 q4 q3 q2 swap
+  in QuantizedKVCache(bits, group_size, full_precision_tokens) for full and MLA layers (latent in
+  the keys slot, RoPE key in the values slot) and QuantizedKVCache(max_size=W) for sliding
+  layers. Combinations kvsim has no layout for raise ValueError before anything is built:
+  quantized + chunked, quantized + sliding with ``keep`` sinks, and fp8 (no fp8 storage in MLX).
+- ``dtype`` is the recurrent state's dtype; ``batch`` its batch size (KV caches take B from
+  their first update).
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from ..config import ModelSpec
+from ..memory import parse_kv_dtype
+from .base import DEFAULT_STEP
+from .chunked import ChunkedKVCache
+from .latent import LatentCache
+from .quantized import QuantizedKVCache
+from .recurrent import RecurrentStateCache
+from .rotating import RotatingKVCache
+from .standard import KVCache
+
+FULL_PRECISION = (None, "fp32", "bf16", "fp16")
+
+
+def _bits(kv_dtype, group_size) -> int | None:
+    """None for full precision, else the quantization bits; ValueError for unsupported names."""
+    if kv_dtype is None:
+        return None
+    dt = parse_kv_dtype(kv_dtype, group_size=group_size)  # validates name and group_size
+    if dt.quantized:
+        return dt.bits
+    if dt.name not in FULL_PRECISION:
+        raise ValueError(f"kv_dtype {kv_dtype!r} has no MLX cache layout; accepted: "
+                         "None, fp32, bf16, fp16, q8, q6, q4, q3, q2")
+    return None
+
+
+def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, step: int = DEFAULT_STEP,
+                dtype=mx.float32, inplace: bool = True, group_size: int = 64,
+                full_precision_tokens: int = 0, keep: int = 0, rewind_tokens: int = 0) -> list:
+    """One cache per layer of ``spec`` (None for layers that cache nothing)."""
+    if not isinstance(spec, ModelSpec):
+        raise ValueError(f"spec must be a kvsim.config.ModelSpec, got {type(spec).__name__}")
+    bits = _bits(kv_dtype, group_size)
+    if bits is not None:
+        kinds = spec.kinds
+        if "chunked" in kinds:
+            raise ValueError(f"kv_dtype {kv_dtype!r}: chunked layers have no quantized layout; "
+                             "use kv_dtype=None for this model")
+        if "sliding" in kinds and keep:
+            raise ValueError(f"kv_dtype {kv_dtype!r}: quantized sliding layers keep no sink tokens; use keep=0")
+
+    def quantized(max_size=None):
+        return QuantizedKVCache(bits, group_size, step=step, full_precision_tokens=full_precision_tokens,
+                                max_size=max_size)
+
+    caches = []
+    for layer in spec.layers:
+        kind = layer.kind
+        if kind == "none":
+            caches.append(None)
+        elif kind == "recurrent":
+            caches.append(RecurrentStateCache(layer.state_shapes, batch, dtype))
+        elif bits is not None:
+            caches.append(quantized(layer.sliding_window if kind == "sliding" else None))
+        elif kind == "full":
+            caches.append(KVCache(step=step, inplace=inplace))
+        elif kind == "sliding":
+            caches.append(RotatingKVCache(layer.sliding_window, keep=keep, step=step,
+                                          rewind_tokens=rewind_tokens))
+        elif kind == "chunked":
+            caches.append(ChunkedKVCache(layer.attention_chunk_size, step=step))
+        elif kind == "mla":
+            caches.append(LatentCache(step=step, inplace=inplace, kv_lora_rank=layer.kv_lora_rank,
+                                      qk_rope_head_dim=layer.qk_rope_head_dim))
+    return caches

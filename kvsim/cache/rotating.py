@@ -1,0 +1,188 @@
+"""RotatingKVCache: a sliding-window layer's cache, a ring of at most ``max_size`` token slots.
+
+Contract
+- Window semantics: the first ``keep`` tokens are sinks that every later query sees; the other
+  ``window = max_size - keep`` slots hold the most recent tokens. A query at absolute position p
+  sees key q iff ``q <= p`` and (``q < keep`` or ``q > p - window``). With keep=0 that is the
+  Hugging Face ``sliding_window`` rule: positions p-W+1..p. The sinks sit inside ``max_size``.
+- Layout: position t lives in slot t (t < keep) or ``keep + (t - keep) % ring`` (ring = window +
+  rewind_tokens), so every write is a slice assignment into at most two slot ranges and the
+  layout is a pure function of the positions held; nothing is ever shifted or re-concatenated.
+- Capacity = ``min(allocated_slots(T_peak, step), max_size + rewind_tokens)``: no transient
+  ``max_size - 1 + S`` rows are retained after a long prefill (an mlx-lm quirk). For a chunk of S
+  tokens the returned keys (the sinks, the ``window - 1`` tokens before the chunk and the S new
+  ones) are a temporary built for that call's attention; the ring keeps only its slots.
+- Returned keys/values are in temporal order (a view when no wrap is involved, else a concat).
+- Trim: ``trim(n)`` is exact. While no row has been overwritten (offset <= max_size + rewind_tokens)
+  any ``n <= offset`` works. Afterwards ``trimmable_tokens = offset - (start + window - 1)``, where
+  ``start`` is the oldest recent position still held: the rewind may only go back as far as every
+  key the next query can see is still in the ring. That is 1 token with ``rewind_tokens=0`` and
+  ``rewind_tokens + 1`` right after a write with R extra slots (speculative decoding: set it to
+  the draft length). Asking for more raises ValueError and changes nothing.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from ..memory import allocated_slots
+from .base import DEFAULT_STEP, BaseCache, check_kv, check_step, grow_buffer
+from .standard import _geometry
+
+
+def _nonneg_int(name, value, low=0):
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+class RotatingKVCache(BaseCache):
+    """Sink tokens plus a ring of the most recent ``max_size - keep`` tokens."""
+
+    def __init__(self, max_size: int, keep: int = 0, step: int = DEFAULT_STEP, rewind_tokens: int = 0):
+        self.max_size = _nonneg_int("max_size", max_size, 1)
+        self.keep = _nonneg_int("keep", keep)
+        if keep >= max_size:
+            raise ValueError(f"keep must be in [0, max_size - 1] = [0, {max_size - 1}], got {keep}")
+        self.rewind_tokens = _nonneg_int("rewind_tokens", rewind_tokens)
+        self.step = check_step(step)
+        self.window = max_size - keep  # recent tokens a query sees, itself included
+        self.ring = self.window + rewind_tokens  # slots after the sinks
+        self.keys = self.values = None  # (B, H, capacity, D), capacity <= keep + ring
+        self.offset = 0
+        self._start = keep  # oldest non-sink position still held; > keep once a row was overwritten
+        self._geom = None
+
+    # ------------------------------------------------------------ layout
+    def _slices(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Slot ranges holding positions [lo, hi), oldest first, adjacent ranges merged."""
+        out = []
+        if lo < min(hi, self.keep):  # sinks: slot = position
+            out.append((lo, min(hi, self.keep)))
+        lo = max(lo, self.keep)
+        if lo < hi:
+            s, n, end = self.keep + (lo - self.keep) % self.ring, hi - lo, self.keep + self.ring
+            out += [(s, s + n)] if s + n <= end else [(s, end), (self.keep, self.keep + s + n - end)]
+        merged = out[:1]
+        for s, e in out[1:]:
+            if s == merged[-1][1]:
+                merged[-1] = (merged[-1][0], e)
+            else:
+                merged.append((s, e))
+        return merged
+
+    def _gather(self, buf, ranges):
+        """Positions given as [lo, hi) ranges, read from ``buf`` in temporal order."""
+        slots = [r for lo, hi in ranges if lo < hi for r in self._slices(lo, hi)]
+        parts = [buf[..., s:e, :] for s, e in slots] or [buf[..., :0, :]]
+        return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=2)
+
+    def _put(self, buf, x, lo: int):
+        """Write x (positions [lo, lo + len)) into its slots; len of the ring part <= ring."""
+        i = 0
+        for s, e in self._slices(lo, lo + x.shape[2]):
+            buf[..., s:e, :] = x[..., i : i + e - s, :]
+            i += e - s
+        return buf
+
+    def _returned(self, P: int, S: int):
+        """Position ranges an update of S tokens at offset P returns: sinks, then [a, P + S)."""
+        h = min(self.keep, P)
+        return [(0, h), (max(h, P - self.window + 1), P + S)]
+
+    # ------------------------------------------------------------ update
+    def update_and_fetch(self, keys, values):
+        """Store S new tokens; return the keys/values the S queries may see, oldest first."""
+        g = check_kv(keys, values, self._geom)
+        P, S = self.offset, g["S"]
+        end = P + S
+        ranges = self._returned(P, S)
+        need = min(allocated_slots(end, self.step), self.keep + self.ring)
+        if need > self.capacity:
+            slots = need - self.capacity
+            self.keys = grow_buffer(self.keys, slots, keys)
+            self.values = grow_buffer(self.values, slots, values)
+        # can the whole answer be read from the ring after writing? (always true for decode)
+        fits = end - max(ranges[1][0], self.keep) <= self.ring
+        if not fits:  # long chunk: old rows must be read before they are overwritten
+            old = [(0, ranges[0][1]), (ranges[1][0], P)]
+            out_k = mx.concatenate([self._gather(self.keys, old), keys], axis=2)
+            out_v = mx.concatenate([self._gather(self.values, old), values], axis=2)
+        # keep only what the ring retains: new sinks and the last `ring` recent tokens
+        lo = max(P, self.keep, end - self.ring)
+        sink = slice(0, max(0, min(self.keep, end) - P))
+        for name, x in (("keys", keys), ("values", values)):
+            buf = self._put(getattr(self, name), x[..., sink, :], P)
+            setattr(self, name, self._put(buf, x[..., lo - P :, :], lo))
+        self._start = max(self._start, end - self.ring)
+        self._geom, self.offset = g, end
+        if fits:
+            return self._gather(self.keys, ranges), self._gather(self.values, ranges)
+        return out_k, out_v
+
+    # ------------------------------------------------------------ accounting
+    @property
+    def capacity(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
+
+    def size(self) -> int:
+        return min(self.keep, self.offset) + max(0, self.offset - self._start)
+
+    # ------------------------------------------------------------ rewinding and masks
+    @property
+    def trimmable_tokens(self) -> int:
+        if self._start <= self.keep:  # nothing overwritten yet
+            return self.offset
+        return max(0, self.offset - (self._start + self.window - 1))
+
+    def trim(self, n: int) -> int:
+        n = self._check_trim(n)
+        self.offset -= n  # rewound rows stay until the next write overwrites them
+        return n
+
+    def key_positions(self, n: int) -> mx.array:
+        parts = [mx.arange(lo, hi, dtype=mx.int32) for lo, hi in self._returned(self.offset, n)]
+        return mx.concatenate(parts)
+
+    def visible(self, q_pos, k_pos):
+        return (k_pos <= q_pos) & ((k_pos < self.keep) | (k_pos > q_pos - self.window))
+
+    # ------------------------------------------------------------ persistence
+    def _held(self):
+        return [(0, min(self.keep, self.offset)), (self._start, self.offset)]
+
+    @property
+    def state(self) -> tuple:
+        if self.keys is None:
+            return ()
+        if self.size() == 0:
+            return self.keys[..., :0, :], self.values[..., :0, :]
+        return self._gather(self.keys, self._held()), self._gather(self.values, self._held())
+
+    @property
+    def meta_state(self) -> tuple:
+        return tuple(str(x) for x in (self.offset, self._start, self.max_size, self.keep,
+                                      self.rewind_tokens, self.step, self.capacity))
+
+    @classmethod
+    def from_state(cls, state, meta_state):
+        offset, start, max_size, keep, rewind, step, capacity = (int(x) for x in meta_state)
+        cache = cls(max_size, keep=keep, step=step, rewind_tokens=rewind)
+        cache.offset, cache._start = offset, start
+        if not state:
+            return cache
+        keys, values = state
+        if keys.shape[2] != cache.size() or capacity > keep + cache.ring:
+            raise ValueError(f"state holds {keys.shape[2]} tokens, meta_state implies {cache.size()}")
+        cache.keys = grow_buffer(None, capacity, keys)
+        cache.values = grow_buffer(None, capacity, values)
+        h = min(keep, offset)
+        for name, x in (("keys", keys), ("values", values)):
+            buf = cache._put(getattr(cache, name), x[..., :h, :], 0)
+            setattr(cache, name, cache._put(buf, x[..., h:, :], start))
+        cache._geom = _geometry(keys, values)
+        return cache
