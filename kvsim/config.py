@@ -5,6 +5,9 @@ Contract
   one :class:`LayerSpec` per decoder layer, each with an attention ``kind`` and the
   dimensions that decide how much cache that layer keeps.
 - Unknown keys are ignored; a nested ``text_config`` (Gemma 3, Llama 4) is used when present.
+- Fields an official config omits because transformers supplies them (Gemma 3's heads,
+  head_dim, vocab) take those class defaults (:data:`FAMILY_DEFAULTS`); a state-spaces
+  ``mamba_ssm`` config without ``model_type`` is recognised by its ``ssm_cfg``.
 - An explicit ``head_dim`` always wins over ``hidden_size // num_attention_heads``.
 - Errors are :class:`ConfigError` with a one-line message naming the field and what is accepted.
 - Pure Python: no numpy, no MLX.
@@ -241,11 +244,12 @@ def _llama4(cfg):
     n = _get(cfg, "num_hidden_layers")
     chunk = _get(cfg, "attention_chunk_size", default=None)
     nope = cfg.get("no_rope_layers")
-    if nope is None:
-        interval = _get(cfg, "nope_layer_interval", default=4)
+    if nope is None:  # HF's key is no_rope_layer_interval; Meta's args call it nope_layer_interval
+        interval = _get(cfg, "no_rope_layer_interval", "nope_layer_interval", default=4)
         nope = [0 if (i + 1) % interval == 0 else 1 for i in range(n)]
-    if not isinstance(nope, list) or len(nope) != n:
-        raise ConfigError(f"no_rope_layers must be a list of {n} entries of 0 or 1")
+    if (not isinstance(nope, list) or len(nope) != n
+            or any(isinstance(v, bool) or v not in (0, 1) for v in nope)):
+        raise ConfigError(f"no_rope_layers must be a list of {n} entries of 0 or 1 (num_hidden_layers)")
     out = []
     for uses_rope in nope:
         if uses_rope and chunk:
@@ -265,7 +269,7 @@ def _jamba(cfg):
     n = _get(cfg, "num_hidden_layers")
     period = _get(cfg, "attn_layer_period")
     offset = cfg.get("attn_layer_offset", 0)
-    if not isinstance(offset, int) or not 0 <= offset < period:
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < period:
         raise ConfigError(f"attn_layer_offset must be an integer in [0, {period}), got {offset!r}")
     d_inner = _get(cfg, "mamba_expand", default=2) * _get(cfg, "hidden_size")
     d_state, d_conv = _get(cfg, "mamba_d_state", default=16), _get(cfg, "mamba_d_conv", default=4)
@@ -327,6 +331,8 @@ def _recurrent_gemma(cfg):
     width = _get(cfg, "lru_width", default=None) or _get(cfg, "hidden_size")
     k = _get(cfg, "conv1d_width", default=4)
     pattern = cfg.get("block_types") or cfg.get("_block_types") or ["recurrent", "recurrent", "attention"]
+    if not isinstance(pattern, list):
+        raise ConfigError(f"block_types must be a list of 'recurrent'/'attention' entries, got {pattern!r}")
     lru = LayerSpec(kind="recurrent", recurrent_family="rg_lru", state_shapes=(
         ("conv", (k - 1, width)), ("ssm", (width,))))
     out = []
@@ -353,6 +359,27 @@ FAMILIES = {
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
 
+# Fields the official config.json omits because transformers' config class supplies them.
+# Gemma3TextConfig defaults (transformers configuration_gemma3.py): gemma-3-4b-it's text_config
+# lists only hidden_size, intermediate_size, num_hidden_layers, rope_scaling and sliding_window.
+_GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+    "max_position_embeddings": 131072, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256,
+}
+FAMILY_DEFAULTS = {"gemma3": _GEMMA3_TEXT_DEFAULTS, "gemma3_text": _GEMMA3_TEXT_DEFAULTS}
+
+
+def _model_type(cfg: dict):
+    """``model_type``, or the family of a state-spaces ``mamba_ssm`` config (which has none)."""
+    if cfg.get("model_type") is not None:
+        return cfg["model_type"]
+    ssm = cfg.get("ssm_cfg")
+    if isinstance(ssm, dict) and "n_layer" in cfg:
+        if cfg.get("attn_layer_idx"):
+            raise ConfigError("attn_layer_idx is not empty: hybrid mamba_ssm configs are not supported")
+        return "mamba2" if ssm.get("layer") == "Mamba2" else "mamba"
+    return None
+
 
 def text_config(cfg: dict) -> dict:
     """The language-model part of a config: ``text_config`` merged over the top level."""
@@ -371,10 +398,12 @@ def text_config(cfg: dict) -> dict:
 def from_hf_config(cfg: dict, name: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` dict."""
     cfg = text_config(cfg)
-    model_type = cfg.get("model_type")
+    model_type = _model_type(cfg)
     if model_type not in FAMILIES:
         raise ConfigError(
             f"model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    # absent fields take the transformers class defaults; present ones (even null) are kept
+    cfg = {**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}
     layers = tuple(FAMILIES[model_type](cfg))
     hidden = _get(cfg, "hidden_size", "d_model")
     return ModelSpec(
@@ -397,6 +426,8 @@ def load_config(path: str | Path, name: str | None = None) -> ModelSpec:
         cfg = json.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"config file {str(path)!r} cannot be read ({e.strerror or e})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {str(path)!r} is not valid JSON ({e})") from None
     return from_hf_config(cfg, name=name or path.stem)
