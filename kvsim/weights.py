@@ -1,0 +1,292 @@
+"""Parameter counts and weight bytes from a config, per model family (pure Python, no MLX).
+
+Contract
+- ``param_count(spec) -> ParamCount(total, active, embedding)`` counts every weight tensor the
+  family's Hugging Face implementation creates for the language model, from ``spec.config``:
+  embeddings, per layer attention (or its recurrent replacement), MLP or experts, norms, and
+  the output head unless tied. Vision towers and multi-token-prediction heads are not counted.
+- ``active`` = ``total`` minus the routed experts a token does not use (dense models: equal).
+  It includes the input embedding table; ``embedding`` is that table's size, so publishers who
+  count active parameters without it (OpenAI, DeepSeek) compare with ``active - embedding``.
+- ``weights_bytes(spec, dtype) = total × bytes per element``.
+
+Notation: h = hidden_size, V = vocab_size, L = layers, H = heads, H_kv = KV heads, d = head_dim,
+i = intermediate size, E = routed experts, k = experts per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import ConfigError, ModelSpec
+from .memory import DTYPE_BYTES
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters of the language model: all of them, those one token uses, the embedding table."""
+
+    total: int
+    active: int
+    embedding: int = 0
+
+
+def weights_bytes(spec: ModelSpec, dtype: str = "bf16") -> int:
+    """Bytes of all weights at one dtype: total parameters × bytes per element."""
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"weights dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+    return param_count(spec).total * DTYPE_BYTES[dtype]
+
+
+# ---------------------------------------------------------------- building blocks
+
+
+def _i(cfg, *names, default=...):
+    """First present integer field among ``names``."""
+    for name in names:
+        if cfg.get(name) is not None:
+            value = cfg[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+            return int(value)
+    if default is ...:
+        raise ConfigError(f"config is missing {names[0]}, needed for the parameter count")
+    return default
+
+
+def _vocab(cfg):
+    """Embedding rows: vocab_size, rounded up to pad_vocab_size_multiple (mamba_ssm) if set."""
+    v, pad = _i(cfg, "vocab_size"), _i(cfg, "pad_vocab_size_multiple", default=1) or 1
+    return -(-v // pad) * pad
+
+
+def _tied(cfg, default):
+    for key in ("tie_word_embeddings", "tie_embeddings"):
+        if cfg.get(key) is not None:
+            return bool(cfg[key])
+    return default
+
+
+def _embeddings(cfg, h, tied_default=False):
+    """(input table V·h, output head V·h or 0 when tied)."""
+    table = _vocab(cfg) * h
+    return table, 0 if _tied(cfg, tied_default) else table
+
+
+def _attention(cfg, h, qkv_bias=False, o_bias=False, qk_norm=False, q_gate=False):
+    """q: h·H·d (×2 with an output gate), k, v: h·H_kv·d, o: H·d·h; optional biases and q/k norms."""
+    heads = _i(cfg, "num_attention_heads")
+    kv = _i(cfg, "num_key_value_heads", default=heads)
+    d = _i(cfg, "head_dim", default=h // heads)
+    q, k = heads * d, kv * d
+    n = h * q * (2 if q_gate else 1) + 2 * h * k + q * h
+    n += (q + 2 * k) * qkv_bias + h * o_bias + 2 * d * qk_norm
+    return n
+
+
+def _swiglu(h, i, bias=False):
+    """gate and up h·i, down i·h (+ biases)."""
+    return 3 * h * i + (2 * i + h) * bias
+
+
+def _count(embed, head, dense_per_layer, expert_total, expert_active, final_norm):
+    """Assemble totals: shared parameters + all experts; active keeps only the used experts."""
+    shared = embed + head + dense_per_layer + final_norm
+    return ParamCount(shared + expert_total, shared + expert_active, embed)
+
+
+# ---------------------------------------------------------------- families
+
+
+def _dense(cfg, mt):
+    """llama, mistral, qwen2 (qkv biases), qwen3 (q/k norms), phi3: attention + SwiGLU + 2 norms."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    bias = mt == "qwen2" or bool(cfg.get("attention_bias"))
+    attn = _attention(cfg, h, qkv_bias=bias, o_bias=bool(cfg.get("attention_bias")), qk_norm=mt == "qwen3")
+    per_layer = attn + _swiglu(h, _i(cfg, "intermediate_size"), bool(cfg.get("mlp_bias"))) + 2 * h
+    embed, head = _embeddings(cfg, h)
+    return _count(embed, head, n * per_layer, 0, 0, h)
+
+
+def _mixtral(cfg, mt):
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    e, k = _i(cfg, "num_local_experts"), _i(cfg, "num_experts_per_tok")
+    expert = _swiglu(h, _i(cfg, "intermediate_size"))
+    per_layer = _attention(cfg, h) + h * e + 2 * h  # router h·E
+    embed, head = _embeddings(cfg, h)
+    return _count(embed, head, n * per_layer, n * e * expert, n * k * expert, h)
+
+
+def _mla(cfg, h):
+    """MLA: q (LoRA h·r_q + norm + r_q·H·(d_nope+d_rope), or h·H·(d_nope+d_rope)),
+    kv_a h·(d_c+d_rope) + norm d_c, kv_b d_c·H·(d_nope+d_v), o H·d_v·h."""
+    heads, rq, dc = _i(cfg, "num_attention_heads"), _i(cfg, "q_lora_rank", default=0), _i(cfg, "kv_lora_rank")
+    nope, rope, dv = _i(cfg, "qk_nope_head_dim"), _i(cfg, "qk_rope_head_dim"), _i(cfg, "v_head_dim")
+    q = h * rq + rq + rq * heads * (nope + rope) if rq else h * heads * (nope + rope)
+    return q + h * (dc + rope) + dc + dc * heads * (nope + dv) + heads * dv * h
+
+
+def _deepseek(cfg, mt):
+    """First ``first_k_dense_replace`` layers dense; the rest shared + routed experts (+ router)."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    dense_n, freq = _i(cfg, "first_k_dense_replace", default=0), _i(cfg, "moe_layer_freq", default=1)
+    moe_n = sum(1 for i in range(dense_n, n) if i % freq == 0)
+    e, k, s = _i(cfg, "n_routed_experts"), _i(cfg, "num_experts_per_tok"), _i(cfg, "n_shared_experts", default=0)
+    expert = _swiglu(h, _i(cfg, "moe_intermediate_size"))
+    router = h * e + e * (mt == "deepseek_v3")  # V3 adds a per-expert score-correction bias
+    shared = n * (_mla(cfg, h) + 2 * h) + (n - moe_n) * _swiglu(h, _i(cfg, "intermediate_size"))
+    shared += moe_n * (router + s * expert)
+    embed, head = _embeddings(cfg, h)
+    return _count(embed, head, shared, moe_n * e * expert, moe_n * k * expert, h)
+
+
+def _gpt_oss(cfg, mt):
+    """Attention with biases and per-head sinks; router with bias; experts with biases."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    e, k, i = _i(cfg, "num_local_experts"), _i(cfg, "num_experts_per_tok"), _i(cfg, "intermediate_size")
+    sinks = _i(cfg, "num_attention_heads")
+    per_layer = _attention(cfg, h, qkv_bias=True, o_bias=True) + sinks + h * e + e + 2 * h
+    expert = _swiglu(h, i, bias=True)
+    embed, head = _embeddings(cfg, h)
+    return _count(embed, head, n * per_layer, n * e * expert, n * k * expert, h)
+
+
+def _llama4(cfg, mt):
+    """MoE layers: router + shared expert + routed experts (i); other layers dense MLP (i_mlp)."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    step = _i(cfg, "interleave_moe_layer_step", default=1)
+    moe_layers = cfg.get("moe_layers") or list(range(step - 1, n, step))
+    moe_n = len(moe_layers)
+    e, k = _i(cfg, "num_local_experts"), _i(cfg, "num_experts_per_tok")
+    expert = _swiglu(h, _i(cfg, "intermediate_size"))
+    shared = n * (_attention(cfg, h) + 2 * h) + moe_n * (h * e + expert)
+    shared += (n - moe_n) * _swiglu(h, _i(cfg, "intermediate_size_mlp"))
+    embed, head = _embeddings(cfg, h)
+    return _count(embed, head, shared, moe_n * e * expert, moe_n * k * expert, h)
+
+
+def _gated_deltanet(cfg, h):
+    """in_proj_qkvz h·(2·n_k·d_k + 2·n_v·d_v), in_proj_ba h·2n_v, conv (2·n_k·d_k + n_v·d_v)·K,
+    dt_bias and A_log n_v each, gated norm d_v, out_proj n_v·d_v·h."""
+    nk, nv = _i(cfg, "linear_num_key_heads"), _i(cfg, "linear_num_value_heads")
+    dk, dv, kern = _i(cfg, "linear_key_head_dim"), _i(cfg, "linear_value_head_dim"), _i(cfg, "linear_conv_kernel_dim")
+    key, value = nk * dk, nv * dv
+    return h * (2 * key + 2 * value) + h * 2 * nv + (2 * key + value) * kern + 2 * nv + dv + value * h
+
+
+def _qwen3_next(cfg, mt):
+    """Every 4th layer gated attention (q doubled for the gate, q/k norms), others Gated DeltaNet;
+    every layer MoE: router h·E, routed experts, one shared expert and its sigmoid gate h."""
+    h = _i(cfg, "hidden_size")
+    kinds = [layer.kind for layer in cfg["_layers"]]
+    n, n_full = len(kinds), kinds.count("full")
+    e, k = _i(cfg, "num_experts"), _i(cfg, "num_experts_per_tok")
+    expert = _swiglu(h, _i(cfg, "moe_intermediate_size"))
+    shared = n_full * _attention(cfg, h, qk_norm=True, q_gate=True) + (n - n_full) * _gated_deltanet(cfg, h)
+    shared += n * (2 * h + h * e + _swiglu(h, _i(cfg, "shared_expert_intermediate_size")) + h)
+    embed, head = _embeddings(cfg, h)
+    return _count(embed, head, shared, n * e * expert, n * k * expert, h)
+
+
+def _mamba_mixer(d_inner, h, d_state, d_conv, dt_rank, bias, conv_bias, bcdt_norms=False):
+    """in_proj h·2d_in, conv d_in·K (+d_in), x_proj d_in·(r+2N), dt_proj r·d_in + d_in,
+    A_log d_in·N, D d_in, out_proj d_in·h (Jamba adds dt/B/C RMSNorms: r + 2N)."""
+    n = h * 2 * d_inner + 2 * d_inner * bias + h * bias
+    n += d_inner * d_conv + d_inner * conv_bias
+    n += d_inner * (dt_rank + 2 * d_state) + dt_rank * d_inner + d_inner
+    n += d_inner * d_state + d_inner + d_inner * h
+    return n + (dt_rank + 2 * d_state) * bcdt_norms
+
+
+def _jamba(cfg, mt):
+    """Mamba or attention mixer per layer; MoE every ``expert_layer_period`` layers, else SwiGLU."""
+    h = _i(cfg, "hidden_size")
+    d_inner, d_state = _i(cfg, "mamba_expand", default=2) * h, _i(cfg, "mamba_d_state", default=16)
+    dt_rank = _i(cfg, "mamba_dt_rank", default=-(-h // 16))
+    mixer = _mamba_mixer(d_inner, h, d_state, _i(cfg, "mamba_d_conv", default=4), dt_rank,
+                         bool(cfg.get("mamba_proj_bias", False)), bool(cfg.get("mamba_conv_bias", True)), True)
+    period, offset = _i(cfg, "expert_layer_period", default=2), _i(cfg, "expert_layer_offset", default=1)
+    e, k = _i(cfg, "num_experts"), _i(cfg, "num_experts_per_tok")
+    ffn = _swiglu(h, _i(cfg, "intermediate_size"))
+    shared = moe_n = 0
+    for i, layer in enumerate(cfg["_layers"]):
+        shared += 2 * h + (_attention(cfg, h) if layer.kind != "recurrent" else mixer)
+        if i % period == offset and e > 1:
+            moe_n += 1
+            shared += h * e
+        else:
+            shared += ffn
+    embed, head = _embeddings(cfg, h)
+    return _count(embed, head, shared, moe_n * e * ffn, moe_n * k * ffn, h)
+
+
+def _mamba(cfg, mt):
+    """Pure Mamba-1 (mamba, falcon_mamba, mamba_ssm): mixer + one norm per layer."""
+    n, h = _i(cfg, "num_hidden_layers", "n_layer"), _i(cfg, "hidden_size", "d_model")
+    d_inner = _i(cfg, "intermediate_size", default=0) or _i(cfg, "expand", default=2) * h
+    d_state, d_conv = _i(cfg, "state_size", "d_state", default=16), _i(cfg, "conv_kernel", "d_conv", default=4)
+    dt_rank = _i(cfg, "time_step_rank", "dt_rank", default=-(-h // 16))
+    mixer = _mamba_mixer(d_inner, h, d_state, d_conv, dt_rank, bool(cfg.get("use_bias", False)),
+                         bool(cfg.get("use_conv_bias", True)))
+    embed, head = _embeddings(cfg, h, tied_default=True)
+    return _count(embed, head, n * (mixer + h), 0, 0, h)
+
+
+def _mamba2(cfg, mt):
+    """Mamba-2: in_proj h·(2d_in + 2GN + H), conv (d_in+2GN)·K + bias, dt_bias/A_log/D per head,
+    gated norm d_in, out_proj d_in·h, one norm per layer (plus an MLP if d_intermediate > 0)."""
+    merged = {**cfg, **(cfg.get("ssm_cfg") or {})}
+    n, h = _i(merged, "num_hidden_layers", "n_layer"), _i(merged, "hidden_size", "d_model")
+    d_inner = _i(merged, "expand", default=2) * h
+    d_state, d_conv = _i(merged, "state_size", "d_state", default=128), _i(merged, "conv_kernel", "d_conv", default=4)
+    groups, headdim = _i(merged, "n_groups", "ngroups", default=1), _i(merged, "head_dim", "headdim", default=64)
+    heads, conv_dim = d_inner // headdim, d_inner + 2 * groups * d_state
+    mixer = h * (2 * d_inner + 2 * groups * d_state + heads) + conv_dim * (d_conv + 1) + 3 * heads
+    mixer += d_inner + d_inner * h
+    mlp = _i(merged, "d_intermediate", default=0)
+    per_layer = mixer + h + (_swiglu(h, mlp) + h if mlp else 0)
+    embed, head = _embeddings(cfg, h, tied_default=True)
+    return _count(embed, head, n * per_layer, 0, 0, h)
+
+
+def _recurrent_gemma(cfg, mt):
+    """Griffin: RG-LRU blocks (x, y, out projections with biases, conv, block-diagonal gates) or
+    local MQA (o_proj biased); every layer a GeGLU MLP of width i/2 with biases and 2 norms."""
+    h, heads = _i(cfg, "hidden_size"), _i(cfg, "num_attention_heads")
+    w = _i(cfg, "lru_width", default=0) or h
+    block = w // heads
+    lru = 2 * (h * w + w) + (w * h + h) + w * _i(cfg, "conv1d_width", default=4) + w
+    lru += 2 * (heads * block * block + w) + w  # input and recurrence gates, recurrent_param
+    attn = _attention(cfg, h, qkv_bias=bool(cfg.get("attention_bias")), o_bias=True)
+    mlp = _swiglu(h, _i(cfg, "intermediate_size") // 2, bias=True)
+    total = sum((attn if layer.kind == "sliding" else lru) + mlp + 2 * h for layer in cfg["_layers"])
+    embed, head = _embeddings(cfg, h, tied_default=True)
+    return _count(embed, head, total, 0, 0, h)
+
+
+def _gemma(cfg, mt):
+    """Gemma 2/3 text: attention (+ q/k norms in Gemma 3), GeGLU MLP, 4 norms per layer; tied."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    attn = _attention(cfg, h, qk_norm=mt != "gemma2")
+    per_layer = attn + _swiglu(h, _i(cfg, "intermediate_size")) + 4 * h
+    embed, head = _embeddings(cfg, h, tied_default=True)
+    return _count(embed, head, n * per_layer, 0, 0, h)
+
+
+FAMILIES = {
+    "llama": _dense, "mistral": _dense, "qwen2": _dense, "qwen3": _dense, "phi3": _dense,
+    "mixtral": _mixtral, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss,
+    "llama4": _llama4, "llama4_text": _llama4, "qwen3_next": _qwen3_next, "jamba": _jamba,
+    "mamba": _mamba, "falcon_mamba": _mamba, "mamba2": _mamba2, "recurrent_gemma": _recurrent_gemma,
+    "gemma2": _gemma, "gemma3": _gemma, "gemma3_text": _gemma,
+}
+
+
+def param_count(spec: ModelSpec) -> ParamCount:
+    """Total, active and embedding parameters of ``spec`` from its config (per-family formulas above)."""
+    family = FAMILIES.get(spec.model_type)
+    if family is None:
+        raise ConfigError(f"no parameter formula for model_type {spec.model_type!r}; "
+                          f"known: {', '.join(sorted(FAMILIES))}")
+    cfg = {**spec.config, "_layers": spec.layers}  # layer kinds decide hybrid layouts
+    return family(cfg, spec.model_type)
