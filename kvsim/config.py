@@ -400,8 +400,8 @@ def from_hf_config(cfg: dict, name: str | None = None) -> ModelSpec:
     cfg = text_config(cfg)
     model_type = _model_type(cfg)
     if model_type not in FAMILIES:
-        raise ConfigError(
-            f"model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+        what = "config is missing model_type" if model_type is None else f"model_type {model_type!r} is not supported"
+        raise ConfigError(f"{what}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
     # absent fields take the transformers class defaults; present ones (even null) are kept
     cfg = {**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}
     layers = tuple(FAMILIES[model_type](cfg))

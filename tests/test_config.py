@@ -1,0 +1,358 @@
+"""Per-layer specs from real config.json files, and one-line errors for bad input."""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kvsim.config as config_module
+from kvsim.config import SUPPORTED_MODEL_TYPES, ConfigError, LayerSpec, from_hf_config, load_config, text_config
+from kvsim.registry import data_dir, model_names
+
+MODELS = data_dir() / "models"
+
+
+def raw(name: str) -> dict:
+    return json.loads((MODELS / f"{name}.json").read_text())
+
+
+def spec_of(name: str):
+    return load_config(MODELS / f"{name}.json")
+
+
+def indices(spec, kind):
+    return [i for i, layer in enumerate(spec.layers) if layer.kind == kind]
+
+
+# ---------------------------------------------------------------- every data file
+
+
+@pytest.mark.parametrize("path", sorted(MODELS.glob("*.json")), ids=lambda p: p.stem)
+def test_every_data_file_loads(path):
+    spec = load_config(path)
+    assert spec.name == path.stem and spec.model_type in SUPPORTED_MODEL_TYPES
+    assert spec.num_hidden_layers == len(spec.layers) > 0
+    assert sum(spec.kinds.values()) == spec.num_hidden_layers
+    assert all(layer.elements_per_token > 0 or layer.state_elements > 0 for layer in spec.layers)
+
+
+def test_data_files_are_exactly_the_registry():
+    assert sorted(p.stem for p in MODELS.glob("*.json")) == model_names()
+
+
+# a real config for every supported model_type; the gemma3/llama4 outer types are covered by
+# dropping the inner model_type (then the outer one names the family)
+REAL_CONFIG_FOR = {
+    "llama": "llama-3-8b", "mistral": "mistral-7b-v0.1", "mixtral": "mixtral-8x7b", "qwen2": "qwen2.5-7b",
+    "qwen3": "qwen3-8b", "phi3": "phi-3-mini-4k", "gemma2": "gemma-2-9b", "gemma3_text": "gemma-3-27b",
+    "gemma3": "gemma-3-27b", "llama4_text": "llama-4-scout", "llama4": "llama-4-scout",
+    "deepseek_v2": "deepseek-v2", "deepseek_v3": "deepseek-v3", "jamba": "jamba-v0.1", "gpt_oss": "gpt-oss-20b",
+    "qwen3_next": "qwen3-next-80b-a3b", "mamba": None, "falcon_mamba": "falcon-mamba-7b", "mamba2": "mamba2-2.7b",
+    "recurrent_gemma": "recurrentgemma-2b",
+}
+
+
+def test_every_supported_model_type_has_a_real_config_test():
+    assert set(REAL_CONFIG_FOR) == set(SUPPORTED_MODEL_TYPES)
+
+
+# ---------------------------------------------------------------- dense families
+
+
+@pytest.mark.parametrize("name, layers", [("llama-3-8b", 32), ("llama-3-70b", 80), ("llama-3.1-8b", 32),
+                                          ("llama-3.1-405b", 126), ("mixtral-8x7b", 32)])
+def test_llama_family_is_all_full_gqa_8_heads_of_128(name, layers):
+    spec = spec_of(name)
+    assert spec.kinds == {"full": layers}
+    assert {(l.num_key_value_heads, l.head_dim, l.v_head_dim) for l in spec.layers} == {(8, 128, 128)}
+
+
+def test_llama_3_2_1b_explicit_head_dim_64():
+    spec = spec_of("llama-3.2-1b")
+    assert spec.kinds == {"full": 16} and spec.layers[0].head_dim == 64 and spec.layers[0].elements_per_token == 1024
+
+
+def test_mistral_every_layer_slides_4096():
+    spec = spec_of("mistral-7b-v0.1")
+    assert spec.kinds == {"sliding": 32} and {l.window_tokens for l in spec.layers} == {4096}
+
+
+def test_qwen2_5_sliding_window_is_inactive_without_use_sliding_window():
+    spec = spec_of("qwen2.5-7b")
+    assert raw("qwen2.5-7b")["sliding_window"] == 131072
+    assert spec.kinds == {"full": 28} and spec.layers[0].num_key_value_heads == 4 and spec.layers[0].head_dim == 128
+
+
+def test_qwen3_8b_explicit_head_dim():
+    spec = spec_of("qwen3-8b")
+    assert spec.kinds == {"full": 36} and spec.layers[0].head_dim == 128 and spec.layers[0].num_key_value_heads == 8
+
+
+def test_phi3_mha_head_dim_derived_and_config_window_2047():
+    spec = spec_of("phi-3-mini-4k")
+    layer = spec.layers[0]
+    assert spec.kinds == {"sliding": 32} and layer.window_tokens == 2047
+    assert (layer.num_key_value_heads, layer.head_dim) == (32, 96)  # 3072 / 32, MHA
+
+
+# ---------------------------------------------------------------- hybrids and head_dim traps
+
+
+def test_gemma_2_9b_alternates_and_head_dim_is_256_not_224():
+    spec = spec_of("gemma-2-9b")
+    assert 3584 // 16 == 224 and {l.head_dim for l in spec.layers} == {256}
+    assert indices(spec, "sliding") == list(range(0, 42, 2)) and indices(spec, "full") == list(range(1, 42, 2))
+    assert {l.window_tokens for l in spec.layers if l.kind == "sliding"} == {4096}
+
+
+def test_gemma_3_27b_52_sliding_1024_and_10_global():
+    spec = spec_of("gemma-3-27b")
+    assert spec.model_type == "gemma3_text" and spec.kinds == {"sliding": 52, "full": 10}
+    assert indices(spec, "full") == [5, 11, 17, 23, 29, 35, 41, 47, 53, 59]
+    assert {l.window_tokens for l in spec.layers if l.kind == "sliding"} == {1024}
+    assert {(l.num_key_value_heads, l.head_dim) for l in spec.layers} == {(16, 128)}  # not 5376 / 32 = 168
+
+
+def test_gemma_3_4b_takes_omitted_fields_from_the_transformers_defaults():
+    cfg = raw("gemma-3-4b")
+    assert "num_attention_heads" not in cfg["text_config"] and "head_dim" not in cfg["text_config"]
+    spec = from_hf_config(cfg)
+    assert spec.kinds == {"sliding": 29, "full": 5} and indices(spec, "full") == [5, 11, 17, 23, 29]
+    assert (spec.num_attention_heads, spec.vocab_size) == (8, 262208)
+    assert {(l.num_key_value_heads, l.head_dim) for l in spec.layers} == {(4, 256)}  # not 2560 / 8 = 320
+    assert spec.torch_dtype == "bfloat16"  # the outer field, merged under text_config
+
+
+def test_outer_model_type_names_the_family_when_the_inner_one_is_missing():
+    for name, outer in (("gemma-3-27b", "gemma3"), ("llama-4-scout", "llama4")):
+        cfg = raw(name)
+        del cfg["text_config"]["model_type"]
+        spec = from_hf_config(cfg)
+        assert spec.model_type == outer and spec.layers == spec_of(name).layers
+
+
+def test_llama_4_scout_36_chunked_8192_and_12_full_nope():
+    spec = spec_of("llama-4-scout")
+    assert spec.kinds == {"chunked": 36, "full": 12}
+    assert indices(spec, "full") == list(range(3, 48, 4))
+    assert all(not l.use_rope for l in spec.layers if l.kind == "full")
+    assert all(l.use_rope and l.window_tokens == 8192 for l in spec.layers if l.kind == "chunked")
+
+
+def test_llama_4_without_no_rope_layers_uses_the_interval():
+    cfg = raw("llama-4-scout")
+    del cfg["text_config"]["no_rope_layers"]
+    assert from_hf_config(cfg).layers == spec_of("llama-4-scout").layers
+    cfg["text_config"]["no_rope_layer_interval"] = 2
+    assert indices(from_hf_config(cfg), "full") == list(range(1, 48, 2))
+
+
+@pytest.mark.parametrize("name, n", [("gpt-oss-20b", 24), ("gpt-oss-120b", 36)])
+def test_gpt_oss_sliding_128_on_even_layers_and_head_dim_64_not_45(name, n):
+    spec = spec_of(name)
+    assert spec.kinds == {"sliding": n // 2, "full": n // 2}
+    assert indices(spec, "sliding") == list(range(0, n, 2))
+    assert {l.window_tokens for l in spec.layers if l.kind == "sliding"} == {128}
+    assert 2880 // 64 == 45 and {(l.num_key_value_heads, l.head_dim) for l in spec.layers} == {(8, 64)}
+
+
+def test_deepseek_mla_keeps_576_elements_per_layer():
+    for name, n in (("deepseek-v2", 60), ("deepseek-v2-lite", 27), ("deepseek-v3", 61)):
+        spec = spec_of(name)
+        assert spec.kinds == {"mla": n}
+        assert {(l.kv_lora_rank, l.qk_rope_head_dim, l.elements_per_token) for l in spec.layers} == {(512, 64, 576)}
+
+
+def test_jamba_4_attention_layers_at_period_8_offset_4_and_28_mamba():
+    spec = spec_of("jamba-v0.1")
+    assert indices(spec, "full") == [4, 12, 20, 28] and spec.count("recurrent") == 28
+    mamba = spec.layers[0]
+    assert mamba.recurrent_family == "mamba" and dict(mamba.state_shapes) == {"conv": (3, 8192), "ssm": (8192, 16)}
+    assert sum(l.state_elements for l in spec.layers) == 4_358_144
+    assert spec.max_position_embeddings == 262144  # from the official key n_ctx
+
+
+def test_qwen3_next_36_gated_deltanet_and_12_full_head_dim_256_not_128():
+    spec = spec_of("qwen3-next-80b-a3b")
+    assert spec.kinds == {"recurrent": 36, "full": 12} and indices(spec, "full") == list(range(3, 48, 4))
+    full = spec.layers[3]
+    assert 2048 // 16 == 128 and (full.num_key_value_heads, full.head_dim) == (2, 256)
+    gdn = spec.layers[0]
+    assert gdn.recurrent_family == "gated_deltanet"
+    assert dict(gdn.state_shapes) == {"conv": (3, 8192), "ssm": (32, 128, 128)}
+    assert sum(l.state_elements for l in spec.layers) == 19_759_104
+
+
+def test_qwen3_next_layer_types_win_over_the_interval():
+    cfg = raw("qwen3-next-80b-a3b")
+    cfg["layer_types"] = ["full_attention"] * 2 + ["linear_attention"] * 46
+    assert indices(from_hf_config(cfg), "full") == [0, 1]
+
+
+def test_mamba2_2_7b_state_from_the_official_file_without_model_type():
+    cfg = raw("mamba2-2.7b")
+    assert "model_type" not in cfg
+    spec = from_hf_config(cfg)
+    assert spec.model_type == "mamba2" and spec.kinds == {"recurrent": 64}
+    assert dict(spec.layers[0].state_shapes) == {"conv": (3, 5376), "ssm": (80, 64, 128)}
+    assert sum(l.state_elements for l in spec.layers) == 42_975_232
+
+
+def test_falcon_mamba_uses_intermediate_size_not_the_stray_expand_16():
+    spec = spec_of("falcon-mamba-7b")
+    assert raw("falcon-mamba-7b")["expand"] == 16
+    assert dict(spec.layers[0].state_shapes) == {"conv": (3, 8192), "ssm": (8192, 16)}
+    assert sum(l.state_elements for l in spec.layers) == 9_961_472
+
+
+def test_mamba_model_type_hf_format_and_mamba_ssm_format():
+    # shaped like state-spaces/mamba-2.8b-hf (model_type mamba) and its mamba_ssm original
+    hf = {"model_type": "mamba", "hidden_size": 2560, "intermediate_size": 5120, "num_hidden_layers": 64,
+          "state_size": 16, "conv_kernel": 4, "vocab_size": 50280}
+    ssm = {"d_model": 2560, "n_layer": 64, "vocab_size": 50277, "ssm_cfg": {}, "pad_vocab_size_multiple": 8}
+    a, b = from_hf_config(hf), from_hf_config(ssm)
+    assert a.model_type == b.model_type == "mamba" and a.layers == b.layers
+    assert dict(a.layers[0].state_shapes) == {"conv": (3, 5120), "ssm": (5120, 16)}
+
+
+def test_recurrentgemma_8_local_attention_and_18_rg_lru():
+    spec = spec_of("recurrentgemma-2b")
+    assert indices(spec, "sliding") == list(range(2, 26, 3)) and spec.count("recurrent") == 18
+    attn = spec.layers[2]
+    assert (attn.num_key_value_heads, attn.head_dim, attn.window_tokens) == (1, 256, 2048)
+    lru = spec.layers[0]
+    assert lru.recurrent_family == "rg_lru" and dict(lru.state_shapes) == {"conv": (3, 2560), "ssm": (2560,)}
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _without(name, *path):
+    def mutate(cfg):
+        target = cfg
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+    return name, mutate
+
+
+def _setting(name, value, *path):
+    def mutate(cfg):
+        target = cfg
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return name, mutate
+
+
+BAD = [
+    (*_without("llama-3-8b", "num_hidden_layers"), "num_hidden_layers"),
+    (*_without("llama-3-8b", "vocab_size"), "vocab_size"),
+    (*_without("deepseek-v3", "kv_lora_rank"), "kv_lora_rank"),
+    (*_without("gpt-oss-20b", "sliding_window"), "sliding_window"),
+    (*_without("qwen3-next-80b-a3b", "linear_num_value_heads"), "linear_num_value_heads"),
+    (*_without("recurrentgemma-2b", "attention_window_size"), "attention_window_size"),
+    (*_without("jamba-v0.1", "attn_layer_period"), "attn_layer_period"),
+    (*_setting("llama-3-8b", -8, "num_key_value_heads"), "num_key_value_heads"),
+    (*_setting("llama-3-8b", 0, "num_hidden_layers"), "num_hidden_layers"),
+    (*_setting("llama-3-8b", "32", "num_attention_heads"), "num_attention_heads"),
+    (*_setting("llama-3-8b", True, "num_key_value_heads"), "num_key_value_heads"),
+    (*_setting("qwen3-8b", 127.5, "head_dim"), "head_dim"),
+    (*_setting("mistral-7b-v0.1", -1, "sliding_window"), "sliding_window"),
+    (*_setting("gemma-2-9b", "4096", "sliding_window"), "sliding_window"),
+    (*_setting("llama-3-8b", 4095, "hidden_size"), "head_dim"),  # 4095 / 32 is not whole
+    (*_setting("gpt-oss-20b", ["sliding_attention", "full_attention"] * 11, "layer_types"), "layer_types"),
+    (*_setting("gpt-oss-20b", ["sliding_attention", "chunked_attention"] * 12, "layer_types"), "layer_types"),
+    (*_setting("gpt-oss-20b", "sliding_attention", "layer_types"), "layer_types"),
+    (*_setting("qwen3-next-80b-a3b", ["mamba"] * 48, "layer_types"), "layer_types"),
+    (*_setting("llama-4-scout", [1, 1, 1, 0] * 11, "text_config", "no_rope_layers"), "no_rope_layers"),
+    (*_setting("llama-4-scout", [1, 1, 1, 2] * 12, "text_config", "no_rope_layers"), "no_rope_layers"),
+    (*_setting("jamba-v0.1", 8, "attn_layer_offset"), "attn_layer_offset"),
+    (*_setting("jamba-v0.1", True, "attn_layer_offset"), "attn_layer_offset"),
+    (*_setting("recurrentgemma-2b", "recurrent", "block_types"), "block_types"),
+    (*_setting("recurrentgemma-2b", ["recurrent", "mlp"], "block_types"), "block_types"),
+    (*_setting("mamba2-2.7b", {"layer": "Mamba2", "headdim": 96}, "ssm_cfg"), "headdim"),
+    (*_setting("mamba2-2.7b", [0], "attn_layer_idx"), "attn_layer_idx"),
+    (*_setting("llama-3-8b", "llama5", "model_type"), "model_type"),
+    (*_without("llama-3-8b", "model_type"), "model_type"),
+]
+
+
+@pytest.mark.parametrize("name, mutate, field", BAD, ids=[f"{b[0]}-{b[2]}-{i}" for i, b in enumerate(BAD)])
+def test_bad_field_is_a_one_line_error_naming_it(name, mutate, field):
+    cfg = raw(name)
+    mutate(cfg)
+    with pytest.raises(ConfigError) as err:
+        from_hf_config(cfg)
+    message = str(err.value)
+    assert field in message and "\n" not in message
+
+
+def test_unsupported_model_type_lists_the_supported_ones():
+    with pytest.raises(ConfigError) as err:
+        from_hf_config({"model_type": "bert", "hidden_size": 768})
+    message = str(err.value)
+    assert "'bert'" in message and all(t in message for t in SUPPORTED_MODEL_TYPES)
+
+
+def test_non_object_config_is_an_error():
+    with pytest.raises(ConfigError, match="JSON object"):
+        from_hf_config([1, 2, 3])
+
+
+def test_malformed_missing_and_unreadable_files(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "llama", "hidden_size": 4096,')
+    with pytest.raises(ConfigError, match="not valid JSON") as err:
+        load_config(bad)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.json")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_config(tmp_path)  # a directory
+    (tmp_path / "latin1.json").write_bytes(b'{"model_type": "\xe9"}')
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config(tmp_path / "latin1.json")
+
+
+def test_layer_spec_rejects_bad_kinds_and_sizes():
+    with pytest.raises(ConfigError, match="kind"):
+        LayerSpec("global")
+    with pytest.raises(ConfigError, match="sliding_window"):
+        LayerSpec("sliding", num_key_value_heads=1, head_dim=8)
+    with pytest.raises(ConfigError, match="recurrent_family"):
+        LayerSpec("recurrent", recurrent_family="lstm", state_shapes=(("h", (4,)),))
+
+
+def test_text_config_merges_inner_over_outer_without_mutating():
+    cfg = {"model_type": "llama4", "torch_dtype": "bfloat16", "text_config": {"hidden_size": 8, "torch_dtype": "float32"}}
+    before = copy.deepcopy(cfg)
+    merged = text_config(cfg)
+    assert merged["torch_dtype"] == "float32" and merged["model_type"] == "llama4" and cfg == before
+
+
+# ---------------------------------------------------------------- unknown keys are ignored
+
+# every key the parser could read: quoted names in config.py, plus every key of every data file
+_KNOWN = set(re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"', Path(config_module.__file__).read_text()))
+for _p in MODELS.glob("*.json"):
+    _d = json.loads(_p.read_text())
+    _KNOWN |= set(_d) | set(_d.get("text_config", {})) | set(_d.get("ssm_cfg", {}))
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False)
+                     | st.text(max_size=8), lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
+_extra = st.dictionaries(st.text(min_size=1, max_size=24).filter(lambda k: k not in _KNOWN), _json, max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(model_names()), extra=_extra, nested=st.booleans())
+def test_unknown_extra_keys_never_change_the_spec(name, extra, nested):
+    cfg = raw(name)
+    target = cfg["text_config"] if nested and "text_config" in cfg else cfg
+    target.update(extra)
+    assert from_hf_config(cfg, name=name) == spec_of(name)
