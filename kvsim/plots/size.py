@@ -1,0 +1,50 @@
+"""Plots of cache size: KV bytes against tokens, and how device memory is split."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_SCALE = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_STYLES = ["-", "--", ":", "-."]
+
+
+def plot_kv_vs_tokens(ax, tokens, curves: dict, hlines: dict | None = None, unit: str = "GiB",
+                      points: dict | None = None, title: str | None = None):
+    """Lines of bytes against tokens; ``hlines`` are constant levels (e.g. weights), ``points`` labelled marks."""
+    ax.clear()
+    s = _SCALE[unit]
+    for i, (label, y) in enumerate(curves.items()):
+        ax.plot(tokens, np.asarray(y, dtype=float) / s, _STYLES[i % len(_STYLES)], lw=2, label=label)
+    for label, level in (hlines or {}).items():
+        ax.axhline(level / s, color="grey", ls=":", lw=1.5)
+        ax.annotate(label, (tokens[0], level / s), xytext=(4, 4), textcoords="offset points",
+                    color="dimgrey", fontsize=9)
+    for label, (x, y) in (points or {}).items():
+        ax.plot([x], [y / s], "o", color="black", ms=5)
+        ax.annotate(label, (x, y / s), xytext=(6, -12), textcoords="offset points", fontsize=9)
+    ax.set_xlabel("tokens held in the cache (T × B)")
+    ax.set_ylabel(f"KV cache ({unit})")
+    ax.set_xlim(0, tokens[-1])
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax
+
+
+def plot_memory_split(ax, parts: dict, total_bytes: float, unit: str = "GiB", title: str | None = None):
+    """One horizontal stacked bar: how ``total_bytes`` of device memory is shared by ``parts``."""
+    ax.clear()
+    s = _SCALE[unit]
+    left = 0.0
+    for label, value in parts.items():
+        ax.barh([0], [value / s], left=left, label=f"{label}: {value / s:.1f} {unit} ({100 * value / total_bytes:.0f} %)")
+        left += value / s
+    ax.set_xlim(0, total_bytes / s)
+    ax.set_yticks([])
+    ax.set_xlabel(f"device memory ({unit})")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax

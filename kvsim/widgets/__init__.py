@@ -1,0 +1,15 @@
+"""Interactive views for the lessons: each is a plain drawing function plus sliders.
+
+``VIEWS`` maps a name to a factory returning a :class:`~kvsim.widgets.base.View`; the tests build
+every entry and move every control to its minimum, maximum and default.
+"""
+
+from .base import View, make_view
+from .size import capacity_view, kv_size_view
+
+VIEWS = {
+    "kv_size": kv_size_view,
+    "capacity": capacity_view,
+}
+
+__all__ = ["VIEWS", "View", "make_view", "kv_size_view", "capacity_view"]
