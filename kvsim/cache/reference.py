@@ -80,3 +80,85 @@ def attention(queries, keys, values, mask) -> mx.array:
     scores = (queries @ keys.swapaxes(-1, -2)) / math.sqrt(queries.shape[-1])  # (B, H, N, L)
     scores = mx.where(mask, scores, -mx.inf)
     return mx.softmax(scores, axis=-1) @ values  # (B, H, N, D_v)
+
+
+def compare_update(cache, ref: ReferenceCache, keys, values, queries=None) -> None:
+    """One update on both caches; AssertionError naming the first thing that differs.
+
+    Compares, for the S new tokens: the mask (taken before the update), the returned keys and
+    values (shape and elements), the offset, and ``attention(queries, ...)`` when queries are given.
+    """
+    S = keys.shape[2]
+    mask, ref_mask = cache.make_mask(S), ref.make_mask(S)
+    pos, ref_pos = np.array(cache.key_positions(S)), ref.key_positions(S)
+    out_k, out_v = cache.update_and_fetch(keys, values)
+    ref_k, ref_v = ref.update_and_fetch(keys, values)
+    assert pos.tolist() == ref_pos.tolist(), f"key positions {pos.tolist()} != {ref_pos.tolist()}"
+    assert mask.dtype == mx.bool_ and mask.shape == ref_mask.shape, f"mask {mask.shape} != {ref_mask.shape}"
+    assert mx.array_equal(mask, ref_mask).item(), f"mask differs at offset {ref.offset - S}"
+    assert out_k.shape == ref_k.shape, f"keys shape {out_k.shape} != {ref_k.shape}"
+    assert mx.array_equal(out_k, ref_k).item() and mx.array_equal(out_v, ref_v).item(), "keys/values differ"
+    assert cache.offset == ref.offset, f"offset {cache.offset} != {ref.offset}"
+    if queries is not None:
+        got, want = attention(queries, out_k, out_v, mask), attention(queries, ref_k, ref_v, ref_mask)
+        assert mx.allclose(got, want, atol=1e-6).item(), "attention outputs differ"
+
+
+def fingerprint(cache) -> tuple:
+    """Everything observable about a cache, as plain Python (for 'unchanged' and round-trip checks)."""
+    arrays = tuple(np.array(a.astype(mx.float32) if a.dtype == mx.bfloat16 else a).tolist()
+                   for a in cache.state)
+    return (type(cache).__name__, cache.offset, cache.size(), cache.capacity, cache.nbytes,
+            cache.used_bytes, cache.trimmable_tokens, tuple(cache.meta_state), arrays)
+
+
+class Lockstep:
+    """A kvsim cache and a :class:`ReferenceCache` driven by the same operations (property tests).
+
+    ``slots(peak, offset)`` is the capacity the layout must have; ``layer`` (a LayerSpec) adds the
+    check ``nbytes == memory.layer_kv_bytes(layer, peak, view="allocated")`` (T_peak = largest
+    offset reached). Keys (B, H, S, k_dim), values (B, H, S, v_dim), float32, from numpy seeds.
+    """
+
+    def __init__(self, cache, ref, slots, layer=None, B=1, H=2, k_dim=4, v_dim=3):
+        self.cache, self.ref, self.slots, self.layer = cache, ref, slots, layer
+        self.shape = (B, H, k_dim, v_dim)
+        self.peak = 0
+
+    def update(self, S: int, seed: int) -> None:
+        B, H, k_dim, v_dim = self.shape
+        rng = np.random.default_rng(seed)
+        k, v, q = (mx.array(rng.standard_normal((B, H, S, d)).astype(np.float32)) for d in (k_dim, v_dim, k_dim))
+        compare_update(self.cache, self.ref, k, v, q)
+        self.peak = max(self.peak, self.cache.offset)
+
+    def trim(self, n: int) -> None:
+        """Trim both when the cache says it can; otherwise expect ValueError and no change."""
+        want = min(n, self.cache.offset)
+        if want <= self.cache.trimmable_tokens:
+            assert self.cache.trim(n) == self.ref.trim(n) == want
+            return
+        before = fingerprint(self.cache)
+        try:
+            self.cache.trim(n)
+        except ValueError:
+            assert fingerprint(self.cache) == before, "a failed trim changed the cache"
+        else:
+            raise AssertionError(f"trim({n}) beyond trimmable_tokens did not raise")
+
+    def save_load(self, path) -> None:
+        """Round-trip through safetensors; the loaded cache replaces the original."""
+        self.cache.save(path)
+        loaded = type(self.cache).load(path)
+        assert fingerprint(loaded) == fingerprint(self.cache), "save/load changed the cache"
+        self.cache = loaded
+
+    def check(self) -> None:
+        from ..memory import layer_kv_bytes
+        c, (B, H, k_dim, v_dim) = self.cache, self.shape
+        assert c.offset == self.ref.offset
+        assert c.capacity == self.slots(self.peak, c.offset), f"capacity {c.capacity} at peak {self.peak}"
+        token_bytes = B * H * (k_dim + v_dim) * 4
+        assert c.nbytes == c.capacity * token_bytes and c.used_bytes == c.size() * token_bytes
+        if self.layer is not None:
+            assert c.nbytes == layer_kv_bytes(self.layer, self.peak, "fp32", B, "allocated", c.step)
