@@ -54,6 +54,16 @@ def _i(cfg, *names, default=...):
     return default
 
 
+def _flag(cfg, name, default=False):
+    """A boolean field (a JSON string like "false" is rejected, not read as True)."""
+    value = cfg.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def _vocab(cfg):
     """Embedding rows: vocab_size, rounded up to pad_vocab_size_multiple (mamba_ssm) if set."""
     v, pad = _i(cfg, "vocab_size"), _i(cfg, "pad_vocab_size_multiple", default=1) or 1
@@ -63,7 +73,7 @@ def _vocab(cfg):
 def _tied(cfg, default):
     for key in ("tie_word_embeddings", "tie_embeddings"):
         if cfg.get(key) is not None:
-            return bool(cfg[key])
+            return _flag(cfg, key)
     return default
 
 
@@ -89,9 +99,10 @@ def _swiglu(h, i, bias=False):
     return 3 * h * i + (2 * i + h) * bias
 
 
-def _count(embed, head, dense_per_layer, expert_total, expert_active, final_norm):
-    """Assemble totals: shared parameters + all experts; active keeps only the used experts."""
-    shared = embed + head + dense_per_layer + final_norm
+def _count(embed, head, layers, expert_total, expert_active, final_norm):
+    """total = embeddings + non-expert layer weights + final norm + all routed experts;
+    active keeps only the routed experts one token uses."""
+    shared = embed + head + layers + final_norm
     return ParamCount(shared + expert_total, shared + expert_active, embed)
 
 
@@ -101,14 +112,15 @@ def _count(embed, head, dense_per_layer, expert_total, expert_active, final_norm
 def _dense(cfg, mt):
     """llama, mistral, qwen2 (qkv biases), qwen3 (q/k norms), phi3: attention + SwiGLU + 2 norms."""
     h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
-    bias = mt == "qwen2" or bool(cfg.get("attention_bias"))
-    attn = _attention(cfg, h, qkv_bias=bias, o_bias=bool(cfg.get("attention_bias")), qk_norm=mt == "qwen3")
-    per_layer = attn + _swiglu(h, _i(cfg, "intermediate_size"), bool(cfg.get("mlp_bias"))) + 2 * h
+    bias = mt == "qwen2" or _flag(cfg, "attention_bias")
+    attn = _attention(cfg, h, qkv_bias=bias, o_bias=_flag(cfg, "attention_bias"), qk_norm=mt == "qwen3")
+    per_layer = attn + _swiglu(h, _i(cfg, "intermediate_size"), _flag(cfg, "mlp_bias")) + 2 * h
     embed, head = _embeddings(cfg, h)
     return _count(embed, head, n * per_layer, 0, 0, h)
 
 
 def _mixtral(cfg, mt):
+    """Every layer: attention, router h·E, E SwiGLU experts of which k are active."""
     h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
     e, k = _i(cfg, "num_local_experts"), _i(cfg, "num_experts_per_tok")
     expert = _swiglu(h, _i(cfg, "intermediate_size"))
@@ -182,7 +194,7 @@ def _qwen3_next(cfg, mt):
     n, n_full = len(kinds), kinds.count("full")
     e, k = _i(cfg, "num_experts"), _i(cfg, "num_experts_per_tok")
     expert = _swiglu(h, _i(cfg, "moe_intermediate_size"))
-    shared = n_full * _attention(cfg, h, qk_norm=True, q_gate=True) + (n - n_full) * _gated_deltanet(cfg, h)
+    shared = n_full * _attention(cfg, h, qk_norm=True, q_gate=_flag(cfg, "attn_output_gate", True)) + (n - n_full) * _gated_deltanet(cfg, h)
     shared += n * (2 * h + h * e + _swiglu(h, _i(cfg, "shared_expert_intermediate_size")) + h)
     embed, head = _embeddings(cfg, h)
     return _count(embed, head, shared, n * e * expert, n * k * expert, h)
@@ -204,7 +216,7 @@ def _jamba(cfg, mt):
     d_inner, d_state = _i(cfg, "mamba_expand", default=2) * h, _i(cfg, "mamba_d_state", default=16)
     dt_rank = _i(cfg, "mamba_dt_rank", default=-(-h // 16))
     mixer = _mamba_mixer(d_inner, h, d_state, _i(cfg, "mamba_d_conv", default=4), dt_rank,
-                         bool(cfg.get("mamba_proj_bias", False)), bool(cfg.get("mamba_conv_bias", True)), True)
+                         _flag(cfg, "mamba_proj_bias"), _flag(cfg, "mamba_conv_bias", True), True)
     period, offset = _i(cfg, "expert_layer_period", default=2), _i(cfg, "expert_layer_offset", default=1)
     e, k = _i(cfg, "num_experts"), _i(cfg, "num_experts_per_tok")
     ffn = _swiglu(h, _i(cfg, "intermediate_size"))
@@ -226,8 +238,8 @@ def _mamba(cfg, mt):
     d_inner = _i(cfg, "intermediate_size", default=0) or _i(cfg, "expand", default=2) * h
     d_state, d_conv = _i(cfg, "state_size", "d_state", default=16), _i(cfg, "conv_kernel", "d_conv", default=4)
     dt_rank = _i(cfg, "time_step_rank", "dt_rank", default=-(-h // 16))
-    mixer = _mamba_mixer(d_inner, h, d_state, d_conv, dt_rank, bool(cfg.get("use_bias", False)),
-                         bool(cfg.get("use_conv_bias", True)))
+    mixer = _mamba_mixer(d_inner, h, d_state, d_conv, dt_rank, _flag(cfg, "use_bias"),
+                         _flag(cfg, "use_conv_bias", True))
     embed, head = _embeddings(cfg, h, tied_default=True)
     return _count(embed, head, n * (mixer + h), 0, 0, h)
 
@@ -257,7 +269,7 @@ def _recurrent_gemma(cfg, mt):
     block = w // heads
     lru = 2 * (h * w + w) + (w * h + h) + w * _i(cfg, "conv1d_width", default=4) + w
     lru += 2 * (heads * block * block + w) + w  # input and recurrence gates, recurrent_param
-    attn = _attention(cfg, h, qkv_bias=bool(cfg.get("attention_bias")), o_bias=True)
+    attn = _attention(cfg, h, qkv_bias=_flag(cfg, "attention_bias"), o_bias=True)
     mlp = _swiglu(h, _i(cfg, "intermediate_size") // 2, bias=True)
     total = sum((attn if layer.kind == "sliding" else lru) + mlp + 2 * h for layer in cfg["_layers"])
     embed, head = _embeddings(cfg, h, tied_default=True)

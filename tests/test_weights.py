@@ -170,3 +170,9 @@ def test_mamba_and_mamba2_mixers_by_hand():
     # d_in 8, 2 heads, conv dim 8 + 4 = 12: in_proj 4·(16 + 4 + 2) = 88, conv 12·3 + 12 = 48,
     # dt_bias/A_log/D 6, gated norm 8, out 32, norm 4, final 4, embedding 12 rows (padded) · 4 = 48
     assert param_count(from_hf_config(m2)).total == 88 + 48 + 6 + 8 + 32 + 4 + 4 + 48
+
+
+def test_boolean_fields_must_be_json_booleans():
+    cfg = {**dict(load_model("jamba-v0.1").config), "mamba_proj_bias": "false"}
+    with pytest.raises(ConfigError, match="mamba_proj_bias"):
+        param_count(from_hf_config(cfg))
