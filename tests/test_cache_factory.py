@@ -1,0 +1,103 @@
+"""make_caches: one layout per layer kind; summed nbytes equal the calculator for real dtypes."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from kvsim.cache import (ChunkedKVCache, KVCache, LatentCache, QuantizedKVCache, RecurrentStateCache,
+                         RotatingKVCache, make_caches)
+from kvsim.config import LayerSpec, ModelSpec, from_hf_config
+from kvsim.memory import allocated_bytes, fixed_state_bytes, kv_bytes, parse_kv_dtype
+
+BASE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+        "vocab_size": 100}
+CONFIGS = {
+    "gemma3": {**BASE, "model_type": "gemma3_text", "num_hidden_layers": 6, "sliding_window": 8,
+               "sliding_window_pattern": 3},
+    "llama4": {**BASE, "model_type": "llama4_text", "num_hidden_layers": 4, "attention_chunk_size": 8},
+    "deepseek": {**BASE, "model_type": "deepseek_v3", "num_hidden_layers": 2, "kv_lora_rank": 32,
+                 "qk_rope_head_dim": 32},
+    "jamba": {**BASE, "model_type": "jamba", "num_hidden_layers": 4, "attn_layer_period": 2,
+              "attn_layer_offset": 1, "mamba_d_state": 4, "hidden_size": 16, "head_dim": 32},
+}
+
+
+def _feed(caches, spec, tokens, batch, dtype, seed=0):
+    """Run ``tokens`` (a list of chunk sizes) through every attention/MLA cache of the model."""
+    rng = np.random.default_rng(seed)
+
+    def arr(*shape):
+        return mx.array(rng.standard_normal(shape).astype(np.float32)).astype(dtype)
+
+    for S in tokens:
+        for layer, cache in zip(spec.layers, caches):
+            if layer.kind == "mla":
+                cache.update_and_fetch(arr(batch, 1, S, layer.kv_lora_rank), arr(batch, 1, S, layer.qk_rope_head_dim))
+            elif layer.kind in ("full", "sliding", "chunked"):
+                H = layer.num_key_value_heads
+                cache.update_and_fetch(arr(batch, H, S, layer.head_dim), arr(batch, H, S, layer.v_head_dim))
+
+
+def test_layout_per_layer_kind():
+    gemma = make_caches(from_hf_config(CONFIGS["gemma3"]), step=16)
+    assert [type(c) for c in gemma] == [RotatingKVCache, RotatingKVCache, KVCache] * 2
+    assert gemma[0].max_size == 8 and gemma[0].keep == 0 and gemma[2].step == 16
+    llama4 = make_caches(from_hf_config(CONFIGS["llama4"]))
+    assert [type(c) for c in llama4] == [ChunkedKVCache] * 3 + [KVCache]  # every 4th layer global
+    assert llama4[0].chunk_size == 8
+    assert [type(c) for c in make_caches(from_hf_config(CONFIGS["deepseek"]))] == [LatentCache] * 2
+    jamba = make_caches(from_hf_config(CONFIGS["jamba"]), batch=3, dtype=mx.bfloat16)
+    assert [type(c) for c in jamba] == [RecurrentStateCache, KVCache] * 2
+    assert jamba[0].batch == 3 and jamba[0].dtype == mx.bfloat16
+    spec = ModelSpec("x", "custom", (LayerSpec("none"), LayerSpec("full", 1, 8)), 8, 1, 10)
+    assert [type(c) for c in make_caches(spec)] == [type(None), KVCache]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("dtype,dt_name", [(mx.bfloat16, "bf16"), (mx.float16, "fp16")])
+def test_summed_nbytes_equal_the_calculator(name, dtype, dt_name):
+    spec = from_hf_config(CONFIGS[name])
+    caches = make_caches(spec, batch=2, step=16, dtype=dtype)
+    chunks = [5, 1, 1, 20, 1]
+    _feed(caches, spec, chunks, 2, dtype)
+    T = sum(chunks)
+    kv = sum(c.nbytes for layer, c in zip(spec.layers, caches) if layer.kind != "recurrent")
+    assert kv == allocated_bytes(spec, T, batch=2, kv_dtype=dt_name, step=16)
+    used = sum(c.used_bytes for layer, c in zip(spec.layers, caches) if layer.kind != "recurrent")
+    assert used == kv_bytes(spec, T, batch=2, kv_dtype=dt_name)
+    state = sum(c.nbytes for layer, c in zip(spec.layers, caches) if layer.kind == "recurrent")
+    assert state == fixed_state_bytes(spec, batch=2, state_dtype=dt_name)
+
+
+@pytest.mark.parametrize("name", ["gemma3", "deepseek", "jamba"])
+def test_quantized_storage_is_independent_of_layout(name):
+    spec = from_hf_config(CONFIGS[name])
+    caches = make_caches(spec, kv_dtype="q4", group_size=32, step=16)
+    for layer, c in zip(spec.layers, caches):
+        if layer.kind != "recurrent":
+            assert isinstance(c, QuantizedKVCache) and c.bits == 4 and c.group_size == 32
+            assert c.max_size == (layer.sliding_window if layer.kind == "sliding" else None)
+    _feed(caches, spec, [9, 1, 12], 1, mx.bfloat16)
+    kv = sum(c.nbytes for layer, c in zip(spec.layers, caches) if layer.kind != "recurrent")
+    q4 = parse_kv_dtype("q4", group_size=32, scale_dtype="bf16")
+    assert kv == allocated_bytes(spec, 22, kv_dtype=q4, step=16)
+
+
+@pytest.mark.parametrize("config,kwargs,message", [
+    ("llama4", {"kv_dtype": "q4"}, "chunked layers have no quantized layout"),
+    ("gemma3", {"kv_dtype": "q8", "keep": 4}, "keep no sink tokens"),
+    ("gemma3", {"kv_dtype": "fp8"}, "has no MLX cache layout"),
+    ("gemma3", {"kv_dtype": "int5"}, "is unknown"),
+    ("gemma3", {"kv_dtype": "q4", "group_size": 48}, "group_size 48"),
+])
+def test_unsupported_combinations_raise(config, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_caches(from_hf_config(CONFIGS[config]), **kwargs)
+
+
+def test_options_reach_the_caches():
+    spec = from_hf_config(CONFIGS["gemma3"])
+    caches = make_caches(spec, inplace=False, keep=2, rewind_tokens=3, kv_dtype="bf16")
+    assert caches[0].keep == 2 and caches[0].rewind_tokens == 3 and caches[2].inplace is False
+    with pytest.raises(ValueError, match="spec must be a kvsim.config.ModelSpec"):
+        make_caches({"model_type": "llama"})
