@@ -39,7 +39,6 @@ class View:
         """Draw with the current control values and show the new figure in the output area."""
         t0 = time.perf_counter()
         self.draw(self.ax, **self.values())
-        self.fig.canvas.draw()
         self.out.clear_output(wait=True)
         with self.out:
             display(self.fig)
@@ -56,11 +55,18 @@ class View:
         display(self.widget)
 
 
+MARGINS = dict(left=0.1, right=0.97, bottom=0.13, top=0.92)
+
+
 def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=(7.5, 4.2),
-              extra: widgets.Widget | None = None) -> View:
-    """Wrap ``draw(ax, **values)`` with ``controls``; every value change redraws the figure."""
+              extra: widgets.Widget | None = None, margins: dict | None = None) -> View:
+    """Wrap ``draw(ax, **values)`` with ``controls``; every value change redraws the figure.
+
+    Fixed margins instead of constrained layout: the layout pass doubled the redraw time.
+    """
     with plt.ioff():
-        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+        fig, ax = plt.subplots(figsize=figsize)
+    fig.subplots_adjust(**(margins or MARGINS))
     out = widgets.Output()
     box = [widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))]
     if extra is not None:

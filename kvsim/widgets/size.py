@@ -78,4 +78,4 @@ def capacity_view(model="llama-3-8b", accelerator="A100 40GB", tokens=8192, util
         "accelerator": dropdown("accelerator", accelerator_names(), accelerator),
         "tokens": log_slider("tokens", tokens, 1024, 131_072),
         "utilization": util,
-    }, figsize=(7.5, 2.6))
+    }, figsize=(7.5, 2.6), margins=dict(left=0.03, right=0.97, bottom=0.55, top=0.85))
