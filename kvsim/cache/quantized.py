@@ -14,7 +14,8 @@ Contract
   quantized slots = allocated_slots(max(T-R, 0), step, limit=max(W-R, 0)),
   full-precision slots = min(allocated_slots(T, step, limit=W), R).
 - ``update_and_fetch(keys, values) -> QuantizedKV``: every token the new queries may attend to
-  (all held tokens plus the S new ones, oldest first), in the explicit type below; attention runs
+  (the held tokens some new query can see, then the S new ones; oldest first; with a window the
+  oldest held token is left out once W are held), in the explicit type below; attention runs
   on it with :func:`kvsim.attention.quantized_sdpa` (``mx.quantized_matmul``, no dequantization).
   This differs from mlx-lm, whose quantized cache returns two bare (data, scales, biases) tuples.
 - ``trim(n)`` rewinds exactly; tokens rewound out of the full-precision part are not replaced by
