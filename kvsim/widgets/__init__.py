@@ -6,10 +6,14 @@ every entry and move every control to its minimum, maximum and default.
 
 from .base import View, make_view
 from .size import capacity_view, kv_size_view
+from .windows import chunk_view, ring_buffer_view, window_bytes_view
 
 VIEWS = {
     "kv_size": kv_size_view,
     "capacity": capacity_view,
+    "ring_buffer": ring_buffer_view,
+    "chunks": chunk_view,
+    "window_bytes": window_bytes_view,
 }
 
 __all__ = ["VIEWS", "View", "make_view", "kv_size_view", "capacity_view"]

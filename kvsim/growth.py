@@ -1,0 +1,72 @@
+"""Measured cache growth: feed a real MLX cache real-geometry K/V and record its ``nbytes``.
+
+Contract
+- :func:`layer_cache` builds the cache one layer of a :class:`~kvsim.config.ModelSpec` gets from
+  :func:`kvsim.cache.make_caches` (KVCache for full, RotatingKVCache for sliding, ChunkedKVCache
+  for chunked, RecurrentStateCache for recurrent layers ...).
+- :func:`measure_nbytes` appends tokens in updates of at most ``chunk_tokens`` (random K/V of
+  shape (B, num_key_value_heads, S, head_dim) in ``dtype``, seeded) and reads ``cache.nbytes``
+  whenever the token count reaches one of ``token_counts``. What it returns is measured, never
+  computed: compare it with :func:`kvsim.memory.layer_kv_bytes` (``view="allocated"``).
+- Recurrent layers hold no K/V; their state is allocated when the cache is built and is read as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import mlx.core as mx
+import numpy as np
+
+from .cache import make_caches
+from .config import ModelSpec
+
+MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
+
+
+def _dtype(name):
+    if name not in MX_DTYPES:
+        raise ValueError(f"dtype {name!r} is not one of {', '.join(MX_DTYPES)}")
+    return MX_DTYPES[name]
+
+
+def layer_cache(spec: ModelSpec, layer_index: int, batch: int = 1, dtype: str = "bf16", step: int = 256):
+    """The cache ``make_caches`` gives layer ``layer_index`` of ``spec`` (None for a cache-less layer)."""
+    if not isinstance(layer_index, int) or not 0 <= layer_index < spec.num_hidden_layers:
+        raise ValueError(f"layer_index must be in [0, {spec.num_hidden_layers - 1}], got {layer_index!r}")
+    one = replace(spec, layers=(spec.layers[layer_index],))
+    return make_caches(one, batch=batch, step=step, dtype=_dtype(dtype))[0]
+
+
+def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int = 1, dtype: str = "bf16",
+                   chunk_tokens: int = 512, step: int = 256, seed: int = 0, progress: bool = False) -> np.ndarray:
+    """``cache.nbytes`` of layer ``layer_index``'s real cache after each of ``token_counts`` tokens (ascending)."""
+    counts = np.asarray(token_counts, dtype=np.int64)
+    if counts.ndim != 1 or len(counts) == 0 or np.any(counts < 0) or np.any(np.diff(counts) < 0):
+        raise ValueError("token_counts must be a non-empty ascending list of integers >= 0")
+    if not isinstance(chunk_tokens, int) or chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
+    layer = spec.layers[layer_index] if 0 <= layer_index < spec.num_hidden_layers else None
+    cache = layer_cache(spec, layer_index, batch, dtype, step)
+    dt = _dtype(dtype)
+    key = mx.random.key(seed)
+    out, fed = [], 0
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=int(counts[-1]), desc=f"layer {layer_index} ({layer.kind})", unit="tok")
+    for target in counts:
+        while fed < target and layer.kind in ("full", "sliding", "chunked"):
+            s = int(min(chunk_tokens, target - fed))
+            key, kk, kv = mx.random.split(key, 3)
+            k = mx.random.normal((batch, layer.num_key_value_heads, s, layer.head_dim), dtype=dt, key=kk)
+            v = mx.random.normal((batch, layer.num_key_value_heads, s, layer.v_head_dim), dtype=dt, key=kv)
+            cache.update_and_fetch(k, v)
+            mx.eval(cache.keys, cache.values)
+            fed += s
+            if bar is not None:
+                bar.update(s)
+        out.append(0 if cache is None else cache.nbytes)
+    if bar is not None:
+        bar.close()
+    return np.array(out, dtype=np.int64)

@@ -1,0 +1,95 @@
+"""Reading a real cache's slots: which token each slot of a KV buffer holds as decode goes on.
+
+Contract
+- Nothing here models a cache: every number is read back from a real :mod:`kvsim.cache` object
+  (KVCache, RotatingKVCache, ChunkedKVCache: anything with a ``keys`` buffer (B, H, capacity, D)).
+- Tokens are written with :func:`position_tensor`: K and V of shape (1, 1, S, 1) whose single
+  element is the token's absolute position + 1 (float32 holds integers exactly up to 2**24), so
+  a slot's value minus 1 names the token stored there and 0 means "never written".
+- :func:`slot_positions` reads ``cache.keys[0, 0, :, 0]``: position per slot, -1 if never written.
+- :func:`decode_positions` runs decode steps (one token each) and records, after every step, the
+  slot contents, the slot that step wrote, the positions ``update_and_fetch`` returned (what that
+  token's query attends to) and ``nbytes``, as a :class:`SlotHistory`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+
+EMPTY = -1  # slot never written
+
+
+def position_tensor(start: int, count: int = 1, dtype=mx.float32) -> mx.array:
+    """(1, 1, count, 1) array holding positions start+1 .. start+count (the token ids as values)."""
+    if not isinstance(start, int) or start < 0 or not isinstance(count, int) or count < 1:
+        raise ValueError(f"start must be an integer >= 0 and count >= 1, got {start!r}, {count!r}")
+    if start + count >= 2**24:
+        raise ValueError(f"positions must stay below 2**24 - 1 (float32 integers), got {start + count}")
+    return mx.arange(start + 1, start + count + 1, dtype=mx.float32).astype(dtype).reshape(1, 1, count, 1)
+
+
+def _positions(values: mx.array) -> np.ndarray:
+    """Stored values (position + 1, 0 = empty) -> positions (EMPTY = -1), int64."""
+    return np.array(values.astype(mx.float32)).astype(np.int64) - 1
+
+
+def slot_positions(cache) -> np.ndarray:
+    """Position held by each slot of ``cache``'s key buffer (capacity entries, EMPTY if never written)."""
+    if getattr(cache, "keys", None) is None:
+        return np.zeros(0, dtype=np.int64)
+    return _positions(cache.keys[0, 0, :, 0])
+
+
+def write_positions(cache, count: int, dtype=mx.float32) -> np.ndarray:
+    """Append ``count`` tokens in one update (a prefill); return the positions it returned."""
+    k = position_tensor(cache.offset, count, dtype)
+    keys, _ = cache.update_and_fetch(k, k)
+    return _positions(keys[0, 0, :, 0])
+
+
+@dataclass(frozen=True)
+class SlotHistory:
+    """What a cache's buffer looked like after each decode step (row i = after step i)."""
+
+    positions: np.ndarray  # (steps,) absolute position of the token each step wrote
+    slots: np.ndarray  # (steps, capacity) position per slot, EMPTY if never written
+    written: np.ndarray  # (steps,) slot index each step wrote (-1 if no slot changed)
+    visible: tuple  # per step: positions update_and_fetch returned (oldest first)
+    nbytes: np.ndarray  # (steps,) cache.nbytes after each step
+    capacity: np.ndarray  # (steps,) cache.capacity after each step
+
+    def visible_mask(self) -> np.ndarray:
+        """(steps, capacity) True where a slot holds a position that step's query attended to."""
+        return np.stack([np.isin(row, vis) & (row != EMPTY) for row, vis in zip(self.slots, self.visible)])
+
+
+def decode_positions(cache, steps: int, dtype=mx.float32) -> SlotHistory:
+    """Run ``steps`` one-token decode steps on ``cache`` and record its real slots after each."""
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    rows, written, visible, nbytes, cap, pos = [], [], [], [], [], []
+    before = slot_positions(cache)
+    for _ in range(steps):
+        p = cache.offset
+        k = position_tensor(p, 1, dtype)
+        keys, _ = cache.update_and_fetch(k, k)
+        visible.append(_positions(keys[0, 0, :, 0]))
+        after = slot_positions(cache)
+        padded = np.full(len(after), EMPTY, dtype=np.int64)
+        padded[: len(before)] = before
+        changed = np.flatnonzero(after != padded)
+        written.append(int(changed[0]) if len(changed) else -1)
+        rows.append(after)
+        nbytes.append(cache.nbytes)
+        cap.append(cache.capacity)
+        pos.append(p)
+        before = after
+    width = max(len(r) for r in rows)
+    slots = np.full((steps, width), EMPTY, dtype=np.int64)
+    for i, r in enumerate(rows):
+        slots[i, : len(r)] = r
+    return SlotHistory(np.array(pos), slots, np.array(written), tuple(visible),
+                       np.array(nbytes, dtype=np.int64), np.array(cap, dtype=np.int64))

@@ -1,0 +1,187 @@
+"""Lesson 04 support: windows arithmetic, slots read from real caches, measured growth, the views."""
+
+import matplotlib.pyplot as plt
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvsim import memory, windows
+from kvsim.cache import ChunkedKVCache, KVCache, RotatingKVCache
+from kvsim.config import ModelSpec
+from kvsim.growth import layer_cache, measure_nbytes
+from kvsim.model import toy_spec
+from kvsim.registry import load_model
+from kvsim.ringview import EMPTY, decode_positions, position_tensor, slot_positions, write_positions
+from kvsim.variants import full_attention
+from kvsim.widgets.windows import (chunk_view, draw_chunks, draw_ring_buffer, draw_window_bytes,
+                                   ring_buffer_view, window_bytes_view, windowed_models)
+
+# ---------------------------------------------------------------- windows (pure arithmetic)
+
+
+def test_mistral_saves_eight_times_at_32k():
+    s = windows.window_savings(load_model("mistral-7b-v0.1"), 32_768)
+    assert s["ratio"] == 8.0 and s["real_bytes"] == 512 * 2**20
+
+
+def test_gemma3_split_by_kind_sums_to_kv_bytes():
+    gemma = load_model("gemma-3-27b")
+    t = np.array([0, 1, 1024, 1025, 131_072])
+    split = windows.bytes_by_kind(gemma, t)
+    assert set(split) == {"sliding", "full"}
+    assert (split["sliding"] + split["full"] == memory.kv_bytes(gemma, t)).all()
+    assert windows.bytes_by_kind(gemma, 131_072)["sliding"] == 52 * 1024 * 2 * 16 * 128 * 2
+
+
+def test_patterns_read_from_configs():
+    assert windows.pattern_period(load_model("gemma-3-27b")) == "SSSSSF"
+    assert windows.pattern_period(load_model("gpt-oss-20b")) == "SF"
+    assert windows.pattern_period(load_model("llama-4-scout")) == "CCCN"
+    assert windows.layer_pattern(load_model("llama-3-8b")) == "F" * 32
+    assert windows.largest_window_tokens(load_model("llama-3-8b")) is None
+    assert windows.largest_window_tokens(load_model("llama-4-scout")) == 8192
+
+
+def test_window_savings_is_one_below_the_window():
+    gemma = load_model("gemma-3-27b")
+    assert windows.window_savings(gemma, 1024)["ratio"] == 1.0
+    assert windows.window_savings(gemma, 2048)["ratio"] > 1.0
+
+
+# ---------------------------------------------------------------- ringview (real caches)
+
+
+def test_position_tensor_rejects_bad_input():
+    with pytest.raises(ValueError, match="start"):
+        position_tensor(-1)
+    with pytest.raises(ValueError, match="2\\*\\*24"):
+        position_tensor(2**24)
+
+
+def test_slots_of_an_empty_cache_are_empty():
+    assert len(slot_positions(RotatingKVCache(4))) == 0
+
+
+@given(window=st.integers(1, 10), keep=st.integers(0, 3), steps=st.integers(1, 40))
+def test_ring_slots_follow_the_rotating_layout(window, keep, steps):
+    cache = RotatingKVCache(window + keep, keep=keep)
+    h = decode_positions(cache, steps)
+    last = h.slots[-1]
+    for t in range(steps):  # every held position sits where the cache's contract puts it
+        held = t < keep or t > steps - 1 - window
+        if held:
+            slot = t if t < keep else keep + (t - keep) % window
+            assert last[slot] == t
+    # the query of the last token saw the sinks and the last `window` positions
+    p = steps - 1
+    want = list(range(min(keep, steps))) + list(range(max(keep, p - window + 1), p + 1))
+    assert list(h.visible[-1]) == want
+    assert h.visible_mask()[-1].sum() == len(want)
+    assert h.capacity[-1] == window + keep == cache.capacity  # step 256 > max_size: one allocation
+
+
+@given(chunk=st.integers(1, 9), steps=st.integers(1, 30))
+def test_chunk_slots_restart_at_each_boundary(chunk, steps):
+    h = decode_positions(ChunkedKVCache(chunk), steps)
+    p = steps - 1
+    assert list(h.visible[-1]) == list(range(p - p % chunk, p + 1))
+    assert h.written[-1] == p % chunk
+    assert h.slots[-1][p % chunk] == p
+
+
+def test_written_slot_and_nbytes_per_step():
+    h = decode_positions(KVCache(step=4), 6)
+    assert list(h.written) == [0, 1, 2, 3, 4, 5]
+    assert list(h.capacity) == [4, 4, 4, 4, 8, 8]
+    assert list(h.nbytes) == [2 * c * 4 for c in h.capacity]  # K and V, 1 head x 1 dim, float32
+    assert h.slots[3, 4] == EMPTY
+
+
+def test_write_positions_is_a_prefill():
+    cache = RotatingKVCache(4)
+    assert list(write_positions(cache, 6)) == list(range(6))  # a prefill sees all its tokens
+    assert sorted(slot_positions(cache)) == [2, 3, 4, 5]
+    assert list(decode_positions(cache, 1).visible[0]) == [3, 4, 5, 6]
+
+
+# ---------------------------------------------------------------- growth (measured nbytes)
+
+
+def test_measured_nbytes_equal_the_allocated_formula():
+    spec = toy_spec("sliding_global", sliding_window=40)  # sliding + full layer, 2 KV heads of 32
+    t = np.array([0, 1, 39, 40, 41, 300, 600])
+    for i, layer in enumerate(spec.layers):
+        got = measure_nbytes(spec, i, t, dtype="bf16", chunk_tokens=64, step=32)
+        assert (got == memory.layer_kv_bytes(layer, t, "bf16", view="allocated", step=32)).all()
+    assert measure_nbytes(spec, 0, [600], step=32)[0] == 2 * 2 * 40 * 32 * 2
+
+
+def test_measure_nbytes_of_a_chunked_and_a_recurrent_layer():
+    chunked = toy_spec("chunked")  # chunk 8
+    t = [5, 8, 9, 20]
+    assert (measure_nbytes(chunked, 0, t, dtype="fp16", step=4)
+            == memory.layer_kv_bytes(chunked.layers[0], t, "fp16", view="allocated", step=4)).all()
+    mamba = toy_spec("mamba")
+    got = measure_nbytes(mamba, 0, [0, 100])
+    assert (got == memory.state_bytes(mamba.layers[0], "bf16")).all()
+
+
+def test_measure_nbytes_rejects_bad_input():
+    spec = toy_spec("gqa")
+    with pytest.raises(ValueError, match="ascending"):
+        measure_nbytes(spec, 0, [4, 2])
+    with pytest.raises(ValueError, match="layer_index"):
+        layer_cache(spec, 5)
+    with pytest.raises(ValueError, match="dtype"):
+        measure_nbytes(spec, 0, [1], dtype="q4")
+
+
+def test_layer_cache_follows_make_caches():
+    mistral = load_model("mistral-7b-v0.1")
+    assert isinstance(layer_cache(mistral, 0), RotatingKVCache)
+    assert isinstance(layer_cache(full_attention(mistral), 0), KVCache)
+    assert isinstance(layer_cache(load_model("llama-4-scout"), 0), ChunkedKVCache)
+    assert isinstance(load_model("llama-4-scout"), ModelSpec)
+
+
+# ---------------------------------------------------------------- views
+
+
+def test_ring_picture_is_read_from_the_cache():
+    fig, ax = plt.subplots()
+    draw_ring_buffer(ax, step=9, window=4)
+    img = ax.get_images()[0].get_array()
+    # last row: slots hold 8, 5, 6, 7 and all four are visible (coloured)
+    assert list(np.asarray(img[-1])) == [8, 5, 6, 7]
+    assert "positions 5–8" in ax.get_title()
+
+
+def test_chunk_picture_greys_out_the_old_chunk():
+    fig, ax = plt.subplots()
+    draw_chunks(ax, step=6, chunk_size=4)
+    last = np.ma.getdata(ax.get_images()[0].get_array())[-1]
+    assert list(last[:2]) == [4, 5] and np.isnan(last[2:]).all()
+
+
+def test_window_bytes_draws_total_and_reference():
+    fig, ax = plt.subplots()
+    draw_window_bytes(ax, model="gpt-oss-20b", tokens=4096)
+    total, ignored = ax.get_lines()[0].get_ydata(), ax.get_lines()[1].get_ydata()
+    assert ignored[-1] > total[-1] > 0
+    assert "mistral-7b-v0.1" in windowed_models() and "llama-3-8b" not in windowed_models()
+
+
+@pytest.mark.parametrize("factory", [ring_buffer_view, chunk_view, window_bytes_view])
+def test_views_do_not_stay_registered_with_pyplot(factory):
+    before = set(plt.get_fignums())
+    view = factory()
+    assert set(plt.get_fignums()) == before  # a later plt.show() will not repeat it
+    view.controls[next(iter(view.controls))].value = view.controls[next(iter(view.controls))].value
+    assert view.lines()
+
+
+def test_mx_dtype_of_positions_is_exact_for_bf16_small_positions():
+    assert (position_tensor(0, 200, mx.bfloat16).astype(mx.float32)[0, 0, :, 0]
+            == mx.arange(1, 201).astype(mx.float32)).all().item()
