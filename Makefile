@@ -1,0 +1,102 @@
+# kvsim: the two commands are `make lab` and `make test`. `make help` lists the rest.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+HOST ?= 127.0.0.1
+PORT ?= 8888
+
+PY := $(VENV)/bin/python
+# One stamp per set of extras: re-install only when pyproject.toml changed (or the venv was recreated).
+LAB_STAMP := $(VENV)/.kvsim-lab.stamp
+TEST_STAMP := $(VENV)/.kvsim-test.stamp
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+# The exact pytest arguments of each stage. tests/test_notebooks.py reads NBVAL_ARGS and UI_ARGS from this file
+# to prove that every notebook is collected by the nbval run and every lesson by the browser run.
+UNIT_ARGS := tests -m "not ui"
+NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
+UI_ARGS := tests/ui -m ui --screenshot only-on-failure --output test-artifacts/playwright
+
+.PHONY: help lab test install install-lab test-unit test-notebooks test-ui browser notebooks bench clean
+
+help:
+	@echo "make lab            create .venv, install kvsim[notebooks], launch JupyterLab on notebooks/ ($(HOST):$(PORT))"
+	@echo "make test           create/update .venv and run every test: unit, notebooks (nbval), real browser"
+	@echo "make test-unit | test-notebooks | test-ui   one stage of make test"
+	@echo "make notebooks      re-execute every notebook in place (fresh stored outputs) and sync the jupytext pairs"
+	@echo "make bench          run the benchmark scripts in benchmarks/"
+	@echo "variables: PYTHON=$(PYTHON) VENV=$(VENV) HOST=$(HOST) PORT=$(PORT); KVSIM_REQUIRE_BROWSER=1 fails when chromium is missing"
+
+$(PY):
+	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "kvsim needs Python >= 3.10, $(PYTHON) is " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+
+$(LAB_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[notebooks]'
+	@touch $@
+
+$(TEST_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[notebooks,test,ui]'
+	@touch $@ $(LAB_STAMP)
+
+install-lab: $(LAB_STAMP)
+install: $(TEST_STAMP)
+
+lab: $(LAB_STAMP)
+	$(VENV)/bin/jupyter lab notebooks/ --ip $(HOST) --port $(PORT) $(ROOT_FLAG)
+
+# Every stage runs even if an earlier one failed; the summary names the failed stages and the exit status is 1.
+test: $(TEST_STAMP)
+	@failed=""; summary=""; \
+	for stage in test-unit test-notebooks test-ui; do \
+	  start=$$(date +%s); \
+	  if $(MAKE) --no-print-directory $$stage; then result=ok; else result=FAILED; failed="$$failed $$stage"; fi; \
+	  summary="$$summary\n  $$stage: $$result ($$(( $$(date +%s) - start )) s)"; \
+	done; \
+	echo; echo "==================== make test summary ===================="; echo -e "$${summary#\\n}"; \
+	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; echo "==========================================================="; exit 1; fi; \
+	echo "all stages passed"; echo "==========================================================="
+
+test-unit: $(TEST_STAMP)
+	@echo "==> [1/3] unit + property tests: pytest $(UNIT_ARGS)"
+	$(PY) -m pytest $(UNIT_ARGS)
+
+test-notebooks: $(TEST_STAMP)
+	@echo "==> [2/3] notebooks under strict nbval: pytest $(NBVAL_ARGS)"
+	@if ! find notebooks -name '*.ipynb' -not -path '*/.*' | grep -q .; then \
+	  echo "!!! no notebooks under notebooks/ yet: nothing for nbval to run"; exit 0; fi; \
+	$(PY) -m pytest $(NBVAL_ARGS)
+
+test-ui: $(TEST_STAMP) browser
+	@echo "==> [3/3] real browser: pytest $(UI_ARGS)"
+	$(PY) -m pytest $(UI_ARGS)
+
+# Debian's chromium (no Playwright browser download). Installed here only as root on Debian; otherwise the
+# ui tests skip loudly (or fail when KVSIM_REQUIRE_BROWSER=1, see tests/ui/conftest.py).
+browser:
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null || [ -n "$$KVSIM_CHROMIUM" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then \
+	  echo "==> chromium is missing: installing Debian's chromium with apt-get"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; \
+	else \
+	  echo "!!! chromium is missing and cannot be installed here (not root on Debian): install it with"; \
+	  echo "!!!   sudo apt-get install chromium   (or set KVSIM_CHROMIUM=/path/to/chromium)"; \
+	fi
+
+notebooks: $(TEST_STAMP)
+	@nbs=$$(ls notebooks/[0-9][0-9]_*.ipynb 2>/dev/null); \
+	if [ -z "$$nbs" ]; then echo "no lesson notebooks yet"; exit 0; fi; \
+	set -e; \
+	$(VENV)/bin/jupytext --sync $$nbs; \
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	  --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=600 $$nbs; \
+	$(VENV)/bin/jupytext --sync $$nbs
+
+bench: $(TEST_STAMP)
+	@set -e; for f in benchmarks/*.py; do [ -e "$$f" ] || continue; echo "==> $$f"; $(PY) "$$f"; done
+
+clean:
+	rm -rf test-artifacts .pytest_cache build dist *.egg-info
