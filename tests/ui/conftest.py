@@ -1,0 +1,249 @@
+"""Real-browser harness: headless Debian Chromium, driven by Playwright for Python, against a real JupyterLab.
+
+Contract
+- Chromium comes from the system (`chromium` on PATH, or KVSIM_CHROMIUM=/path); Playwright never downloads one.
+  Missing browser: the ui tests skip with a loud warning, or fail when KVSIM_REQUIRE_BROWSER=1 (CI sets it).
+- `lab_url` (session): copies notebooks/ into a temporary root (JupyterLab autosaves, so the committed files are
+  never touched), starts `jupyter lab` on 127.0.0.1 at a free port with no token, waits for /api/status, and
+  terminates the server on teardown. Lab settings, workspaces, Jupyter config and IPython dirs are temporary too,
+  so a developer's own configuration cannot change what the tests see. The server log goes to
+  test-artifacts/jupyter-lab.log.
+- `lab` (per test): a `Lab` helper on a fresh page: `open(name)` waits until the notebook's kernel is idle,
+  `run_all()` runs every cell and waits until all have finished, `problems()` lists error outputs,
+  `screenshot(name)` saves test-artifacts/screenshots/<name>.png. The kernel is shut down after each test.
+- KVSIM_UI_NOTEBOOKS=/dir serves another directory instead of notebooks/ (only for developing this harness).
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = Path(os.environ.get("KVSIM_UI_NOTEBOOKS", REPO / "notebooks"))
+ARTIFACTS = REPO / "test-artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+REQUIRE_BROWSER = os.environ.get("KVSIM_REQUIRE_BROWSER") == "1"
+RUN_TIMEOUT_MS = 240_000  # one lesson must run in well under a minute; this only catches hangs
+
+# As the machine notes require for headless Chromium as root on a closed network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+_skip_reasons = []
+
+
+def lesson_notebooks():
+    """The lessons the browser tests run: notebooks/NN_*.ipynb."""
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def find_chromium():
+    """Path of a system Chromium, or None."""
+    candidates = [os.environ.get("KVSIM_CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser")]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+@pytest.fixture(scope="session")
+def chromium_path():
+    path = find_chromium()
+    if path is None:
+        reason = "chromium not found (apt-get install chromium, or set KVSIM_CHROMIUM=/path/to/chromium)"
+        if REQUIRE_BROWSER:
+            pytest.fail(f"KVSIM_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
+        _skip_reasons.append(reason)
+        pytest.skip(reason)
+    return path
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _skip_reasons:
+        terminalreporter.write_sep("!", "REAL-BROWSER TESTS WERE SKIPPED", red=True, bold=True)
+        terminalreporter.write_line(f"  {_skip_reasons[0]}", red=True, bold=True)
+        terminalreporter.write_line("  The lessons were NOT checked in a browser. CI (KVSIM_REQUIRE_BROWSER=1) fails here.", red=True)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args, chromium_path):
+    return {**browser_type_launch_args, "executable_path": chromium_path, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1400, "height": 1000}}
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_lab_settings(settings_dir: Path):
+    """Render every cell (no virtual scrolling), so the DOM checks see all outputs; no update/news checks."""
+    tracker = settings_dir / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    notify = settings_dir / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notify.parent.mkdir(parents=True)
+    notify.write_text(json.dumps({"checkForUpdates": False, "fetchNews": "false"}))
+
+
+def _wait_for_status(url, proc, log_path, timeout_s=90):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"jupyter lab exited with {proc.returncode}; log:\n{log_path.read_text()[-3000:]}", pytrace=False)
+        try:
+            with urllib.request.urlopen(f"{url}/api/status", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"jupyter lab did not answer /api/status within {timeout_s} s; log:\n{log_path.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def lab_url(chromium_path):
+    """Start JupyterLab on a temporary copy of notebooks/; yield its base URL."""
+    tmp = Path(tempfile.mkdtemp(prefix="kvsim-lab-"))
+    root = tmp / "notebooks"
+    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    _write_lab_settings(tmp / "settings")
+    port = _free_port()
+    cmd = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
+        "--ServerApp.port_retries=0", "--ServerApp.token=", "--ServerApp.password=",
+        "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+        f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={tmp / 'settings'}",
+        f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "JUPYTER_CONFIG_DIR": str(tmp / "jupyter-config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "jupyter-runtime"),
+        "IPYTHONDIR": str(tmp / "ipython"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+    }
+    env.pop("MPLBACKEND", None)  # kernels must use the inline backend, as in JupyterLab for real
+    ARTIFACTS.mkdir(exist_ok=True)
+    log_path = ARTIFACTS / "jupyter-lab.log"
+    url = f"http://127.0.0.1:{port}"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_status(url, proc, log_path)
+        yield url
+    finally:
+        proc.terminate()  # the server shuts its kernels down on SIGTERM
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+CURRENT = "window.jupyterapp?.shell?.currentWidget"
+
+WAIT_KERNEL_IDLE = f"""(path) => {{
+  const w = {CURRENT};
+  return !!w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle';
+}}"""
+
+# Run All has finished: the kernel is idle, no cell is running, and either every code cell has an execution count
+# or a cell raised (JupyterLab then stops Run All; the cells after it stay unrun and problems() reports them).
+WAIT_ALL_RUN = f"""() => {{
+  const w = {CURRENT};
+  const cells = w.content.model.toJSON().cells.filter(c => c.cell_type === 'code' && c.source.length > 0);
+  const running = Array.from(w.content.widgets).some(c => c.model.type === 'code' && c.model.executionState === 'running');
+  const raised = cells.some(c => (c.outputs || []).some(o => o.output_type === 'error'));
+  return !running && w.sessionContext.session?.kernel?.status === 'idle'
+      && (raised || cells.every(c => Number.isInteger(c.execution_count)));
+}}"""
+
+STDERR_TRACEBACKS = """() => Array.from(document.querySelectorAll(
+    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
+  .map(e => e.innerText).filter(t => /Traceback|^\\s*\\w*(Error|Exception)\\b.*:/m.test(t))"""
+
+
+class Lab:
+    """One browser page on the test JupyterLab."""
+
+    def __init__(self, page, url):
+        self.page, self.url, self.path = page, url, None
+        page.set_default_timeout(60_000)
+
+    def open(self, name):
+        """Open notebook `name` (relative to the served root) in a fresh workspace; wait for an idle kernel."""
+        self.path = name
+        self.page.goto(f"{self.url}/lab/workspaces/t{uuid.uuid4().hex[:8]}/tree/{quote(name)}")
+        self.page.wait_for_function(WAIT_KERNEL_IDLE, arg=name, timeout=120_000)
+
+    def run_all(self):
+        """Clear the stored outputs, run every cell (Run All) and wait until all have finished."""
+        self.page.evaluate(f"() => {CURRENT}.content.activate()")
+        self.page.evaluate("async () => { await window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs'); }")
+        self.page.evaluate("async () => { await window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        self.page.wait_for_function(WAIT_ALL_RUN, timeout=RUN_TIMEOUT_MS, polling=250)
+
+    def notebook_json(self):
+        return self.page.evaluate(f"() => {CURRENT}.content.model.toJSON()")
+
+    def problems(self):
+        """Error outputs, tracebacks on stderr, and cells that did not run, from the model and the rendered page."""
+        found = []
+        for i, cell in enumerate(self.notebook_json()["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            if cell["source"] and cell.get("execution_count") is None:
+                found.append(f"cell {i} did not run")
+            for out in cell.get("outputs", []):
+                if out["output_type"] == "error":
+                    found.append(f"cell {i}: {out['ename']}: {out['evalue']}")
+                elif out["output_type"] == "stream" and out["name"] == "stderr" and "Traceback" in "".join(out["text"]):
+                    found.append(f"cell {i}: traceback on stderr:\n{''.join(out['text'])[-800:]}")
+        found += [f"rendered error output:\n{t[-800:]}" for t in self.page.evaluate(STDERR_TRACEBACKS)]
+        return found
+
+    def screenshot(self, name, locator=None):
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        (locator or self.page).screenshot(path=str(path))
+        return path
+
+    def shutdown_kernel(self):
+        self.page.evaluate(f"async () => {{ await {CURRENT}?.sessionContext?.shutdown(); }}")
+
+
+@pytest.fixture
+def lab(page, lab_url):
+    helper = Lab(page, lab_url)
+    yield helper
+    if helper.path:
+        try:
+            helper.shutdown_kernel()
+        except Exception:  # the page may already be gone after a failure; the server cleans up at the end
+            pass
