@@ -139,12 +139,10 @@ class BlockAllocator:
         return min(i * self.block_size, seq.num_tokens)
 
     # ------------------------------------------------------------ block states
-    def _available(self, reviving=()) -> int:
-        # cached blocks a caller is about to reuse cannot also be evicted for it
-        return self.num_free_blocks - sum(1 for b in reviving if self.ref_count[b] == 0)
-
     def _require(self, n: int, reviving=()):
-        have = self._available(reviving)
+        have = len(self._free) + len(self._cached)
+        if reviving:  # cached blocks a caller is about to reuse cannot also be evicted for it
+            have -= sum(1 for b in reviving if self.ref_count[b] == 0)
         if n > have:
             raise OutOfBlocks(f"need {n} free blocks, {have} available "
                               f"({len(self._free)} free, {len(self._cached)} cached)")
@@ -200,6 +198,12 @@ class BlockAllocator:
             hits.append(b)
         return hits
 
+    def blocks_needed(self, token_ids, num_tokens: int) -> int:
+        """Free blocks admitting this sequence would take: new blocks + cached hits (changes nothing)."""
+        hits = self._lookup(_Seq(num_tokens=int(num_tokens), token_ids=list(token_ids or [])))
+        return cdiv(int(num_tokens), self.block_size) - len(hits) + \
+            sum(1 for b in hits if self.ref_count[b] == 0)
+
     def mark_computed(self, seq_id, num_tokens: int):
         """Record that KV of the first ``num_tokens`` tokens is written; publish their full blocks."""
         seq = self._get(seq_id)
@@ -220,13 +224,14 @@ class BlockAllocator:
         """Allocate a new sequence of n tokens, reusing cached prefix blocks; return the hit tokens.
 
         New blocks = ⌈n / bs⌉ − hits. Tokens before the returned count already have their KV.
+        ``token_ids`` are the leading known tokens (all of them by default); only they hash.
         """
         if seq_id in self._seqs or seq_id in self._preempted or seq_id in self._swapped:
             raise ValueError(f"seq_id {seq_id!r} already exists")
         tokens = [] if token_ids is None else [int(t) for t in token_ids]
         n = len(tokens) if num_tokens is None else _positive("num_tokens", num_tokens, 0)
-        if token_ids is not None and num_tokens is not None and n != len(tokens):
-            raise ValueError(f"num_tokens {n} must equal len(token_ids) {len(tokens)}")
+        if n < len(tokens):  # token_ids may be just the known leading tokens
+            raise ValueError(f"num_tokens {n} must be >= len(token_ids) {len(tokens)}")
         seq = _Seq(num_tokens=n, token_ids=tokens)
         self._admit(seq_id, seq)
         return seq.num_computed
@@ -253,15 +258,17 @@ class BlockAllocator:
         is shared (ref > 1). Unknown tokens (no ``token_ids``) end the hashable prefix.
         """
         seq = self._get(seq_id)
-        k = len(token_ids) if num_tokens is None else _positive("num_tokens", num_tokens, 0)
+        k = len(token_ids) if num_tokens is None else num_tokens
+        if type(k) is not int or k < 0:
+            k = _positive("num_tokens", k, 0)
         if token_ids is not None and k != len(token_ids):
             raise ValueError(f"num_tokens {k} must equal len(token_ids) {len(token_ids)}")
         n0, n1 = seq.num_tokens, seq.num_tokens + k
-        new = cdiv(n1, self.block_size) - len(seq.table)
+        new = -(-n1 // self.block_size) - len(seq.table)
         cow = k > 0 and n0 % self.block_size != 0 and self.ref_count[seq.table[-1]] > 1
-        live = sum(1 for b in seq.table if b >= 0)
-        if live + new > self.num_blocks:
-            raise RequestTooLarge(f"sequence {seq_id!r} would hold {live + new} blocks; "
+        if len(seq.table) + new > self.num_blocks and \
+                sum(b >= 0 for b in seq.table) + new > self.num_blocks:
+            raise RequestTooLarge(f"sequence {seq_id!r} would need {new} more blocks; "
                                   f"the pool has {self.num_blocks} in all")
         self._require(new + cow)
         copies = []
