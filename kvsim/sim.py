@@ -379,6 +379,7 @@ class _Sim:
              "iterations": self.t, **self.stats}
         s["tokens_per_iteration"] = s["output_tokens"] / T        # throughput proxy
         s["mean_running"] = s["running_iterations"] / T
+        s["slot_iterations"] = dict(self.acc)                     # raw sums: Σ over iterations
         s["share"] = {k: self.acc[k] / (cap * T) for k in SPLIT}
         Ts = max(s["saturated_iterations"], 1)
         s["share_saturated"] = {k: self.sat[k] / (cap * Ts) for k in SPLIT}

@@ -278,4 +278,4 @@ class AllocatorMachine(RuleBasedStateMachine):
 
 
 TestAllocatorMachine = AllocatorMachine.TestCase
-TestAllocatorMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestAllocatorMachine.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
