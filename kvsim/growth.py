@@ -8,6 +8,8 @@ Contract
   shape (B, num_key_value_heads, S, head_dim) in ``dtype``, seeded) and reads ``cache.nbytes``
   whenever the token count reaches one of ``token_counts``. What it returns is measured, never
   computed: compare it with :func:`kvsim.memory.layer_kv_bytes` (``view="allocated"``).
+- :func:`cache_classes` counts the cache classes ``make_caches`` picks for a model (the seeds'
+  architecture table: Gemma 3 -> RotatingKVCache + KVCache, Jamba -> RecurrentStateCache + KVCache ...).
 - Recurrent layers hold no K/V; their state is allocated when the cache is built and is read as is.
 """
 
@@ -36,6 +38,15 @@ def layer_cache(spec: ModelSpec, layer_index: int, batch: int = 1, dtype: str = 
         raise ValueError(f"layer_index must be in [0, {spec.num_hidden_layers - 1}], got {layer_index!r}")
     one = replace(spec, layers=(spec.layers[layer_index],))
     return make_caches(one, batch=batch, step=step, dtype=_dtype(dtype))[0]
+
+
+def cache_classes(spec: ModelSpec) -> dict[str, int]:
+    """{cache class name: layers} of ``make_caches(spec)``, in first-layer order (arrays are lazy zeros)."""
+    out: dict[str, int] = {}
+    for cache in make_caches(spec):
+        name = "none" if cache is None else type(cache).__name__
+        out[name] = out.get(name, 0) + 1
+    return out
 
 
 def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int = 1, dtype: str = "bf16",

@@ -5,6 +5,8 @@ every entry and move every control to its minimum, maximum and default.
 """
 
 from .base import View, make_view
+from .hybrids import hybrid_view
+from .quantized import quantized_kv_view
 from .size import capacity_view, kv_size_view
 from .windows import chunk_view, ring_buffer_view, window_bytes_view
 
@@ -14,6 +16,8 @@ VIEWS = {
     "ring_buffer": ring_buffer_view,
     "chunks": chunk_view,
     "window_bytes": window_bytes_view,
+    "hybrid": hybrid_view,
+    "quantized_kv": quantized_kv_view,
 }
 
 __all__ = ["VIEWS", "View", "make_view", "kv_size_view", "capacity_view"]

@@ -1,0 +1,263 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 · Hybrids: a fixed state beside a growing cache
+#
+# **You will learn**
+# - how recurrent layers (Mamba, Mamba-2, Gated DeltaNet, RG-LRU) replace a growing K/V cache by a state of fixed size;
+# - why Jamba needs 4 GB of KV at 256K tokens where Mixtral needs 32 GB (Lieber et al., 2024, Table 1), and where
+#   Qwen3-Next (36 Gated DeltaNet + 12 full attention) and RecurrentGemma (18 RG-LRU + 8 local attention) land;
+# - which cache each layer of a model gets (the architecture table), and how big a purely recurrent model's state is;
+# - by decoding a real reduced-depth Jamba and Qwen3-Next: the recurrent layers' measured `nbytes` stay constant while
+#   the attention layer's `KVCache` grows, byte for byte as `kvsim.memory` says.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import importlib.metadata as md
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from kvsim import hybrid, memory, windows
+from kvsim.decode import generate
+from kvsim.growth import cache_classes
+from kvsim.model import build_model
+from kvsim.plots.hybrids import plot_layer_bytes
+from kvsim.registry import load_model
+from kvsim.tables import format_table
+
+print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
+
+# %% [markdown]
+# ## A state instead of a cache
+#
+# Softmax attention has to look at every past key, so it keeps them all. A **recurrent** layer instead folds each
+# new token into a state of fixed shape and forgets the token itself: Mamba's selective state space, Qwen3-Next's
+# Gated DeltaNet (a matrix memory updated by the delta rule), Griffin/RecurrentGemma's RG-LRU. Each also keeps the
+# last $K-1$ inputs of a short causal convolution. Neither part depends on how many tokens came before.
+#
+# A **hybrid** stacks mostly recurrent layers with a few softmax-attention layers, which keep exact recall.
+# Only those few grow with the context: in the size formula, $n_{\text{layers}}$ becomes the number of attention layers.
+
+# %% [markdown]
+# ## Which cache each layer gets
+#
+# `kvsim.cache.make_caches` picks one cache per layer from its kind: this is the seeds' architecture table,
+# computed by building the caches of each model (the counts are layers).
+
+# %%
+rows = []
+for name in ("llama-3-8b", "gemma-3-27b", "llama-4-scout", "jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b",
+             "mamba2-2.7b", "falcon-mamba-7b"):
+    spec = load_model(name)
+    rows.append({"model": name, "layers": windows.pattern_period(spec),
+                 "caches (make_caches)": " + ".join(f"{n} {c}" for c, n in cache_classes(spec).items())})
+print(format_table(rows))
+print("letters: F full, S sliding, C chunked, N full without RoPE, R recurrent (repeating unit shown)")
+
+# %% [markdown]
+# ## The formula
+#
+# $$
+# M_{\text{total}} = B \Big( \sum_{\ell \in \text{attention}} 2\, n_{\text{kv}}\, d_h\, b \cdot T_\ell
+#   \;+\; \sum_{\ell \in \text{recurrent}} \sum_{s \in \text{states}} \textstyle\prod \text{shape}(s) \cdot b \Big)
+# $$
+#
+# The first sum is lessons 02–04 ($T_\ell$ = $T$, or $\min(T, W)$ for local layers). The second has no $T$ in it.
+#
+# | model | which layers attend | recurrent state per layer (per sequence) | `config.json` fields |
+# |---|---|---|---|
+# | Jamba | 1 in 8 (`i % attn_layer_period == attn_layer_offset`) | conv $(K-1) \times d_{\text{inner}}$, SSM $d_{\text{inner}} \times d_{\text{state}}$, $d_{\text{inner}} = $ expand · hidden | `attn_layer_period`, `attn_layer_offset`, `mamba_d_conv`, `mamba_d_state`, `mamba_expand`, `hidden_size` |
+# | Qwen3-Next | every 4th | conv $(K-1) \times (2 n_k d_k + n_v d_v)$, delta-rule memory $n_v \times d_k \times d_v$ | `full_attention_interval`, `linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim` |
+# | RecurrentGemma | every 3rd, local ($W$ = 2048) | conv $(K-1) \times$ width, RG-LRU state width | `block_types`, `attention_window_size`, `lru_width`, `conv1d_width` |
+# | Mamba-2 | none | conv $(K-1) \times (d_{\text{inner}} + 2 g\, d_{\text{state}})$, SSM heads $\times$ head_dim $\times d_{\text{state}}$ | `expand`, `state_size`, `head_dim`, `n_groups`, `conv_kernel` |
+# | Falcon-Mamba | none | as Jamba's Mamba layers | `intermediate_size`, `state_size`, `conv_kernel` |
+
+# %% [markdown]
+# ## Jamba vs Mixtral at 256K tokens
+#
+# Jamba v0.1 has 32 layers; only 4 are attention (one in every block of 8), each with 8 KV heads of 128 — the same
+# attention geometry as Mixtral 8x7B's 32 layers. At 16 bits and 256K tokens (Lieber et al., 2024, Table 1):
+
+# %%
+jamba, mixtral = load_model("jamba-v0.1"), load_model("mixtral-8x7b")
+print({k: jamba.config[k] for k in ("num_hidden_layers", "attn_layer_period", "attn_layer_offset", "num_key_value_heads",
+                                    "mamba_d_state", "mamba_d_conv", "mamba_expand", "hidden_size")})
+rows = []
+for spec in (jamba, mixtral):
+    split = hybrid.cache_split(spec, 262_144, kv_dtype="bf16")
+    rows.append({"model": spec.name, "attention layers": spec.num_hidden_layers - spec.count("recurrent"),
+                 "recurrent layers": spec.count("recurrent"), "KV @256K": memory.format_bytes(split["kv"]),
+                 "KV (GB)": round(split["kv"] / 1e9, 2), "recurrent state": memory.format_bytes(split["state"]),
+                 "total": memory.format_bytes(split["total"])})
+print(format_table(rows))
+
+# %% [markdown]
+# 4 GiB against 32 GiB (the paper rounds to 4 GB and 32 GB): one attention layer in eight means one eighth of the KV.
+# The price, 28 Mamba states, is 8.3 MiB per sequence — what Mixtral's cache reaches after 67 tokens.
+
+# %%
+print(f"Mixtral's KV reaches Jamba's whole state after {hybrid.tokens_to_reach(mixtral, hybrid.cache_split(jamba, 0)['state'])} tokens")
+
+# %% [markdown]
+# ## Qwen3-Next, RecurrentGemma, and purely recurrent models
+#
+# The same split for every recurrent model in the registry, with the **all-attention counterfactual**: the same depth
+# with every recurrent layer replaced by the model's own attention layer (`hybrid.all_attention`).
+
+# %%
+rows = []
+for name in ("jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b", "mamba2-2.7b", "falcon-mamba-7b"):
+    spec = load_model(name)
+    at4k, at256k = hybrid.cache_split(spec, 4096), hybrid.cache_split(spec, 262_144)
+    has_attention = spec.count("recurrent") < spec.num_hidden_layers
+    rows.append({"model": name, "mixers": ", ".join(f"{n} {k}" for k, n in hybrid.mixers(spec).items()),
+                 "state": memory.format_bytes(at4k["state"]), "KV @4K": memory.format_bytes(at4k["kv"]),
+                 "KV @256K": memory.format_bytes(at256k["kv"]), "total @256K": memory.format_bytes(at256k["total"]),
+                 "all-attention @256K": memory.format_bytes(memory.kv_bytes(hybrid.all_attention(spec), 262_144)) if has_attention else "-"})
+print(format_table(rows))
+
+# %% [markdown]
+# - **Qwen3-Next 80B-A3B**: 36 Gated DeltaNet + 12 full-attention layers (2 KV heads of 256): 6 GiB at 256K instead of 24.
+#   Its delta-rule memories are large (32 heads × 128 × 128 per layer: 38 MiB in all), but fixed.
+# - **RecurrentGemma 2B**: 18 RG-LRU + 8 *local* attention layers (W = 2048, one KV head): nothing grows after 2048 tokens.
+#   The whole cache stays at 16 MiB, however long the input.
+# - **Mamba-2 2.7B, Falcon-Mamba 7B**: no attention at all: 82 MiB and 19 MiB per sequence, at any length.
+#
+# On log-log axes: the transformer's line rises forever, the hybrids rise 8× (Jamba) or 4× (Qwen3-Next) lower, the
+# windowed RecurrentGemma flattens at 2048 tokens and the pure state-space models are flat from the first token.
+
+# %%
+from kvsim.widgets.hybrids import draw_state_vs_kv  # noqa: E402
+
+fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
+draw_state_vs_kv(ax, tokens=262_144)
+plt.show()
+
+# %% [markdown]
+# ## Try it: model, tokens, batch
+#
+# The KV of the attention layers, the flat recurrent state (dashed) and the all-attention counterfactual of one model.
+# With batch 64 the state is paid 64 times too: it is per sequence, like the KV.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from kvsim.widgets.hybrids import hybrid_view  # noqa: E402
+
+hybrid_view()
+
+# %% [markdown]
+# ## Real hybrid decode: measured bytes per layer
+#
+# Now a real model. `kvsim.model.build_model` keeps every cache-relevant dimension of Jamba (8 KV heads × 128,
+# $d_{\text{inner}}$ = 8192, $d_{\text{state}}$ = 16, conv 4) and reduces what does not change the cache: 2 layers
+# (the first Mamba layer and the first attention layer), hidden width 256, a small vocabulary, random weights.
+# `kvsim.decode.generate` prefills 64 tokens and decodes 48 more with bf16 caches from `make_caches`
+# (grown in steps of 32 tokens), recording every layer's `nbytes` after every step.
+
+# %%
+small_jamba = build_model(jamba, num_layers=2, hidden_size=256, intermediate_size=512, vocab_size=512, seed=0)
+print("kept layers", small_jamba.info.source_layers, "of", small_jamba.info.source_num_layers,
+      [layer.kind for layer in small_jamba.spec.layers])
+jamba_run = generate(small_jamba, list(range(1, 65)), 48, kv_dtype="bf16", step=32)
+print([type(c).__name__ for c in jamba_run.caches])
+
+# %%
+jamba_tokens = np.array([s.context_tokens for s in jamba_run.trace])
+jamba_measured = np.array([s.nbytes for s in jamba_run.trace]).T  # (layers, steps)
+jamba_formula = hybrid.allocated_layer_bytes(small_jamba.spec, jamba_tokens, "bf16", "bf16", step=32)
+print(format_table([{"tokens": int(t), "Mamba layer nbytes": int(m[0]), "Mamba formula": int(f[0]),
+                     "attention layer nbytes": int(m[1]), "attention formula": int(f[1])}
+                    for t, m, f in zip(jamba_tokens, jamba_measured.T, jamba_formula.T) if t % 8 == 0]))
+
+# %% [markdown]
+# The same for Qwen3-Next: its first Gated DeltaNet layer and its first full-attention layer (2 KV heads of 256).
+
+# %%
+qwen = load_model("qwen3-next-80b-a3b")
+small_qwen = build_model(qwen, num_layers=2, hidden_size=256, intermediate_size=512, vocab_size=512, seed=0)
+qwen_run = generate(small_qwen, list(range(1, 65)), 48, kv_dtype="bf16", step=32)
+qwen_tokens = np.array([s.context_tokens for s in qwen_run.trace])
+qwen_measured = np.array([s.nbytes for s in qwen_run.trace]).T
+qwen_formula = hybrid.allocated_layer_bytes(small_qwen.spec, qwen_tokens, "bf16", "bf16", step=32)
+print("kept layers", small_qwen.info.source_layers, [type(c).__name__ for c in qwen_run.caches])
+print("measured at the end:", [int(b) for b in qwen_measured[:, -1]], " formula:", [int(b) for b in qwen_formula[:, -1]])
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+plot_layer_bytes(axes[0], jamba_tokens, jamba_measured, jamba_formula, ["Mamba (layer 0)", "attention (layer 4)"],
+                 title="Jamba, 2 of 32 layers, bf16")
+plot_layer_bytes(axes[1], qwen_tokens, qwen_measured, qwen_formula, ["Gated DeltaNet (layer 0)", "attention (layer 3)"],
+                 title="Qwen3-Next, 2 of 48 layers, bf16")
+plt.show()
+
+# %% [markdown]
+# The recurrent layers' lines are flat from the prompt on; the attention layers' `KVCache` steps up every 32 tokens.
+# Every measured value sits on the formula. Since every layer of a kind is identical, the full models follow:
+# Jamba's 28 Mamba states and 4 attention caches, Qwen3-Next's 36 delta-rule memories and 12 attention caches.
+
+# %%
+t_end = int(jamba_tokens[-1])
+print(format_table([
+    {"model": "jamba-v0.1", "from measured layers": 28 * int(jamba_measured[0, -1]) + 4 * int(jamba_measured[1, -1]),
+     "kvsim.memory": int(memory.allocated_bytes(jamba, t_end, step=32)) + memory.fixed_state_bytes(jamba)},
+    {"model": "qwen3-next-80b-a3b", "from measured layers": 36 * int(qwen_measured[0, -1]) + 12 * int(qwen_measured[1, -1]),
+     "kvsim.memory": int(memory.allocated_bytes(qwen, t_end, step=32)) + memory.fixed_state_bytes(qwen)},
+]))
+
+# %% [markdown]
+# ## Check yourself
+
+# %%
+assert memory.kv_bytes(jamba, 262_144) == 4 * 2**30 and memory.kv_bytes(mixtral, 262_144) == 32 * 2**30
+assert memory.kv_bytes(hybrid.all_attention(jamba), 262_144) == memory.kv_bytes(mixtral, 262_144)
+assert hybrid.mixers(jamba) == {"mamba": 28, "full": 4} and windows.pattern_period(jamba) == "RRRRFRRR"
+assert hybrid.mixers(qwen) == {"gated_deltanet": 36, "full": 12}
+rgemma = load_model("recurrentgemma-2b")
+assert hybrid.mixers(rgemma) == {"rg_lru": 18, "sliding": 8} and windows.largest_window_tokens(rgemma) == 2048
+assert hybrid.cache_split(rgemma, 2048)["total"] == hybrid.cache_split(rgemma, 10**6)["total"]
+for name in ("mamba2-2.7b", "falcon-mamba-7b"):
+    pure = hybrid.cache_split(load_model(name), np.array([1, 10**6]))
+    assert (pure["kv"] == 0).all() and pure["total"][0] == pure["total"][1] > 0
+assert cache_classes(jamba) == {"RecurrentStateCache": 28, "KVCache": 4}
+assert cache_classes(rgemma) == {"RecurrentStateCache": 18, "RotatingKVCache": 8}
+# the real decode: recurrent nbytes constant and equal to state_bytes, KV growing, all equal to the formula
+assert (jamba_measured == jamba_formula).all() and (qwen_measured == qwen_formula).all()
+assert (jamba_measured[0] == memory.state_bytes(jamba.layers[0], "bf16")).all()
+assert (qwen_measured[0] == memory.state_bytes(qwen.layers[0], "bf16")).all()
+assert jamba_measured[1, -1] > jamba_measured[1, 0] and qwen_measured[1, -1] > qwen_measured[1, 0]
+assert jamba_run.caches[1].offset == t_end and jamba_run.caches[0].offset == t_end
+print("all checks passed")
+
+# %% [markdown]
+# ## Summary
+# - A recurrent layer keeps a fixed state per sequence; only attention layers grow with the context.
+# - Jamba (4 attention layers of 32): 4 GiB of KV at 256K tokens vs Mixtral's 32 GiB, plus 8.3 MiB of Mamba state.
+# - Qwen3-Next (12 of 48 layers attend): 6 GiB at 256K instead of 24; RecurrentGemma (8 local layers, W = 2048) stops at 16 MiB;
+#   Mamba-2 2.7B and Falcon-Mamba 7B hold 82 MiB and 19 MiB whatever the length.
+# - A real hybrid decode measures exactly that: `RecurrentStateCache.nbytes` constant, `KVCache.nbytes` growing in steps.
+#
+# ## Exercises
+# 1. At how many tokens does Jamba's KV equal its Mamba state? And Qwen3-Next's? (Use `hybrid.tokens_to_reach`.)
+# 2. Serving 64 sequences of 4K tokens, which needs more cache memory: Falcon-Mamba 7B or Llama 3 8B? At what
+#    context length do they swap?
+# 3. Decode `small_jamba` for 48 more tokens with `kv_dtype="fp32"`: which layer's bytes double, and does the Mamba
+#    state change with the number of tokens?
+# 4. RecurrentGemma's attention is local. How large would its cache be at 256K tokens if those 8 layers were global?
+
+# %%
+# Exercise 2 - your answer here: compare hybrid.cache_split(load_model("falcon-mamba-7b"), 4096, batch=64)["total"]
+# with memory.kv_bytes(load_model("llama-3-8b"), 4096, batch=64).
