@@ -156,6 +156,12 @@ def test_mask_is_boolean_causal_and_works_with_fast_sdpa():
     assert mx.allclose(fast, attention(q, k, v, mask), atol=1e-5).item()
 
 
+def test_empty_cache_is_truthy_for_mlx_lm():
+    # mlx-lm's create_attention_mask asks `if cache` before cache.make_mask: no __len__ allowed
+    cache = KVCache()
+    assert bool(cache) and not hasattr(cache, "__len__") and cache.size() == 0 and cache.empty()
+
+
 def test_constructor_validation():
     with pytest.raises(ValueError, match="step must be a positive integer"):
         KVCache(step=0)

@@ -133,11 +133,12 @@ class BaseCache:
         raise NotImplementedError
 
     def size(self) -> int:
-        """Tokens actually held (mlx-lm's ``size()``)."""
-        raise NotImplementedError
+        """Tokens actually held (mlx-lm's ``size()``).
 
-    def __len__(self) -> int:
-        return self.size()
+        Deliberately no ``__len__``: mlx-lm tests ``if cache`` before asking it for a mask, and an
+        empty cache must not look false there.
+        """
+        raise NotImplementedError
 
     def empty(self) -> bool:
         return self.capacity == 0
