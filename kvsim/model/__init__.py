@@ -7,8 +7,8 @@ chunked, NoPE), :mod:`.mla` (latent attention, materialized and absorbed), :mod:
 """
 
 from .layers import Rows, reference_mask
-from .transformer import (MX_DTYPES, TOY_KINDS, BuildInfo, Model, build_model, select_layers,
-                          toy_spec)
+from .transformer import (MX_DTYPES, TOY_KINDS, BuildInfo, Model, build_model, perturbed,
+                          select_layers, toy_spec)
 
-__all__ = ["Model", "BuildInfo", "Rows", "build_model", "select_layers", "toy_spec", "TOY_KINDS",
+__all__ = ["Model", "BuildInfo", "Rows", "build_model", "perturbed", "select_layers", "toy_spec", "TOY_KINDS",
            "MX_DTYPES", "reference_mask"]

@@ -9,6 +9,8 @@ Contract
 - RoPE is applied at ``cache.offset`` BEFORE ``cache.update_and_fetch``, so positions are baked
   into the cached keys; ``use_rope=False`` (Llama 4's global layers) skips it (NoPE).
   ``partial_rotary_factor`` rotates only the first fraction of each head (Qwen3-Next, Griffin).
+- ``kv_dtype`` (an mx dtype or None = the compute dtype) is what K/V are stored as; attention
+  math stays in the compute dtype.
 - ``cache=None`` is the no-cache baseline: the layer sees the whole sequence and builds its own
   causal / window / chunk mask (:func:`~kvsim.model.layers.reference_mask`).
 - ``cache`` may be a :class:`~kvsim.model.layers.Rows`: row r is a separate sequence with its own
@@ -21,7 +23,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from ..config import LayerSpec
-from .layers import KeyStream, Rows, attend, reference_mask, rope, store_dtype
+from .layers import KeyStream, Rows, attend, attend_cached, reference_mask, rope
 
 __all__ = ["Attention"]
 
@@ -63,18 +65,18 @@ class Attention(nn.Module):
         B, L, _ = x.shape
         return x.reshape(B, L, heads, dim).transpose(0, 2, 1, 3)   # (B, heads, L, dim)
 
-    def __call__(self, x: mx.array, cache=None) -> mx.array:
+    def __call__(self, x: mx.array, cache=None, kv_dtype=None) -> mx.array:
         B, L, _ = x.shape
         q = self._split_heads(x @ self.wq.T, self.n_heads, self.head_dim)
         k = self._split_heads(x @ self.wk.T, self.n_kv_heads, self.head_dim)
         v = self._split_heads(x @ self.wv.T, self.n_kv_heads, self.v_head_dim)
         if isinstance(cache, Rows):
-            out = self._attend_rows(q, k, v, cache)
+            out = self._attend_rows(q, k, v, cache, kv_dtype)
         else:
-            out = self._attend_one(q, k, v, cache)
+            out = self._attend_one(q, k, v, cache, kv_dtype)
         return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
 
-    def _attend_one(self, q, k, v, cache):
+    def _attend_one(self, q, k, v, cache, kv_dtype):
         """All B rows share one cache (or none): (B, H, L, D) -> (B, H, L, D_v)."""
         L = q.shape[2]
         offset = 0 if cache is None else cache.offset
@@ -83,12 +85,9 @@ class Attention(nn.Module):
         if cache is None:
             mask = reference_mask(L, L, 0, self.window, self.chunk)
             return attend(q, k, v, self.scale, mask)
-        mask = cache.make_mask(L)                      # before the update, (L, keys)
-        dtype = store_dtype(cache, k.dtype)
-        keys, values = cache.update_and_fetch(k.astype(dtype), v.astype(dtype))
-        return attend(q, keys, values, self.scale, mask, cache)
+        return attend_cached(q, k, v, cache, self.scale, kv_dtype)
 
-    def _attend_rows(self, q, k, v, rows: Rows):
+    def _attend_rows(self, q, k, v, rows: Rows, kv_dtype):
         """Row r is its own sequence: RoPE at its own offset, its own cache and mask."""
         if len(rows) != q.shape[0]:
             raise ValueError(f"Rows holds {len(rows)} caches but the batch has {q.shape[0]} rows")
@@ -97,8 +96,5 @@ class Attention(nn.Module):
         k = rope(k, self.rope_dims, self.rope_base, offsets)
         outs = []
         for r, cache in enumerate(rows.caches):
-            mask = cache.make_mask(q.shape[2])
-            dtype = store_dtype(cache, k.dtype)
-            keys, values = cache.update_and_fetch(k[r:r + 1].astype(dtype), v[r:r + 1].astype(dtype))
-            outs.append(attend(q[r:r + 1], keys, values, self.scale, mask, cache))
+            outs.append(attend_cached(q[r:r + 1], k[r:r + 1], v[r:r + 1], cache, self.scale, kv_dtype))
         return mx.concatenate(outs, axis=0)

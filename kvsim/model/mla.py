@@ -13,6 +13,8 @@ Contract
     are q̃_h·latent + q_pe·k_pe and the output is W_uv,h (Σ p · latent): attention runs over the
     latent itself and the per-head K/V are never built (how DeepSeek decodes);
   * ``auto`` (default): absorbed for one new token, materialized otherwise (mlx-lm's choice).
+- A quantized latent cache (QuantizedKVCache with the latent in the keys slot) is read with
+  ``mx.quantized_matmul`` on the absorbed path and dequantized on the materialized path.
 - Score scale 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) (YaRN's mscale is left out).
 """
 
@@ -22,8 +24,9 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from ..config import LayerSpec
-from .layers import KeyStream, Rows, reference_mask, rms_norm, rope, store_dtype
 from ..attention import sdpa
+from ..cache.quantized import QuantizedKV
+from .layers import KeyStream, Rows, reference_mask, rms_norm, rope
 
 __all__ = ["MLA", "MLA_PATHS"]
 
@@ -81,33 +84,35 @@ class MLA(nn.Module):
         k_pe = kv[..., self.kv_lora_rank:][:, None]
         return q[..., :self.nope_dim], q[..., self.nope_dim:], latent, k_pe
 
-    def __call__(self, x: mx.array, cache=None) -> mx.array:
+    def __call__(self, x: mx.array, cache=None, kv_dtype=None) -> mx.array:
         B, L, _ = x.shape
         q_nope, q_pe, latent, k_pe = self._project(x)
         caches = cache.caches if isinstance(cache, Rows) else [cache]
         if isinstance(cache, Rows) and len(caches) != B:
             raise ValueError(f"Rows holds {len(caches)} caches but the batch has {B} rows")
         outs = []
-        for r, c in enumerate(caches):
+        for r, c in enumerate(caches):                         # one pass unless rows are sequences
             rows = slice(r, r + 1) if isinstance(cache, Rows) else slice(None)
-            outs.append(self._attend(q_nope[rows], q_pe[rows], latent[rows], k_pe[rows], c))
+            outs.append(self._attend(q_nope[rows], q_pe[rows], latent[rows], k_pe[rows], c, kv_dtype))
         out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
         return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
 
-    def _attend(self, q_nope, q_pe, latent, k_pe, cache):
+    def _attend(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype):
         L = q_nope.shape[2]
         offset = 0 if cache is None else cache.offset
         q_pe = rope(q_pe, self.rope_dim, self.rope_base, offset)
         k_pe = rope(k_pe, self.rope_dim, self.rope_base, offset)
         if cache is None:
-            mask, latents, k_pes = reference_mask(L, L), latent, k_pe
+            mask, parts = reference_mask(L, L), [(latent, k_pe, None)]
         else:
-            mask = cache.make_mask(L)
-            dtype = store_dtype(cache, latent.dtype)
-            latents, k_pes = cache.update_and_fetch(latent.astype(dtype), k_pe.astype(dtype))
+            mask = cache.make_mask(L)                          # before the update: (L, T)
+            dtype = kv_dtype or latent.dtype
+            parts = _parts(cache.update_and_fetch(latent.astype(dtype), k_pe.astype(dtype)))
         path = self.path if self.path != "auto" else ("absorbed" if L == 1 else "materialized")
         if path == "absorbed":
-            return self.absorbed(q_nope, q_pe, latents, k_pes, mask)
+            return self.absorbed(q_nope, q_pe, parts, mask)
+        latents = mx.concatenate([_dense(lat, qz) for lat, _, qz in parts], axis=2)
+        k_pes = mx.concatenate([_dense(kpe, qz) for _, kpe, qz in parts], axis=2)
         return self.materialized(q_nope, q_pe, latents, k_pes, mask)
 
     def materialized(self, q_nope, q_pe, latents, k_pes, mask):
@@ -122,13 +127,52 @@ class MLA(nn.Module):
         queries = mx.concatenate([q_nope, q_pe], axis=-1)
         return sdpa(queries, keys, values, mask, self.scale)
 
-    def absorbed(self, q_nope, q_pe, latents, k_pes, mask):
-        """Attend over the latent: scores = q̃·latentᵀ + q_pe·k_peᵀ, out = W_uv (p · latent)."""
+    def absorbed(self, q_nope, q_pe, parts, mask):
+        """Attend over the latent: scores = q̃·latentᵀ + q_pe·k_peᵀ, out = W_uv (p · latent).
+
+        ``parts`` are the cached (latent, k_pe, quantization) pieces, oldest first; quantized pieces
+        are read with ``mx.quantized_matmul`` and never dequantized.
+        """
         w_uk, w_uv = self._w_uk_uv()
-        latents, k_pes = latents.astype(q_nope.dtype), k_pes.astype(q_pe.dtype)
         q_lat = q_nope @ w_uk                                 # (B,H,L,nope) @ (H,nope,r) -> (B,H,L,r)
-        scores = (q_lat @ latents.swapaxes(-1, -2) + q_pe @ k_pes.swapaxes(-1, -2)) * self.scale
-        scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)   # (B,H,L,T)
+        scores = mx.concatenate([_matmul(q_lat, lat, qz, True) + _matmul(q_pe, kpe, qz, True)
+                                 for lat, kpe, qz in parts], axis=-1) * self.scale   # (B,H,L,T)
+        scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)
         probs = mx.softmax(scores, axis=-1, precise=True)
-        out_lat = probs @ latents                             # (B,H,L,r): one "value head" for all
-        return out_lat @ w_uv.swapaxes(-1, -2)                # (H,r,v) -> (B,H,L,v)
+        out_lat, start = 0, 0
+        for lat, _, qz in parts:                              # Σ p·latent: one "value head" for all
+            n = _tokens(lat)
+            out_lat = out_lat + _matmul(probs[..., start:start + n], lat, qz, False)
+            start += n
+        return out_lat @ w_uv.swapaxes(-1, -2)                # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+
+
+def _parts(fetched) -> list:
+    """What a cache returned as [(latent, k_pe, (group_size, bits) or None)], oldest first."""
+    if isinstance(fetched, QuantizedKV):
+        qz = (fetched.group_size, fetched.bits)
+        parts = [] if fetched.keys is None else [(tuple(fetched.keys), tuple(fetched.values), qz)]
+        if fetched.recent_keys is not None:
+            parts.append((fetched.recent_keys, fetched.recent_values, None))
+        return parts
+    latents, k_pes = fetched
+    return [(latents, k_pes, None)]
+
+
+def _tokens(part) -> int:
+    return (part[0] if isinstance(part, tuple) else part).shape[2]
+
+
+def _dense(part, qz):
+    """A cached piece as a dense array (dequantized if it is stored quantized)."""
+    if qz is None:
+        return part
+    return mx.dequantize(*part, group_size=qz[0], bits=qz[1])
+
+
+def _matmul(x, part, qz, transpose: bool):
+    """x @ partᵀ (transpose) or x @ part, for a dense or a quantized cached piece (B,1,T,·)."""
+    if qz is not None:
+        return mx.quantized_matmul(x, *part, transpose=transpose, group_size=qz[0], bits=qz[1])
+    part = part.astype(x.dtype)
+    return x @ (part.swapaxes(-1, -2) if transpose else part)

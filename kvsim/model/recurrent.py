@@ -59,7 +59,8 @@ class _Mixer(nn.Module):
         """State name -> shape per sequence, exactly ``LayerSpec.state_shapes``."""
         return dict(self.layer.state_shapes)
 
-    def __call__(self, x: mx.array, cache=None) -> mx.array:
+    def __call__(self, x: mx.array, cache=None, kv_dtype=None) -> mx.array:
+        # kv_dtype is for K/V caches; the state keeps the RecurrentStateCache's own dtype
         states = load_states(cache, self.state_shapes, x.shape[0], x.dtype)
         y, new_states = self.mix(x, states)
         save_states(cache, new_states, x.shape[1])

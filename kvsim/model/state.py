@@ -2,10 +2,10 @@
 
 Contract
 - :func:`load_states` returns ``{name: (B, *shape)}`` for every state of the layer: zeros when there
-  is no cache (the no-cache baseline) or the cache holds nothing yet, the cached arrays otherwise.
+  is no cache (the no-cache baseline), else ``cache[name]`` (zeros until the first write).
   For :class:`~kvsim.model.layers.Rows` the per-row states (each (1, *shape)) are stacked.
 - :func:`save_states` stores the new states after ``tokens`` tokens were mixed in (and advances the
-  cache's offset by that many tokens); for Rows, row r goes back to ``caches[r]``.
+  cache's offset by that many tokens: ``cache[name] = new``, then ``cache.advance(tokens)``); for Rows, row r goes back to ``caches[r]``.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ def load_states(cache, shapes: dict, batch: int, dtype) -> dict:
             raise ValueError(f"Rows holds {len(cache)} caches but the batch has {batch} rows")
         per_row = [load_states(c, shapes, 1, dtype) for c in cache.caches]
         return {name: mx.concatenate([s[name] for s in per_row], axis=0) for name in shapes}
-    out = {}
-    for name, shape in shapes.items():
-        held = None if cache is None else cache[name]
-        out[name] = mx.zeros((batch, *shape), dtype=dtype) if held is None else held
-    return out
+    if cache is None:
+        return {name: mx.zeros((batch, *shape), dtype=dtype) for name, shape in shapes.items()}
+    return {name: cache[name] for name in shapes}      # zeros until the first write
 
 
 def save_states(cache, states: dict, tokens: int) -> None:
@@ -39,4 +37,6 @@ def save_states(cache, states: dict, tokens: int) -> None:
         for r, c in enumerate(cache.caches):
             save_states(c, {name: s[r:r + 1] for name, s in states.items()}, tokens)
         return
-    cache.update(states, tokens)
+    for name, value in states.items():
+        cache[name] = value.astype(cache.dtype)         # shape and dtype checked by the cache
+    cache.advance(tokens)

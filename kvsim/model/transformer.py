@@ -10,9 +10,10 @@ Contract
   layer of every distinct kind, filled up with the earliest other layers, in model order.
 - ``toy_spec(kind)``: a tiny spec (hidden 64, vocab 128, 2–3 layers) per variant, parsed from a
   config.json-style dict by :func:`~kvsim.config.from_hf_config`, for quick lessons and tests.
-- ``model(tokens (B, L), caches=None) -> logits (B, L, vocab)``: ``caches`` is None (no cache:
-  the whole sequence must be fed), or one cache per layer (``model.make_caches(...)``), or per
-  layer a :class:`~kvsim.model.layers.Rows` of per-sequence caches (batched decode).
+- ``model(tokens (B, L), caches=None, kv_dtype=None) -> logits (B, L, vocab)``: ``caches`` is None
+  (no cache: the whole sequence must be fed), or one cache per layer (``model.make_caches(...)``),
+  or per layer a :class:`~kvsim.model.layers.Rows` of per-sequence caches (batched decode).
+  ``kv_dtype`` (mx dtype, None = compute dtype) is the dtype K/V are written to the caches in.
 - ``model.spec`` is the reduced spec: hand it to ``make_caches`` and to :mod:`kvsim.memory`.
 - Weights are deterministic in ``seed``; float32 by default (MLX bf16/fp16 math is slow on a
   Linux CPU), bf16 and fp16 work too.
@@ -31,8 +32,8 @@ from .layers import MLP, KeyStream, Rows, rms_norm
 from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
 
-__all__ = ["Model", "Block", "BuildInfo", "build_model", "select_layers", "toy_spec", "TOY_KINDS",
-           "MX_DTYPES"]
+__all__ = ["Model", "Block", "BuildInfo", "build_model", "perturbed", "select_layers", "toy_spec",
+           "TOY_KINDS", "MX_DTYPES"]
 
 MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
 
@@ -72,8 +73,8 @@ class Block(nn.Module):
         self.ffn_norm = mx.ones((hidden_size,))
         self.ffn = MLP(hidden_size, intermediate_size, init)
 
-    def __call__(self, x: mx.array, cache=None) -> mx.array:
-        h = x + self.mixer(rms_norm(x, self.mixer_norm), cache)
+    def __call__(self, x: mx.array, cache=None, kv_dtype=None) -> mx.array:
+        h = x + self.mixer(rms_norm(x, self.mixer_norm), cache, kv_dtype)
         return h + self.ffn(rms_norm(h, self.ffn_norm))
 
 
@@ -89,14 +90,14 @@ class Model(nn.Module):
         self.norm = mx.ones((spec.hidden_size,))
         self.lm_head = init.linear(spec.vocab_size, spec.hidden_size)
 
-    def __call__(self, tokens: mx.array, caches=None) -> mx.array:
+    def __call__(self, tokens: mx.array, caches=None, kv_dtype=None) -> mx.array:
         if tokens.ndim != 2:
             raise ValueError(f"tokens must be (B, L) token ids, got shape {tuple(tokens.shape)}")
         if caches is not None and len(caches) != len(self.blocks):
             raise ValueError(f"caches must hold one entry per layer ({len(self.blocks)}), got {len(caches)}")
         x = self.embed[tokens]
         for i, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[i])
+            x = block(x, None if caches is None else caches[i], kv_dtype)
         return rms_norm(x, self.norm) @ self.lm_head.T
 
     def make_caches(self, **kwargs) -> list:
@@ -185,6 +186,25 @@ def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: i
     return model
 
 
+def perturbed(model: Model, scale: float, seed: int = 1) -> Model:
+    """A copy of ``model`` with every weight w -> w + scale·rms(w)·u, u zero-mean unit-variance noise.
+
+    A cheap stand-in for a smaller draft model in speculative decoding: scale 0 agrees with the
+    target on every token, larger scales disagree more often.
+    """
+    if not scale >= 0:
+        raise ValueError(f"scale must be >= 0, got {scale!r}")
+    spec = model.spec
+    copy = Model(spec, model.blocks[0].ffn.up.shape[0], model.info, KeyStream(model.info.seed))
+    init = KeyStream(seed)
+    noisy = [(name, w + scale * mx.sqrt(mx.mean(w.astype(mx.float32) ** 2)).astype(w.dtype)
+              * init.normal(w.shape, 1.0).astype(w.dtype))
+             for name, w in nn.utils.tree_flatten(model.parameters())]
+    copy.update(nn.utils.tree_unflatten(noisy))
+    mx.eval(copy.parameters())
+    return copy
+
+
 _TOY_BASE = {"hidden_size": 64, "num_attention_heads": 4, "head_dim": 32, "vocab_size": 128,
              "intermediate_size": 128, "max_position_embeddings": 4096, "num_hidden_layers": 2}
 _TOYS = {
@@ -197,7 +217,7 @@ _TOYS = {
     "chunked": {"model_type": "llama4_text", "num_key_value_heads": 2, "attention_chunk_size": 8,
                 "nope_layer_interval": 2},
     "mla": {"model_type": "deepseek_v3", "num_key_value_heads": 4, "q_lora_rank": 48,
-            "kv_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32},
+            "kv_lora_rank": 32, "qk_rope_head_dim": 32, "qk_nope_head_dim": 32, "v_head_dim": 32},
     "mamba": {"model_type": "mamba", "state_size": 8, "conv_kernel": 4},
     "mamba2": {"model_type": "mamba2", "expand": 2, "state_size": 16, "head_dim": 32, "n_groups": 1,
                "conv_kernel": 4, "num_attention_heads": None},

@@ -1,0 +1,16 @@
+"""Decoding on the MLX model, with real caches: one module per way of decoding.
+
+- :mod:`.generate`: ``generate`` (prefill + decode, or the no-cache baseline), token positions fed,
+  the per-step trace, padded prefill.
+- :mod:`.speculative`: ``speculative_generate`` (draft proposes, target verifies, caches rewound).
+- :mod:`.batched`: ``batched_generate`` (several sequences per forward pass through a CachePool).
+"""
+
+from .batched import batched_generate
+from .generate import (Generation, StepTrace, cache_dtypes, check_padded_prefill, generate,
+                       kv_dtype_spec, pick_token, positions_fed, prefill)
+from .speculative import Speculation, speculative_generate
+
+__all__ = ["Generation", "StepTrace", "Speculation", "generate", "speculative_generate",
+           "batched_generate", "positions_fed", "prefill", "check_padded_prefill", "cache_dtypes",
+           "kv_dtype_spec", "pick_token"]
