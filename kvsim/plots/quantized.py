@@ -1,0 +1,85 @@
+"""Plots for quantized KV: attention error against bits or bytes, and stacked bytes bars.
+
+Drawing only: callers pass what :mod:`kvsim.quantization` measured or computed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .size import _SCALE
+
+_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
+PART_COLORS = {"packed data": "tab:blue", "scales + biases": "tab:orange",
+               "full-precision recent": "tab:green", "bf16": "0.6"}
+
+
+def plot_error_vs_bits(ax, curves: dict, dashed: dict | None = None, title: str | None = None,
+                       xlabel: str = "bits per element"):
+    """Relative error (log scale) against bits: one solid line per label, optional dashed twins.
+
+    ``curves``/``dashed``: {label: (x, error)}; a dashed entry reuses the colour of the solid line
+    with the same position in the dict.
+    """
+    ax.clear()
+    xs = set()
+    for i, (label, (x, y)) in enumerate(curves.items()):
+        ax.plot(x, y, "o-", color=_COLORS[i % len(_COLORS)], lw=2, label=label)
+        xs.update(np.asarray(x).tolist())
+    for i, (label, (x, y)) in enumerate((dashed or {}).items()):
+        ax.plot(x, y, "s--", color=_COLORS[i % len(_COLORS)], lw=1.5, alpha=0.8, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(sorted(xs))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("relative attention error ‖O_q − O‖ / ‖O‖")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, ncol=2)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax
+
+
+def plot_error_vs_bytes(ax, points: dict, title: str | None = None, unit: str = "KiB"):
+    """Error (log) against bytes per token: {series label: (bytes, error, point labels)}."""
+    ax.clear()
+    s = _SCALE[unit]
+    for i, (label, (b, e, names)) in enumerate(points.items()):
+        b = np.asarray(b, dtype=float) / s
+        ax.plot(b, e, "o-", color=_COLORS[i % len(_COLORS)], lw=1.5, label=label)
+        for x, y, name in zip(b, e, names):
+            ax.annotate(str(name), (x, y), xytext=(3, 3), textcoords="offset points", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"KV bytes per token ({unit}, incl. scales and biases)")
+    ax.set_ylabel("relative attention error")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax
+
+
+def plot_bytes_bars(ax, bars: dict, unit: str = "MiB", title: str | None = None, notes: dict | None = None):
+    """Horizontal stacked bars, top to bottom: {bar label: {part: bytes}}; ``notes`` text after each bar."""
+    ax.clear()
+    s = _SCALE[unit]
+    labels = list(bars)
+    seen = set()
+    for row, label in enumerate(labels):
+        left = 0.0
+        for part, value in bars[label].items():
+            ax.barh([row], [value / s], left=left, color=PART_COLORS.get(part),
+                    label=None if part in seen else part)
+            seen.add(part)
+            left += value / s
+        if notes and label in notes:
+            ax.annotate(notes[label], (left, row), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=9)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    widest = max(sum(parts.values()) for parts in bars.values()) / s
+    ax.set_xlim(0, 1.35 * widest if widest else 1)
+    ax.set_xlabel(f"KV cache of one sequence ({unit})")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.22), ncol=4, fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

@@ -1,0 +1,300 @@
+"""Quantized KV in numbers and on real tensors: bytes with metadata, measured bytes, attention error.
+
+Contract
+- :func:`token_bytes_split` (pure): the bytes one token adds to one sequence across a model's cache
+  layers, split into packed data (d·bits/8 per vector) and metadata (one scale and one bias per
+  group: 2·(d/g)·b_scale); ``total`` equals :func:`kvsim.memory.bytes_per_token`.
+- :func:`measure_quantized_nbytes`: a real :class:`~kvsim.cache.QuantizedKVCache` fed real-geometry
+  K/V (seeded normal, ``dtype``) one layer at a time; returns ``cache.nbytes`` (allocated) and
+  ``cache.used_bytes`` (filled) as measured, to compare with :func:`kvsim.memory.layer_kv_bytes`.
+- :func:`synthetic_qkv`: seeded MLX queries/keys/values with two properties of real attention,
+  documented so a learner can switch them off: a few key channels much larger than the rest
+  (outlier channels, as KIVI reports for key caches) and a direction shared by queries and keys
+  that RoPE turns into a preference for nearby tokens (``recency``). Not a trained model's K/V.
+- :func:`attention_error`: the L queries attend to T cached tokens (causal; queries are the last L
+  positions) once through dense :func:`~kvsim.attention.sdpa` on the exact K/V and once through
+  :func:`~kvsim.attention.quantized_sdpa` on what a real QuantizedKVCache returns (prefill T−L
+  tokens, then the last L); relative error = ‖O_q − O‖_F / ‖O‖_F.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+import mlx.core as mx
+import numpy as np
+
+from .attention import quantized_sdpa, sdpa
+from .cache.quantized import BITS, GROUP_SIZES, QuantizedKVCache
+from .config import LayerSpec, ModelSpec
+from .memory import kept_tokens, kv_bytes, layer_groups, parse_kv_dtype
+from .model.layers import reference_mask, rope
+
+MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
+
+
+# ---------------------------------------------------------------- bytes (pure)
+
+
+def _layer_dims(layer: LayerSpec) -> list[tuple[int, str]]:
+    """(dim, field) of every vector one token stores in one layer per KV head (MLA: per layer)."""
+    if layer.kind in ("full", "sliding", "chunked"):
+        return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads
+    if layer.kind == "mla":
+        return [(layer.kv_lora_rank, "kv_lora_rank"), (layer.qk_rope_head_dim, "qk_rope_head_dim")]
+    return []
+
+
+def token_bytes_split(spec: ModelSpec, kv_dtype="bf16") -> dict:
+    """Bytes per token per sequence: data = Σ d·bits/8 (or d·b), metadata = Σ 2·(d/g)·b_scale.
+
+    Returns {"data", "metadata", "total"}; total == memory.bytes_per_token(spec, kv_dtype).
+    """
+    dt = parse_kv_dtype(kv_dtype)
+    data = meta = 0
+    for layer, count in layer_groups(spec):
+        for dim, field in _layer_dims(layer):
+            d = dt.vector_bytes(dim, field, metadata=False)
+            data += count * d
+            meta += count * (dt.vector_bytes(dim, field) - d)
+    return {"data": data, "metadata": meta, "total": data + meta}
+
+
+def sequence_bytes_split(spec: ModelSpec, tokens: int, kv_dtype="bf16") -> dict:
+    """One sequence's theoretical KV bytes at T tokens in three parts (sum = memory.kv_bytes).
+
+    Per layer: kept = kept_tokens(T), R' = min(kept, R) newest tokens in ``scale_dtype``, the rest
+    quantized: packed data (kept − R')·Σd·bits/8, scales + biases (kept − R')·Σ2·(d/g)·b_scale.
+    """
+    dt = parse_kv_dtype(kv_dtype)
+    parts = {"packed data": 0, "scales + biases": 0, "full-precision recent": 0}
+    for layer, count in layer_groups(spec):
+        kept = int(kept_tokens(layer, tokens))
+        recent = min(kept, dt.full_precision_tokens) if dt.quantized else 0
+        for dim, field in _layer_dims(layer):
+            d = dt.vector_bytes(dim, field, metadata=False)
+            parts["packed data"] += count * (kept - recent) * d
+            parts["scales + biases"] += count * (kept - recent) * (dt.vector_bytes(dim, field) - d)
+            parts["full-precision recent"] += count * recent * dt.full_vector_bytes(dim, field)
+    return parts
+
+
+def bytes_table(spec: ModelSpec, kv_dtypes=("fp16", "fp8", "q8", "q6", "q4", "q3", "q2"),
+                group_sizes=GROUP_SIZES, tokens: int = 8192, scale_dtype: str = "bf16") -> list[dict]:
+    """One row per (kv dtype, group size): bytes/token with and without metadata, and vs fp16."""
+    base = token_bytes_split(spec, "fp16")["total"]
+    rows = []
+    for name in kv_dtypes:
+        quantized = name.startswith("q")
+        for g in group_sizes if quantized else (None,):
+            dt = parse_kv_dtype(name, group_size=g or 64, scale_dtype=scale_dtype)
+            split = token_bytes_split(spec, dt)
+            rows.append({"kv dtype": name, "group": g, "bytes/token": split["total"],
+                         "data only": split["data"], "metadata": split["metadata"],
+                         "% of fp16 (data)": round(100 * split["data"] / base, 1),
+                         "% of fp16 (all)": round(100 * split["total"] / base, 1),
+                         f"MiB at {tokens:,}": round(split["total"] * tokens / 2**20, 1)})
+    return rows
+
+
+# ---------------------------------------------------------------- measured bytes (MLX)
+
+
+class Measured(NamedTuple):
+    """Per token count: cache.nbytes (allocated slots) and cache.used_bytes (filled slots)."""
+
+    tokens: np.ndarray
+    nbytes: np.ndarray
+    used_bytes: np.ndarray
+
+
+def measure_quantized_nbytes(layer: LayerSpec, token_counts, bits: int = 4, group_size: int = 64,
+                             full_precision_tokens: int = 0, dtype: str = "bf16", step: int = 256,
+                             chunk_tokens: int = 512, seed: int = 0) -> Measured:
+    """Feed a real QuantizedKVCache (B=1, one layer's K/V heads) and read its bytes at each count."""
+    if layer.kind != "full":
+        raise ValueError(f"layer.kind must be 'full' for a quantized K/V measurement, got {layer.kind!r}")
+    if dtype not in MX_DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(MX_DTYPES)}")
+    counts = np.asarray(token_counts, dtype=np.int64)
+    if counts.ndim != 1 or len(counts) == 0 or np.any(counts < 0) or np.any(np.diff(counts) < 0):
+        raise ValueError("token_counts must be a non-empty ascending list of integers >= 0")
+    cache = QuantizedKVCache(bits, group_size, step=step, full_precision_tokens=full_precision_tokens)
+    H, dt = layer.num_key_value_heads, MX_DTYPES[dtype]
+    key, fed, nbytes, used = mx.random.key(seed), 0, [], []
+    for target in counts.tolist():
+        while fed < target:
+            s = min(chunk_tokens, target - fed)
+            key, kk, kv = mx.random.split(key, 3)
+            k = mx.random.normal((1, H, s, layer.head_dim), key=kk).astype(dt)
+            v = mx.random.normal((1, H, s, layer.v_head_dim), key=kv).astype(dt)
+            mx.eval(cache.update_and_fetch(k, v))
+            fed += s
+        nbytes.append(cache.nbytes)
+        used.append(cache.used_bytes)
+    return Measured(counts, np.array(nbytes, dtype=np.int64), np.array(used, dtype=np.int64))
+
+
+# ---------------------------------------------------------------- attention error (MLX)
+
+
+class QKV(NamedTuple):
+    """q (B, H_q, L, D) at positions T−L..T−1; k, v (B, H_kv, T, D) at positions 0..T−1."""
+
+    q: mx.array
+    k: mx.array
+    v: mx.array
+
+
+@lru_cache(maxsize=8)
+def synthetic_qkv(tokens: int = 1024, queries: int = 8, num_attention_heads: int = 16,
+                  num_key_value_heads: int = 4, head_dim: int = 128, outlier_channels: int = 4,
+                  outlier_scale: float = 8.0, recency: float = 1.0, rope_theta: float = 500_000.0,
+                  seed: int = 0) -> QKV:
+    """Seeded float32 q, k, v: Llama 3 8B's head_dim, 4 query heads per KV head and rope_theta
+    (4 of its 8 KV heads, to keep CPU runs short).
+
+    k = RoPE((recency·m + N(0,1)) ⊙ c), q = RoPE(recency·m + N(0,1)), v = N(0,1) + per-head mean;
+    m is one direction per KV head, c is 1 except every (D/outlier_channels)-th channel = outlier_scale.
+    """
+    if not 1 <= queries <= tokens:
+        raise ValueError(f"queries must be in [1, tokens={tokens}], got {queries!r}")
+    if num_attention_heads % num_key_value_heads:
+        raise ValueError(f"num_attention_heads {num_attention_heads} must be a multiple of "
+                         f"num_key_value_heads {num_key_value_heads}")
+    H, Hq, D = num_key_value_heads, num_attention_heads, head_dim
+    kk, kv, kq, km, kvm = mx.random.split(mx.random.key(seed), 5)
+    mean = mx.random.normal((1, H, 1, D), key=km)                       # shared q/k direction per KV head
+    channel = mx.ones((D,))
+    if outlier_channels:
+        channel = mx.where(mx.arange(D) % max(D // outlier_channels, 1) == 0, outlier_scale, 1.0)
+    k = (recency * mean + mx.random.normal((1, H, tokens, D), key=kk)) * channel
+    q = recency * mx.repeat(mean, Hq // H, axis=1) + mx.random.normal((1, Hq, queries, D), key=kq)
+    v = mx.random.normal((1, H, tokens, D), key=kv) + mx.random.normal((1, H, 1, D), key=kvm)
+    k, q = rope(k, D, rope_theta, 0), rope(q, D, rope_theta, tokens - queries)
+    mx.eval(q, k, v)
+    return QKV(q, k, v)
+
+
+class ErrorResult(NamedTuple):
+    """Relative attention error and the bytes of the real cache that produced it."""
+
+    relative_error: float
+    nbytes: int           # cache.nbytes: allocated slots
+    used_bytes: int       # cache.used_bytes: filled slots (the theoretical view)
+
+
+def exact_attention(qkv: QKV) -> mx.array:
+    """Dense causal attention of the L queries (positions T−L..T−1) over the exact K/V: (B, H_q, L, D)."""
+    q, k, v = qkv
+    T, L = k.shape[2], q.shape[2]
+    return sdpa(q, k, v, reference_mask(L, T, offset=T - L))
+
+
+def attention_error(qkv: QKV, bits: int = 4, group_size: int = 64, full_precision_tokens: int = 0,
+                    step: int = 256, exact: mx.array | None = None) -> ErrorResult:
+    """‖quantized_sdpa(q, cache) − sdpa(q, k, v)‖_F / ‖sdpa(q, k, v)‖_F on a real QuantizedKVCache.
+
+    ``exact``: :func:`exact_attention` of ``qkv`` if already computed (sweeps reuse it).
+    """
+    q, k, v = qkv
+    T, L = k.shape[2], q.shape[2]
+    mask = reference_mask(L, T, offset=T - L)
+    exact = exact_attention(qkv) if exact is None else exact
+    cache = QuantizedKVCache(bits, group_size, step=step, full_precision_tokens=full_precision_tokens)
+    if T > L:
+        cache.update_and_fetch(k[:, :, :T - L], v[:, :, :T - L])         # prefill
+    kv = cache.update_and_fetch(k[:, :, T - L:], v[:, :, T - L:])       # the L query tokens
+    out = quantized_sdpa(q, kv.keys, kv.values, mask, group_size=group_size, bits=bits,
+                         recent_keys=kv.recent_keys, recent_values=kv.recent_values)
+    err = mx.linalg.norm((out - exact).flatten()) / mx.linalg.norm(exact.flatten())
+    return ErrorResult(float(err), cache.nbytes, cache.used_bytes)
+
+
+def recent_attention_share(qkv: QKV, recent_tokens: int) -> float:
+    """Share of the exact attention probability mass on the ``recent_tokens`` newest positions.
+
+    Mean over heads and queries of Σ_{j ≥ T−R} softmax(q·k_j/√D) (causal); explains why keeping
+    those tokens exact helps.
+    """
+    q, k, _ = qkv
+    T, L, D = k.shape[2], q.shape[2], k.shape[3]
+    B, Hq, H = q.shape[0], q.shape[1], k.shape[1]
+    qg = (q * D ** -0.5).reshape(B, H, Hq // H, L, D)
+    scores = qg @ k[:, :, None].swapaxes(-1, -2)                        # (B, H, rep, L, T)
+    mask = reference_mask(L, T, offset=T - L)
+    probs = mx.softmax(mx.where(mask, scores, mx.finfo(scores.dtype).min), axis=-1, precise=True)
+    r = min(max(int(recent_tokens), 0), T)
+    return float(probs[..., T - r:].sum(axis=-1).mean()) if r else 0.0
+
+
+def error_sweep(qkv: QKV, bits=BITS, group_sizes=GROUP_SIZES, full_precision_tokens=(0,),
+                progress: bool = False) -> list[dict]:
+    """:func:`attention_error` for every (R, group size, bits); one row each, bits ascending."""
+    combos = [(r, g, b) for r in full_precision_tokens for g in group_sizes for b in sorted(bits)]
+    it = combos
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(combos, desc="quantized attention", unit="cache")
+    rows, exact = [], exact_attention(qkv)
+    for r, g, b in it:
+        res = attention_error(qkv, b, g, r, exact=exact)
+        rows.append({"bits": b, "group": g, "recent R": r, "relative error": res.relative_error,
+                     "nbytes": res.nbytes, "used bytes": res.used_bytes})
+    return rows
+
+
+def errors_by(rows: list[dict], key: str = "group", x: str = "bits") -> dict:
+    """{value of ``key``: (x array, relative error array)} from :func:`error_sweep` rows."""
+    out: dict = {}
+    for row in rows:
+        xs, ys = out.setdefault(row[key], ([], []))
+        xs.append(row[x])
+        ys.append(row["relative error"])
+    return {k: (np.array(xs), np.array(ys)) for k, (xs, ys) in out.items()}
+
+
+def error_pivot(rows: list[dict], recent_tokens: int = 0) -> list[dict]:
+    """:func:`error_sweep` rows at one R as a table: one row per bits, one column per group (error in %)."""
+    table: dict = {}
+    for row in rows:
+        if row["recent R"] == recent_tokens:
+            table.setdefault(row["bits"], {"bits": row["bits"]})[f"g{row['group']} error %"] = \
+                round(100 * row["relative error"], 2)
+    return [table[b] for b in sorted(table)]
+
+
+def tradeoff_points(spec: ModelSpec, rows: list[dict], recent_tokens: int = 0,
+                    scale_dtype: str = "bf16") -> dict:
+    """{"g<group>": (bytes per token of ``spec``, relative error, "q<bits>" labels)} for a bytes-vs-error plot."""
+    out: dict = {}
+    for row in sorted(rows, key=lambda r: (r["group"], r["bits"])):
+        if row["recent R"] != recent_tokens:
+            continue
+        dt = parse_kv_dtype(f"q{row['bits']}", group_size=row["group"], scale_dtype=scale_dtype)
+        b, e, names = out.setdefault(f"g{row['group']}", ([], [], []))
+        b.append(token_bytes_split(spec, dt)["total"])
+        e.append(row["relative error"])
+        names.append(f"q{row['bits']}")
+    return out
+
+
+def recent_window_table(spec: ModelSpec, qkv: QKV, bits: int = 4, group_size: int = 64,
+                        recent=(0, 32, 64, 128, 256), long_tokens: int = 32_768,
+                        progress: bool = False) -> list[dict]:
+    """Per R: attention share on the R newest tokens, measured error, and ``spec``'s KV bytes at the
+    sample's T and at ``long_tokens`` (bf16 scales and recent tokens)."""
+    T, exact = qkv.k.shape[2], exact_attention(qkv)
+    it = recent
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(recent, desc="recent window", unit="cache")
+    rows = []
+    for r in it:
+        dt = parse_kv_dtype(f"q{bits}", group_size=group_size, full_precision_tokens=r)
+        rows.append({"R": r, "attention on newest R %": round(100 * recent_attention_share(qkv, r), 1),
+                     "error %": round(100 * attention_error(qkv, bits, group_size, r, exact=exact).relative_error, 2),
+                     f"MiB at {T:,}": round(kv_bytes(spec, T, kv_dtype=dt) / 2**20, 1),
+                     f"MiB at {long_tokens:,}": round(kv_bytes(spec, long_tokens, kv_dtype=dt) / 2**20, 1)})
+    return rows
