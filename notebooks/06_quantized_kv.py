@@ -1,0 +1,260 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Quantized KV
+#
+# **You will learn**
+# - what a quantized KV cache stores: packed low-bit integers **plus one scale and one bias per group**, and why
+#   "FP8 halves the cache, 2-bit is an eighth" is true only before that metadata;
+# - how many bytes Llama 3 8B needs per token at fp16, fp8 and 8/6/4/3/2-bit with groups of 32, 64 and 128;
+# - that a real MLX `QuantizedKVCache` holds exactly the bytes the formula predicts;
+# - how much attention output error each setting costs, measured on real tensors, and how keeping the newest
+#   tokens in full precision buys much of it back.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import importlib.metadata as md
+
+import matplotlib.pyplot as plt
+import mlx.core as mx
+
+from kvsim import memory, quantization
+from kvsim.cache import QuantizedKVCache
+from kvsim.plots.quantized import plot_error_vs_bits, plot_error_vs_bytes
+from kvsim.registry import load_model
+from kvsim.tables import format_table
+
+print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
+
+# %% [markdown]
+# ## Quantization changes one term: the bytes per element
+#
+# Lesson 02's formula $M_{\text{token}} = 2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$ has one
+# term that does not depend on the architecture: $b$, the bytes of one stored element. Storing keys and values in
+# FP8 instead of BF16 halves $b$; storing them as 2-bit integers makes it an eighth. The seeds' technique table
+# says exactly this, with a caveat: *before the quantization constants and the recent tokens kept in full precision*.
+# This lesson adds those two back.
+
+# %% [markdown]
+# ## Groups, scales and biases
+#
+# Integer quantization (`mx.quantize`, which mlx-lm's and kvsim's quantized caches use) cuts every key or value
+# vector of $d_h$ elements into groups of $g$ consecutive elements. For each group it stores
+# a **scale** $s = (\max - \min) / (2^{\text{bits}} - 1)$ and a **bias** $\beta = \min$, and every element as
+# the integer $q = \operatorname{round}((x - \beta) / s)$ in `bits` bits; it reads back $\hat{x} = s\,q + \beta$.
+# The integers are packed into `uint32` words; the scale and bias stay in the input dtype (bf16 here).
+# A larger group means less metadata but one scale for more elements, so a coarser grid.
+
+# %% [markdown]
+# ## The formula
+#
+# $$
+# M_{\text{token}} = 2 \times n_{\text{layers}} \times n_{\text{kv}} \times
+# \Big( \underbrace{d_h \cdot \tfrac{\text{bits}}{8}}_{\text{packed data}}
+#     + \underbrace{2 \cdot \tfrac{d_h}{g} \cdot b_s}_{\text{scale + bias per group}} \Big)
+# $$
+#
+# With the newest $R$ tokens kept in full precision (dtype $b_s$), a sequence of $T$ tokens needs
+#
+# $$
+# M(T) = 2\, n_{\text{layers}}\, n_{\text{kv}} \Big[ \max(T - R, 0) \cdot \big(d_h \tfrac{\text{bits}}{8} + 2 \tfrac{d_h}{g} b_s\big)
+#        + \min(T, R) \cdot d_h\, b_s \Big]
+# $$
+#
+# | symbol | meaning | where it comes from |
+# |---|---|---|
+# | $n_{\text{layers}}$ | layers that keep a cache | `num_hidden_layers` |
+# | $n_{\text{kv}}$ | key/value heads | `num_key_value_heads` |
+# | $d_h$ | elements in one key or value vector | `head_dim` (else `hidden_size / num_attention_heads`) |
+# | bits | bits per stored integer: 8, 6, 4, 3, 2 | the cache setting (`kv_bits` in mlx-lm) |
+# | $g$ | elements sharing one scale and bias: 32, 64, 128 (must divide $d_h$) | the cache setting (`kv_group_size`, default 64) |
+# | $b_s$ | bytes of a scale, a bias, and a full-precision element (bf16: 2) | the model's activation dtype |
+# | $R$ | newest tokens kept unquantized | the cache setting (`full_precision_tokens` in kvsim) |
+#
+# kvsim computes this in `memory.parse_kv_dtype(name, group_size, scale_dtype, full_precision_tokens)` and
+# `memory.layer_token_bytes`; `quantization.token_bytes_split` splits it into data and metadata.
+
+# %% [markdown]
+# ## Llama 3 8B at every setting
+#
+# 32 layers × 8 KV heads × $d_h$ = 128. One 128-element vector at 4 bits is 64 B of data; with $g$ = 64 it carries
+# 2 groups × (scale + bias) × 2 B = 8 B of metadata, 12.5 % on top. The column `% of fp16 (data)` is the seed's
+# "before metadata" ratio; `% of fp16 (all)` is what the memory really holds.
+
+# %%
+llama8b = load_model("llama-3-8b")
+print(format_table(quantization.bytes_table(llama8b, tokens=8192), digits=1))
+
+# %% [markdown]
+# FP8 halves the cache exactly (it has no metadata). 2-bit data is an eighth of fp16, but with groups of 32 the
+# scales and biases add half as much again: 24 KiB per token is 19 % of fp16, not 12.5 %. Small groups hurt
+# most at low bit widths, where the data itself is small.
+
+# %% [markdown]
+# ## A real quantized cache
+#
+# `kvsim.cache.QuantizedKVCache` stores what `mx.quantize` returns. Ten tokens of one Llama 3 8B layer, in bf16:
+
+# %%
+k = mx.random.normal((1, 8, 10, 128), key=mx.random.key(0)).astype(mx.bfloat16)
+v = mx.random.normal((1, 8, 10, 128), key=mx.random.key(1)).astype(mx.bfloat16)
+cache = QuantizedKVCache(bits=4, group_size=64)
+fetched = cache.update_and_fetch(k, v)
+for name, part in zip(("packed data", "scales", "biases"), fetched.keys):
+    print(f"keys {name:<11} shape {tuple(part.shape)}  {part.dtype}")
+print(f"offset {cache.offset}, token slots allocated {cache.capacity}, nbytes {cache.nbytes:,}, filled bytes {cache.used_bytes:,}")
+
+# %% [markdown]
+# 128 elements × 4 bits = 16 `uint32` words, and 128 / 64 = 2 scales and 2 biases per vector. Like every kvsim cache it
+# grows its buffers 256 token slots at a time, so `nbytes` is the **allocated** view and `used_bytes` the
+# **theoretical** one. Now one full layer fed up to 4,096 tokens, with and without $R$ = 128 full-precision tokens,
+# against `memory.layer_kv_bytes`:
+
+# %%
+layer = llama8b.layers[0]
+counts = [1, 256, 257, 1000, 4096]
+rows = []
+for recent in (0, 128):
+    dt = memory.parse_kv_dtype("q4", group_size=64, scale_dtype="bf16", full_precision_tokens=recent)
+    measured = quantization.measure_quantized_nbytes(layer, counts, bits=4, group_size=64, full_precision_tokens=recent)
+    allocated = memory.layer_kv_bytes(layer, measured.tokens, dt, view="allocated")
+    theoretical = memory.layer_kv_bytes(layer, measured.tokens, dt)
+    rows += [{"R": recent, "tokens": int(t), "nbytes (MLX)": int(n), "allocated formula": int(a),
+              "used_bytes (MLX)": int(u), "theoretical formula": int(th)}
+             for t, n, a, u, th in zip(measured.tokens, measured.nbytes, allocated, measured.used_bytes, theoretical)]
+print(format_table(rows))
+
+# %% [markdown]
+# Every measured number equals the formula. Times 32 layers, one 4,096-token sequence of Llama 3 8B at q4, $g$ = 64
+# holds 144 MiB instead of 512 MiB in bf16.
+
+# %% [markdown]
+# ## What it costs: attention error on real tensors
+#
+# Fewer bits mean a coarser grid, so the cached keys and values change and so does what attention computes.
+# We measure it directly: queries attend to a real `QuantizedKVCache` through `quantized_sdpa` (MLX's
+# `quantized_matmul` on the packed data, no dequantized copy), and to the exact keys and values through
+# dense attention. The error is $\lVert O_q - O \rVert_F / \lVert O \rVert_F$ over all heads and queries.
+#
+# The keys and values are synthetic, seeded and **structured** to look like two things reported for real models
+# (they are not a trained model's tensors): a few key channels much larger than the rest (KIVI finds such outlier
+# channels in key caches; with per-token groups one outlier stretches its whole group's scale), and queries and keys
+# that share a direction, which RoPE turns into a preference for nearby tokens. 1,024 tokens, 8 queries at the end,
+# $d_h$ = 128, 4 query heads per KV head, rope_theta 500,000 as in Llama 3; computed in float32.
+
+# %%
+qkv = quantization.synthetic_qkv(tokens=1024, queries=8)
+print("q", tuple(qkv.q.shape), "k", tuple(qkv.k.shape), "v", tuple(qkv.v.shape))
+share_128 = quantization.recent_attention_share(qkv, 128)
+print(f"share of the attention on the newest 128 of 1,024 tokens: {100 * share_128:.0f} %")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+sweep = quantization.error_sweep(qkv, full_precision_tokens=(0, 128), progress=True)
+print(format_table(quantization.error_pivot(sweep, recent_tokens=0)))
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
+plot_error_vs_bits(ax, {f"group {g}": c for g, c in quantization.errors_by([r for r in sweep if r["recent R"] == 0]).items()},
+                   dashed={f"group {g}, newest 128 exact": c
+                           for g, c in quantization.errors_by([r for r in sweep if r["recent R"] == 128]).items()},
+                   title="attention error of a real QuantizedKVCache (1,024 tokens, structured K/V)")
+plt.show()
+
+# %% [markdown]
+# From 3 bits up, each extra bit roughly halves the error; 8-bit is around 1 %, 2-bit tens of percent. Smaller groups help at every bit
+# width (a scale fitted to 32 elements wastes less of the grid on an outlier) but cost metadata. Which is better
+# per byte? Plot the same errors against Llama 3 8B's bytes per token:
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+plot_error_vs_bytes(ax, quantization.tradeoff_points(llama8b, sweep),
+                    title="Llama 3 8B: bytes per token (with bf16 scales and biases) against error")
+plt.show()
+
+# %% [markdown]
+# Per byte, the three group sizes lie on nearly one curve: what a smaller group gains in accuracy it pays for in
+# metadata. Bits decide where on the curve you are; at 4 bits and above, groups of 32 sit slightly lower (better).
+
+# %% [markdown]
+# ## Keeping the newest tokens exact
+#
+# Attention is not spread evenly: here more than half of it falls on the newest 128 of 1,024 tokens (printed above). Keeping those $R$ tokens in
+# bf16 and quantizing a token only once it is older (kvsim's `full_precision_tokens`; KIVI keeps a similar
+# full-precision residual) removes much of the error for a fixed cost of $R$ bf16 tokens. That cost is large
+# at 1,024 tokens and small at 32K:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+window_rows = quantization.recent_window_table(llama8b, qkv, bits=4, group_size=64, progress=True)
+print(format_table(window_rows))
+
+# %% [markdown]
+# The bytes columns are pure arithmetic (the same on every machine):
+
+# %%
+print(format_table([{k: r[k] for k in ("R", "MiB at 1,024", "MiB at 32,768")} for r in window_rows], digits=1))
+
+# %% [markdown]
+# ## Try it: bits, group size, recent window, tokens
+#
+# Each redraw fills a fresh `QuantizedKVCache` with the structured keys and values (2 KV heads, to stay quick)
+# and measures the attention error; the bars are one Llama 3 8B sequence at that length.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from kvsim.widgets.quantized import quantized_kv_view  # noqa: E402
+
+quantized_kv_view()
+
+# %% [markdown]
+# ## Check yourself
+
+# %%
+fp16 = memory.bytes_per_token(llama8b, "fp16")
+q2 = memory.parse_kv_dtype("q2", group_size=64)
+assert memory.bytes_per_token(llama8b, "fp8") * 2 == fp16 == 131_072                     # FP8 halves
+assert quantization.token_bytes_split(llama8b, q2)["data"] * 8 == fp16                   # 2-bit: an eighth before metadata
+assert memory.bytes_per_token(llama8b, q2) == fp16 // 8 + 32 * 8 * 2 * (2 * 2 * 2)       # + 2 groups × scale, bias × 2 B
+assert all(r["nbytes (MLX)"] == r["allocated formula"] and r["used_bytes (MLX)"] == r["theoretical formula"] for r in rows)
+assert memory.kv_bytes(llama8b, 4096, kv_dtype=memory.parse_kv_dtype("q4", group_size=64)) == 144 * 2**20
+errors = quantization.errors_by([r for r in sweep if r["recent R"] == 0])
+for g, (bits, err) in errors.items():
+    assert all(err[i] > err[i + 1] for i in range(len(err) - 1)), f"group {g}: error must fall with bits"
+assert errors[32][1][-1] < 0.02 and errors[128][1][0] > 0.3                             # 8-bit ~1 %, 2-bit tens of %
+assert all(errors[32][1] < errors[128][1])                                               # smaller groups, smaller error
+assert 0.5 < share_128 < 0.7
+assert window_rows[0]["error %"] > 1.4 * next(r["error %"] for r in window_rows if r["R"] == 128)
+print("all checks passed")
+
+# %% [markdown]
+# ## Summary
+# - A quantized cache stores $d_h \cdot \text{bits}/8$ bytes of packed integers **plus** $2 \cdot (d_h/g)$ scales and biases per
+#   vector; the seed's "FP8 halves, 2-bit is an eighth" holds before that metadata (Llama 3 8B: 128 → 64 KiB at FP8,
+#   16 KiB of 2-bit data + 4 KiB of metadata at $g$ = 64).
+# - A real MLX `QuantizedKVCache` holds exactly those bytes (allocated in steps of 256 tokens).
+# - From 3 bits up, each bit roughly halves the attention error; smaller groups lower it further at a metadata cost.
+# - Keeping the newest tokens exact targets the tokens attention reads most; its fixed cost vanishes at long contexts.
+#
+# ## Exercises
+# 1. DeepSeek-V3 caches a 512-element latent and a 64-element RoPE key per layer (lesson 03). Which group sizes can
+#    quantize the RoPE key? Compute its bytes per token at q4 with `quantization.token_bytes_split`.
+# 2. Set `outlier_channels=0` in `quantization.synthetic_qkv` and rerun the sweep. Which group size gains most, and why?
+# 3. From which context length on is a Llama 3 8B cache at q4, $g$ = 64, $R$ = 256 smaller than half of the bf16 cache?
+#    Use `memory.kv_bytes` with `memory.parse_kv_dtype(..., full_precision_tokens=256)` on a range of token counts.
+
+# %%
+# Exercise 2 - your answer here: quantization.error_sweep(quantization.synthetic_qkv(tokens=1024, queries=8, outlier_channels=0))
