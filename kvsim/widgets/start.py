@@ -35,7 +35,7 @@ def run_cli(command: str, timeout_seconds: float = 60) -> str:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-m", "kvsim.cli", *args], capture_output=True, text=True,
                           env=env, timeout=timeout_seconds)
-    return proc.stdout + proc.stderr
+    return (proc.stdout + proc.stderr).rstrip("\n")
 
 
 def draw_slider_demo(ax, tokens=8192, kv_dtype="bf16", model="llama-3-8b", max_tokens=131_072):

@@ -1,0 +1,53 @@
+"""Plots of recompute vs cache: token positions fed and measured decode time against answer length."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.ticker import FuncFormatter
+
+_STYLES = {"without a cache": ("tab:red", "-"), "with a cache": ("tab:blue", "-")}
+
+
+def _line(ax, x, y, label, i):
+    color, ls = _STYLES.get(label, (f"C{i}", "--"))
+    ax.plot(x, y, ls, color=color, lw=2, label=label)
+
+
+def plot_tokens_fed(ax, answer_tokens, curves: dict, points: dict | None = None, title: str | None = None,
+                    log: bool = False):
+    """Token positions fed against answer length, one line per mode; ``points`` labelled marks (x, y)."""
+    ax.clear()
+    for i, (label, y) in enumerate(curves.items()):
+        _line(ax, answer_tokens, np.asarray(y, dtype=float), label, i)
+    for label, (x, y) in (points or {}).items():
+        ax.plot([x], [y], "o", color="black", ms=5)
+        ax.annotate(label, (x, y), xytext=(-8, 8), textcoords="offset points", fontsize=9, ha="right")
+    ax.set_xlabel("answer tokens generated")
+    ax.set_ylabel("token positions fed to the model")
+    if log:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlim(0, answer_tokens[-1])
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax
+
+
+def plot_cumulative_time(ax, answer_tokens, seconds: dict, title: str | None = None):
+    """Measured wall time spent so far against answer tokens generated, one line per mode."""
+    ax.clear()
+    for i, (label, y) in enumerate(seconds.items()):
+        _line(ax, answer_tokens, np.asarray(y, dtype=float), label, i)
+    ax.set_xlabel("answer tokens generated")
+    ax.set_ylabel("measured time so far (s)")
+    ax.set_xlim(0, answer_tokens[-1])
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax
