@@ -1,0 +1,83 @@
+"""Lesson 03 helpers: the seed's MHA/GQA/MQA/MLA table, real decode of each variant, absorbed vs materialized MLA."""
+
+from dataclasses import replace
+
+import matplotlib.pyplot as plt
+import pytest
+
+from kvsim import memory
+from kvsim.variants import attention_variants
+from kvsim.widgets.variants import (compare_mla_paths, decodable_variants, draw_measured_bytes, draw_variant_bytes,
+                                    measure_variants, variant_rows)
+
+
+def test_seed_table_at_deepseek_v3_sizes():
+    rows = {r["variant"]: r for r in variant_rows()}
+    assert list(rows) == ["MHA", "GQA-8", "MQA", "MLA"]
+    assert [r["elements/layer"] for r in rows.values()] == [32_768, 2_048, 256, 576]
+    assert [r["× 61 layers"] for r in rows.values()] == [1_998_848, 124_928, 15_616, 35_136]
+    assert [r["="] for r in rows.values()] == ["3.81 MiB", "244 KiB", "30.5 KiB", "68.6 KiB"]
+    assert [r["% of MHA"] for r in rows.values()] == [100.0, 6.25, 0.78, 1.76]
+
+
+def test_rows_follow_dtype_and_geometry():
+    rows = variant_rows(attention_variants(num_layers=2, num_attention_heads=4, head_dim=8, gqa_groups=2,
+                                           kv_lora_rank=16, qk_rope_head_dim=8), kv_dtype="fp32")
+    assert [r["bytes (fp32)"] for r in rows] == [2 * 2 * 4 * 8 * 4, 2 * 2 * 2 * 8 * 4, 2 * 2 * 8 * 4, 2 * 24 * 4]
+
+
+def test_decodable_mla_carries_deepseek_fields_and_keeps_cache_geometry():
+    v = decodable_variants(q_lora_rank=None)
+    mla = v["MLA"]
+    assert mla.config["qk_nope_head_dim"] == 128 and mla.config["v_head_dim"] == 128
+    assert mla.config["q_lora_rank"] is None
+    assert mla.layers == attention_variants()["MLA"].layers
+    assert decodable_variants(q_lora_rank=1536)["MLA"].config["q_lora_rank"] == 1536
+
+
+def _small():
+    """The four variants at a small geometry (so the test is fast), MLA with its up-projection fields."""
+    v = attention_variants(num_layers=4, num_attention_heads=8, head_dim=16, gqa_groups=2, kv_lora_rank=32,
+                           qk_rope_head_dim=16)
+    v["MLA"] = replace(v["MLA"], config={"qk_nope_head_dim": 16, "v_head_dim": 16, "q_lora_rank": None})
+    return v
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return measure_variants(_small(), num_layers=2, prompt_tokens=5, answer_tokens=4, kv_dtype="bf16",
+                            progress=False, keep_models=("MLA",))
+
+
+def test_measured_bytes_equal_formula(runs):
+    v = _small()
+    assert list(runs) == list(v)
+    for name, run in runs.items():
+        assert run.tokens_cached == 5 + 4 - 1
+        per_layer = memory.layer_token_bytes(run.spec.layers[0], "bf16")
+        assert run.measured_token_bytes() == [per_layer, per_layer]
+        row = run.row("bf16")
+        assert row["measured × 4"] == row["formula, 4 layers"] == memory.bytes_per_token(v[name], "bf16")
+        assert row["nbytes/layer (allocated)"] == 256 * per_layer  # one 256-token step allocated
+    assert runs["MLA"].measured_token_bytes()[0] == (32 + 16) * 2
+    assert runs["MHA"].model is None and runs["MLA"].model is not None
+
+
+def test_absorbed_and_materialized_mla_agree(runs):
+    model = runs["MLA"].model
+    before = model.mla_path
+    out = compare_mla_paths(model, prompt_tokens=6, answer_tokens=3, seed=2)
+    assert out["same tokens"] and len(out["tokens"]) == 3
+    assert out["max |logit difference|"] < 1e-4 < out["max |logit|"]
+    assert model.mla_path == before
+
+
+def test_draw_functions(runs):
+    fig, ax = plt.subplots()
+    draw_measured_bytes(ax, runs)
+    heights = [p.get_height() for c in ax.containers for p in c]
+    assert len(heights) == 8 and heights[:4] == heights[4:]
+    draw_variant_bytes(ax, num_key_value_heads=128)
+    gqa = [p.get_height() for p in ax.containers[0]]
+    assert gqa[0] == gqa[1]  # GQA with as many K/V heads as query heads is MHA
+    assert "2.25 groups" in ax.get_title()
