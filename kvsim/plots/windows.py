@@ -7,12 +7,37 @@ or :mod:`kvsim.memory` computed or measured.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.collections import PatchCollection, PathCollection
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
+from matplotlib.textpath import TextPath
+from matplotlib.transforms import Affine2D
 
 from .size import _SCALE
 
 KIND_COLORS = {"sliding": "tab:green", "chunked": "tab:purple", "full": "tab:orange", "mla": "tab:blue",
                "recurrent": "tab:cyan"}
+
+
+_GLYPHS: dict = {}
+
+
+def _glyph(text: str, size: float = 8):
+    """The outline of ``text`` in points, centred on (0, 0) (cached per string)."""
+    if (text, size) not in _GLYPHS:
+        path = TextPath((0, 0), text, prop=FontProperties(size=size))
+        e = path.get_extents()
+        _GLYPHS[text, size] = path.transformed(Affine2D().translate(-(e.x0 + e.x1) / 2, -(e.y0 + e.y1) / 2))
+    return _GLYPHS[text, size]
+
+
+def _numbers(ax, x, y, texts, colors, size: float = 8):
+    """Centred labels at data (x, y) as ONE collection of glyph outlines: far faster to render than Text artists."""
+    coll = PathCollection([_glyph(t, size) for t in texts], offsets=np.column_stack([x, y]),
+                          offset_transform=ax.transData, facecolors=colors, edgecolors="none", zorder=2)
+    coll.set_transform(Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans)  # points -> pixels at any dpi
+    ax.add_collection(coll, autolim=False)
+    return coll
 
 
 def plot_slot_history(ax, positions, slots, visible, written, sinks: int = 0, title: str | None = None):
@@ -24,21 +49,21 @@ def plot_slot_history(ax, positions, slots, visible, written, sinks: int = 0, ti
     ax.clear()
     slots = np.asarray(slots)
     steps, width = slots.shape
+    extent = (-0.5, width - 0.5, steps - 0.5, -0.5)
+    # one image per layer (fast to render): visible positions coloured, held-but-stale cells grey
     shown = np.where(visible, slots, np.nan).astype(float)
-    ax.imshow(shown, cmap="viridis", aspect="auto", vmin=0, vmax=max(1, np.nanmax(slots)),
-              alpha=0.55, interpolation="nearest", extent=(-0.5, width - 0.5, steps - 0.5, -0.5))
-    for i in range(steps):
-        for j in range(width):
-            if slots[i, j] < 0:
-                continue
-            if not visible[i, j]:
-                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, color="0.88", zorder=0))
-            ax.text(j, i, str(slots[i, j]), ha="center", va="center", fontsize=8,
-                    color="black" if visible[i, j] else "0.55")
-        if written[i] >= 0:
-            ax.add_patch(Rectangle((written[i] - 0.5, i - 0.5), 1, 1, fill=False, lw=1.8, ec="black"))
-    for j in range(min(sinks, width)):
-        ax.add_patch(Rectangle((j - 0.5, -0.5), 1, steps, fill=False, hatch="//", ec="0.6", lw=0))
+    ax.imshow(shown, cmap="viridis", aspect="auto", vmin=0, vmax=max(1, np.nanmax(slots)), alpha=0.55,
+              interpolation="nearest", extent=extent, zorder=1)
+    ax.imshow(np.where(slots >= 0, 0.88, 1.0), cmap="gray", vmin=0, vmax=1, aspect="auto",
+              interpolation="nearest", extent=extent, zorder=0)
+    rows, cols = np.nonzero(slots >= 0)
+    _numbers(ax, cols, rows, [str(v) for v in slots[rows, cols]],
+             ["black" if v else "0.55" for v in np.asarray(visible)[rows, cols]])
+    frames = [Rectangle((w - 0.5, i - 0.5), 1, 1) for i, w in enumerate(written) if w >= 0]
+    ax.add_collection(PatchCollection(frames, facecolor="none", edgecolor="black", linewidth=1.8, zorder=3))
+    if sinks:
+        ax.add_patch(Rectangle((-0.5, -0.5), min(sinks, width), steps, fill=False, hatch="//", ec="0.6",
+                               lw=0, zorder=1.5))
     ax.set_xlim(-0.5, width - 0.5)
     ax.set_ylim(steps - 0.5, -0.5)
     ax.set_xticks(range(width))
