@@ -7,7 +7,10 @@ every entry and move every control to its minimum, maximum and default.
 from .base import View, make_view
 from .hybrids import hybrid_view
 from .quantized import quantized_kv_view
+from .recompute import recompute_view
 from .size import capacity_view, kv_size_view
+from .start import slider_demo_view
+from .variants import variants_view
 from .windows import chunk_view, ring_buffer_view, window_bytes_view
 
 VIEWS = {
@@ -18,6 +21,9 @@ VIEWS = {
     "window_bytes": window_bytes_view,
     "hybrid": hybrid_view,
     "quantized_kv": quantized_kv_view,
+    "slider_demo": slider_demo_view,
+    "recompute": recompute_view,
+    "variants": variants_view,
 }
 
 __all__ = ["VIEWS", "View", "make_view", "kv_size_view", "capacity_view"]
