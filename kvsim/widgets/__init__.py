@@ -6,6 +6,7 @@ every entry and move every control to its minimum, maximum and default.
 
 from .base import View, make_view
 from .hybrids import hybrid_view
+from .paged import block_table_view, serving_view
 from .quantized import quantized_kv_view
 from .recompute import recompute_view
 from .size import capacity_view, kv_size_view
@@ -21,6 +22,8 @@ VIEWS = {
     "window_bytes": window_bytes_view,
     "hybrid": hybrid_view,
     "quantized_kv": quantized_kv_view,
+    "block_tables": block_table_view,
+    "serving": serving_view,
     "slider_demo": slider_demo_view,
     "recompute": recompute_view,
     "variants": variants_view,

@@ -1,0 +1,113 @@
+"""Plots for paged KV and serving: block tables, memory split per policy, memory split over time.
+
+Drawing only: callers pass what :mod:`kvsim.blockview` read from a real allocator or what
+:mod:`kvsim.fragmentation` / :mod:`kvsim.sim` computed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+SEQ_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
+STATE_COLORS = {"shared": "gold", "cached": "0.85", "free": "white"}
+PART_COLORS = {"token_states": "tab:green", "reservation": "tab:olive", "internal_frag": "tab:orange",
+               "cached": "tab:cyan", "external_frag": "tab:red", "idle": "0.85"}
+PART_LABELS = {"token_states": "token states", "reservation": "reservation",
+               "internal_frag": "internal fragmentation", "cached": "cached prefix blocks",
+               "external_frag": "external fragmentation & others", "idle": "idle (nobody waiting)"}
+
+
+def sequence_colors(snaps) -> dict:
+    """One colour per sequence name, in order of first appearance over ``snaps`` (stable across steps)."""
+    names = list(dict.fromkeys(n for s in snaps for n in s.tables))
+    return {n: SEQ_COLORS[i % len(SEQ_COLORS)] for i, n in enumerate(names)}
+
+
+def plot_block_tables(ax, snap, colors: dict | None = None, title: str | None = None):
+    """Physical pool on top (id, reference count, state), one row of logical blocks per sequence below,
+    a line from every logical block to the physical block its table names; CoW copies as arrows."""
+    ax.clear()
+    names = list(snap.tables)
+    colors = colors or sequence_colors([snap])
+    for b in range(snap.num_blocks):
+        state = snap.state(b)
+        owners = snap.owners(b)
+        face = colors[owners[0]] if state == "used" else STATE_COLORS[state]
+        ax.add_patch(Rectangle((b, 0), 0.9, 0.9, fc=face, ec="0.3", hatch="//" if state == "cached" else None,
+                               alpha=0.85 if state == "used" else 1.0))
+        ax.text(b + 0.45, 0.32, f"P{b}", ha="center", va="center", fontsize=8, weight="bold")
+        if snap.ref_count[b] or state == "cached":
+            ax.text(b + 0.45, 0.7, f"ref {snap.ref_count[b]}", ha="center", va="center", fontsize=7)
+    for row, name in enumerate(names):
+        y = 2 + 1.3 * row
+        ax.text(-0.2, y + 0.45, f"{name}\n{snap.tokens[name]} tokens", ha="right", va="center", fontsize=8)
+        for i, b in enumerate(snap.tables[name]):
+            fill = snap.fill(name, i) / snap.block_size
+            ax.add_patch(Rectangle((i, y), 0.9, 0.9, fc="white", ec=colors[name], lw=1.5))
+            ax.add_patch(Rectangle((i, y), 0.9 * fill, 0.9, fc=colors[name], alpha=0.45, lw=0))
+            ax.text(i + 0.45, y + 0.45, f"L{i}→P{b}" if b >= 0 else f"L{i} released", ha="center",
+                    va="center", fontsize=7)
+            if b >= 0:
+                ax.plot([i + 0.45, b + 0.45], [y, 0.9], "-", color=colors[name], lw=1, alpha=0.7)
+    for src, dst in snap.copies:
+        ax.add_patch(FancyArrowPatch((src + 0.45, 0), (dst + 0.45, 0), connectionstyle="arc3,rad=0.4",
+                                     arrowstyle="-|>", mutation_scale=12, color="crimson", lw=1.5))
+        ax.text((src + dst) / 2 + 0.45, -0.55, "copy-on-write", color="crimson", ha="center", fontsize=8)
+    ax.set_xlim(-2.6, snap.num_blocks + 1.4)
+    ax.set_ylim(2 + 1.3 * len(names) + 0.1, -1.0)
+    ax.set_axis_off()
+    ax.text(snap.num_blocks + 0.1, 0.45, "physical\nblocks", fontsize=8, va="center")
+    ax.set_title(title or snap.label, fontsize=10)
+    return ax
+
+
+def plot_policy_split(ax, splits: dict, reference: dict | None = None, title: str | None = None):
+    """One horizontal stacked bar per policy: {policy label: {part: share}} (shares of KV memory);
+    ``reference`` {policy label: token-state %} is marked with a black diamond (e.g. Kwon et al.)."""
+    ax.clear()
+    labels = list(splits)
+    seen = set()
+    for row, label in enumerate(labels):
+        left = 0.0
+        for part, share in splits[label].items():
+            ax.barh([row], [100 * share], left=left, color=PART_COLORS.get(part), height=0.6,
+                    label=None if part in seen else PART_LABELS.get(part, part))
+            seen.add(part)
+            left += 100 * share
+        ts = 100 * splits[label].get("token_states", 0)
+        ax.text(ts / 2, row, f"{ts:.1f} %", ha="center", va="center", fontsize=8, color="white", weight="bold")
+    if reference:
+        pts = [(reference[label], row) for row, label in enumerate(labels) if label in reference]
+        if pts:
+            x, y = zip(*pts)
+            ax.plot(x, y, "D", color="black", ms=6, label="token states in Kwon et al. Fig. 2")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of KV memory (%)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.4, -0.18), ncol=2, fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def plot_split_over_time(ax, t, shares: dict, title: str | None = None, running=None):
+    """Stacked shares of KV memory against time (iterations); boundaries drawn as lines."""
+    ax.clear()
+    t = np.asarray(t, dtype=float)
+    bottom = np.zeros_like(t)
+    for part, share in shares.items():
+        top = bottom + 100 * np.asarray(share, dtype=float)
+        ax.fill_between(t, bottom, top, color=PART_COLORS.get(part), alpha=0.8, lw=0,
+                        label=PART_LABELS.get(part, part))
+        ax.plot(t, top, "-", color="0.25", lw=0.5)
+        bottom = top
+    ax.set_xlim(t[0], t[-1])
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("time (model iterations)")
+    ax.set_ylabel("share of KV memory (%)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

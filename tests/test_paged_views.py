@@ -1,0 +1,120 @@
+"""Lesson 07 support: block tables read from a real allocator, sharing savings, policy comparison, the views."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from kvsim import fragmentation, sim  # noqa: E402
+from kvsim.blocks import BlockAllocator, cdiv  # noqa: E402
+from kvsim.blockview import sharing_savings, sharing_scenario, snapshot  # noqa: E402
+from kvsim.plots.paged import (plot_block_tables, plot_policy_split, plot_split_over_time,  # noqa: E402
+                               sequence_colors)
+from kvsim.widgets import VIEWS  # noqa: E402
+from kvsim.widgets.paged import draw_block_tables, draw_serving  # noqa: E402
+
+# ---------------------------------------------------------------- block tables
+
+
+def test_snapshot_copies_the_allocator_state():
+    alloc = BlockAllocator(6, 4)
+    alloc.add_sequence("x", list(range(10)))
+    snap = snapshot(alloc, "one", names={"x": "X"})
+    assert snap.tables == {"X": tuple(alloc.block_table("x"))} and snap.tokens == {"X": 10}
+    assert [snap.fill("X", i) for i in range(3)] == [4, 4, 2]
+    assert [snap.state(b) for b in range(6)].count("used") == 3
+    alloc.append("x", 1)  # later changes do not reach the snapshot
+    assert snap.tokens["X"] == 10
+
+
+@pytest.mark.parametrize("block_size", range(2, 9))
+def test_sharing_scenario_shares_prefix_and_copies_on_write(block_size):
+    steps = sharing_scenario(block_size=block_size)
+    assert len(steps) == 5
+    a, b = steps[1].tables["A"], steps[1].tables["B"]
+    shared = 8 // block_size  # full blocks of the 8-token system prompt
+    assert a[:shared] == b[:shared] and (len(a) <= shared or a[shared] != b[shared])
+    assert all(steps[1].ref_count[p] == 2 for p in a[:shared])
+    fork = steps[2]
+    assert fork.tables["A, sample 2"] == fork.tables["A"]
+    cow = steps[3]
+    (src, dst), = cow.copies  # exactly one block copied: the shared, partially filled last block of A
+    assert src == fork.tables["A"][-1] and dst == cow.tables["A"][-1] and src in cow.tables["A, sample 2"]
+    assert sum(cow.ref_count) == sum(len([p for p in t if p >= 0]) for t in cow.tables.values())
+    end = steps[4]
+    assert "B" not in end.tables
+    assert all(end.state(p) in ("free", "cached") for p in set(b) - set(end.tables["A"]) - set(end.tables["A, sample 2"]))
+
+
+def test_sharing_scenario_rejects_bad_input():
+    with pytest.raises(ValueError, match="system_tokens"):
+        sharing_scenario(system_tokens=0)
+
+
+@pytest.mark.parametrize("n,p,u,bs", [(100, 500, 60, 16), (10, 8, 3, 4), (3, 15, 1, 16), (5, 32, 10, 16)])
+def test_sharing_savings_match_the_block_count(n, p, u, bs):
+    held = sharing_savings(n, p, u, bs)
+    assert held["without sharing"] == n * cdiv(p + u, bs)
+    full = min(p // bs, (p + u - 1) // bs)
+    assert held["with sharing"] == full + n * (cdiv(p + u, bs) - full)
+
+
+# ---------------------------------------------------------------- policies
+
+
+def test_kwon_setup_capacity():
+    assert fragmentation.kwon_setup_capacity_tokens() == 14_648
+    with pytest.raises(ValueError, match="kv_share"):
+        fragmentation.kwon_setup_capacity_tokens(kv_share=0)
+
+
+def test_policies_order_like_kwon_figure2():
+    w = sim.make_workload(300, "chat", rate=1.0, seed=0)
+    res = fragmentation.compare_policies(w, fragmentation.kwon_setup_capacity_tokens())
+    rows = {r["policy"]: r for r in fragmentation.figure2_rows(res)}
+    share = [rows[p]["token states %"] for p in ("max", "pow2", "oracle", "paged")]
+    assert share == sorted(share) and share[-1] > 90
+    assert rows["oracle"]["internal frag %"] == 0 and rows["max"]["internal frag %"] > 30
+    for r in rows.values():
+        parts = r["token states %"] + r["reservation %"] + r["internal frag %"] + r["external frag & others %"]
+        assert abs(parts - 100) < 0.3
+        assert r["Kwon et al. %"] == fragmentation.KWON_FIGURE2[r["policy"]]
+    splits = fragmentation.saturated_splits(res)
+    assert list(splits) == [fragmentation.POLICY_LABELS[p] for p in sim.POLICIES]
+
+
+def test_split_over_time_conserves_slot_iterations():
+    w = sim.make_workload(80, "chat", rate=0.05, seed=1)
+    res = sim.simulate(w, "paged", capacity_tokens=6000)
+    t, shares = fragmentation.split_over_time(res, bins=37)
+    total = sum(shares.values())
+    assert len(t) == 37 and np.allclose(total, 1.0)
+    width = res.summary["iterations"] / 37
+    for part in sim.SPLIT:
+        assert np.isclose(shares[part].sum() * width * 6000, res.summary["slot_iterations"][part])
+
+
+# ---------------------------------------------------------------- drawing and views
+
+
+def test_draw_functions_on_fresh_axes():
+    fig, ax = plt.subplots()
+    steps = sharing_scenario()
+    plot_block_tables(ax, steps[3], colors=sequence_colors(steps))
+    assert len(ax.get_lines()) == sum(len(t) for t in steps[3].tables.values())
+    draw_block_tables(ax, step=0, block_size=4)
+    assert "step 0" in ax.get_title()
+    plot_policy_split(ax, {"a": {"token_states": 0.5, "internal_frag": 0.5}}, reference={"a": 40.0})
+    assert len(ax.get_lines()) == 1
+    plot_split_over_time(ax, [0, 1, 2], {"token_states": [0.1, 0.5, 0.2], "idle": [0.9, 0.5, 0.8]})
+    assert len(ax.get_lines()) == 2
+    draw_serving(ax, policy="oracle", block_size=16, rate=0.1)
+    assert "oracle" in ax.get_title()
+    plt.close(fig)
+
+
+def test_views_are_registered():
+    assert {"block_tables", "serving"} <= set(VIEWS)
