@@ -11,17 +11,21 @@ Contract
 - :func:`cache_classes` counts the cache classes ``make_caches`` picks for a model (the seeds'
   architecture table: Gemma 3 -> RotatingKVCache + KVCache, Jamba -> RecurrentStateCache + KVCache ...).
 - Recurrent layers hold no K/V; their state is allocated when the cache is built and is read as is.
+- :func:`decode_layer_bytes` runs a real decode (:func:`kvsim.decode.generate`) of each model and
+  returns every layer's measured ``nbytes`` after every step beside
+  :func:`kvsim.hybrid.allocated_layer_bytes` for the same token counts (:class:`DecodeBytes`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import mlx.core as mx
 import numpy as np
 
 from .cache import make_caches
 from .config import ModelSpec
+from .hybrid import allocated_layer_bytes
 
 MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
 
@@ -81,3 +85,37 @@ def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int =
     if bar is not None:
         bar.close()
     return np.array(out, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class DecodeBytes:
+    """Per-layer cache bytes of one real decode: measured after every step, and the formula."""
+
+    labels: tuple[str, ...]  # "mamba (layer 0)": mixer and index in the full model
+    tokens: np.ndarray  # (steps,) tokens held after each step (prompt after the prefill, then +1)
+    measured: np.ndarray  # (layers, steps) cache.nbytes read after each step
+    formula: np.ndarray  # (layers, steps) allocated K/V or fixed state from kvsim.memory
+    caches: list  # the caches after the last step
+
+
+def decode_layer_bytes(models: dict, prompt_tokens: int = 64, new_tokens: int = 48, kv_dtype: str = "bf16",
+                       step: int = 256, progress: bool = False) -> dict[str, DecodeBytes]:
+    """Greedy-decode ``new_tokens`` after a ``prompt_tokens`` prompt with each model; measure every layer's nbytes."""
+    from tqdm.auto import tqdm
+
+    from .decode import generate
+
+    if not isinstance(prompt_tokens, int) or prompt_tokens < 1 or not isinstance(new_tokens, int) or new_tokens < 1:
+        raise ValueError(f"prompt_tokens and new_tokens must be positive integers, got {prompt_tokens!r}, {new_tokens!r}")
+    _dtype(kv_dtype)  # float K/V and state: the state dtype follows kv_dtype (kvsim.decode.cache_dtypes)
+    out = {}
+    for name, model in tqdm(models.items(), desc="decode", unit="model", disable=not progress):
+        vocab = model.spec.vocab_size
+        prompt = [1 + i % (vocab - 1) for i in range(prompt_tokens)]  # any fixed ids: weights are random
+        run = generate(model, prompt, new_tokens, kv_dtype=kv_dtype, step=step)
+        tokens = np.array([s.context_tokens for s in run.trace], dtype=np.int64)
+        labels = tuple(f"{layer.recurrent_family or layer.kind} (layer {i})"
+                       for layer, i in zip(model.spec.layers, model.info.source_layers))
+        out[name] = DecodeBytes(labels, tokens, np.array([s.nbytes for s in run.trace], dtype=np.int64).T,
+                                allocated_layer_bytes(model.spec, tokens, kv_dtype, kv_dtype, step), run.caches)
+    return out

@@ -32,8 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from kvsim import hybrid, memory, windows
-from kvsim.decode import generate
-from kvsim.growth import cache_classes
+from kvsim.growth import cache_classes, decode_layer_bytes
 from kvsim.model import build_model
 from kvsim.plots.hybrids import plot_layer_bytes
 from kvsim.registry import load_model
@@ -162,46 +161,32 @@ hybrid_view()
 # %% [markdown]
 # ## Real hybrid decode: measured bytes per layer
 #
-# Now a real model. `kvsim.model.build_model` keeps every cache-relevant dimension of Jamba (8 KV heads × 128,
-# $d_{\text{inner}}$ = 8192, $d_{\text{state}}$ = 16, conv 4) and reduces what does not change the cache: 2 layers
-# (the first Mamba layer and the first attention layer), hidden width 256, a small vocabulary, random weights.
-# `kvsim.decode.generate` prefills 64 tokens and decodes 48 more with bf16 caches from `make_caches`
-# (grown in steps of 32 tokens), recording every layer's `nbytes` after every step.
-
-# %%
-small_jamba = build_model(jamba, num_layers=2, hidden_size=256, intermediate_size=512, vocab_size=512, seed=0)
-print("kept layers", small_jamba.info.source_layers, "of", small_jamba.info.source_num_layers,
-      [layer.kind for layer in small_jamba.spec.layers])
-jamba_run = generate(small_jamba, list(range(1, 65)), 48, kv_dtype="bf16", step=32)
-print([type(c).__name__ for c in jamba_run.caches])
-
-# %%
-jamba_tokens = np.array([s.context_tokens for s in jamba_run.trace])
-jamba_measured = np.array([s.nbytes for s in jamba_run.trace]).T  # (layers, steps)
-jamba_formula = hybrid.allocated_layer_bytes(small_jamba.spec, jamba_tokens, "bf16", "bf16", step=32)
-print(format_table([{"tokens": int(t), "Mamba layer nbytes": int(m[0]), "Mamba formula": int(f[0]),
-                     "attention layer nbytes": int(m[1]), "attention formula": int(f[1])}
-                    for t, m, f in zip(jamba_tokens, jamba_measured.T, jamba_formula.T) if t % 8 == 0]))
-
-# %% [markdown]
-# The same for Qwen3-Next: its first Gated DeltaNet layer and its first full-attention layer (2 KV heads of 256).
+# Now real models. `kvsim.model.build_model` keeps every cache-relevant dimension of Jamba (8 KV heads × 128,
+# $d_{\text{inner}}$ = 8192, $d_{\text{state}}$ = 16, conv 4) and of Qwen3-Next (2 KV heads × 256; Gated DeltaNet
+# with 32 value heads of 128 × 128) and reduces what does not change the cache: 2 layers (the first recurrent layer
+# and the first attention layer), hidden width 256, a small vocabulary, random weights.
+# `growth.decode_layer_bytes` runs `kvsim.decode.generate` on each: a 64-token prompt, then 48 decode steps with
+# bf16 caches from `make_caches` (grown in steps of 32 tokens), reading every layer's `nbytes` after every step.
 
 # %%
 qwen = load_model("qwen3-next-80b-a3b")
-small_qwen = build_model(qwen, num_layers=2, hidden_size=256, intermediate_size=512, vocab_size=512, seed=0)
-qwen_run = generate(small_qwen, list(range(1, 65)), 48, kv_dtype="bf16", step=32)
-qwen_tokens = np.array([s.context_tokens for s in qwen_run.trace])
-qwen_measured = np.array([s.nbytes for s in qwen_run.trace]).T
-qwen_formula = hybrid.allocated_layer_bytes(small_qwen.spec, qwen_tokens, "bf16", "bf16", step=32)
-print("kept layers", small_qwen.info.source_layers, [type(c).__name__ for c in qwen_run.caches])
-print("measured at the end:", [int(b) for b in qwen_measured[:, -1]], " formula:", [int(b) for b in qwen_formula[:, -1]])
+small = {name: build_model(spec, num_layers=2, hidden_size=256, intermediate_size=512, vocab_size=512, seed=0)
+         for name, spec in (("jamba-v0.1", jamba), ("qwen3-next-80b-a3b", qwen))}
+runs = decode_layer_bytes(small, prompt_tokens=64, new_tokens=48, kv_dtype="bf16", step=32, progress=True)
+for name, run in runs.items():
+    print(name, "kept layers", small[name].info.source_layers, "->", [type(c).__name__ for c in run.caches])
+
+# %%
+jamba_run = runs["jamba-v0.1"]
+print(format_table([{"tokens": int(t), "Mamba layer nbytes": int(m[0]), "Mamba formula": int(f[0]),
+                     "attention layer nbytes": int(m[1]), "attention formula": int(f[1])}
+                    for t, m, f in zip(jamba_run.tokens, jamba_run.measured.T, jamba_run.formula.T) if t % 8 == 0]))
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
-plot_layer_bytes(axes[0], jamba_tokens, jamba_measured, jamba_formula, ["Mamba (layer 0)", "attention (layer 4)"],
-                 title="Jamba, 2 of 32 layers, bf16")
-plot_layer_bytes(axes[1], qwen_tokens, qwen_measured, qwen_formula, ["Gated DeltaNet (layer 0)", "attention (layer 3)"],
-                 title="Qwen3-Next, 2 of 48 layers, bf16")
+for ax, (name, run) in zip(axes, runs.items()):
+    plot_layer_bytes(ax, run.tokens, run.measured, run.formula, run.labels,
+                     title=f"{name}: 2 of {small[name].info.source_num_layers} layers, bf16")
 plt.show()
 
 # %% [markdown]
@@ -210,13 +195,14 @@ plt.show()
 # Jamba's 28 Mamba states and 4 attention caches, Qwen3-Next's 36 delta-rule memories and 12 attention caches.
 
 # %%
-t_end = int(jamba_tokens[-1])
-print(format_table([
-    {"model": "jamba-v0.1", "from measured layers": 28 * int(jamba_measured[0, -1]) + 4 * int(jamba_measured[1, -1]),
-     "kvsim.memory": int(memory.allocated_bytes(jamba, t_end, step=32)) + memory.fixed_state_bytes(jamba)},
-    {"model": "qwen3-next-80b-a3b", "from measured layers": 36 * int(qwen_measured[0, -1]) + 12 * int(qwen_measured[1, -1]),
-     "kvsim.memory": int(memory.allocated_bytes(qwen, t_end, step=32)) + memory.fixed_state_bytes(qwen)},
-]))
+t_end = int(jamba_run.tokens[-1])
+rows = []
+for name, spec in (("jamba-v0.1", jamba), ("qwen3-next-80b-a3b", qwen)):
+    run, n_rec = runs[name], spec.count("recurrent")
+    rows.append({"model": name, "layers": f"{n_rec} recurrent + {spec.num_hidden_layers - n_rec} attention",
+                 "from measured layers": n_rec * int(run.measured[0, -1]) + (spec.num_hidden_layers - n_rec) * int(run.measured[1, -1]),
+                 "kvsim.memory": int(memory.allocated_bytes(spec, t_end, step=32)) + memory.fixed_state_bytes(spec)})
+print(format_table(rows))
 
 # %% [markdown]
 # ## Check yourself
@@ -235,11 +221,12 @@ for name in ("mamba2-2.7b", "falcon-mamba-7b"):
 assert cache_classes(jamba) == {"RecurrentStateCache": 28, "KVCache": 4}
 assert cache_classes(rgemma) == {"RecurrentStateCache": 18, "RotatingKVCache": 8}
 # the real decode: recurrent nbytes constant and equal to state_bytes, KV growing, all equal to the formula
-assert (jamba_measured == jamba_formula).all() and (qwen_measured == qwen_formula).all()
-assert (jamba_measured[0] == memory.state_bytes(jamba.layers[0], "bf16")).all()
-assert (qwen_measured[0] == memory.state_bytes(qwen.layers[0], "bf16")).all()
-assert jamba_measured[1, -1] > jamba_measured[1, 0] and qwen_measured[1, -1] > qwen_measured[1, 0]
-assert jamba_run.caches[1].offset == t_end and jamba_run.caches[0].offset == t_end
+for run, spec in ((runs["jamba-v0.1"], jamba), (runs["qwen3-next-80b-a3b"], qwen)):
+    assert (run.measured == run.formula).all()
+    assert (run.measured[0] == memory.state_bytes(spec.layers[0], "bf16")).all()
+    assert run.measured[1, -1] > run.measured[1, 0]
+    assert [c.offset for c in run.caches] == [t_end, t_end] == [64 + 47] * 2
+assert rows[0]["from measured layers"] == rows[0]["kvsim.memory"] and rows[1]["from measured layers"] == rows[1]["kvsim.memory"]
 print("all checks passed")
 
 # %% [markdown]
@@ -254,7 +241,7 @@ print("all checks passed")
 # 1. At how many tokens does Jamba's KV equal its Mamba state? And Qwen3-Next's? (Use `hybrid.tokens_to_reach`.)
 # 2. Serving 64 sequences of 4K tokens, which needs more cache memory: Falcon-Mamba 7B or Llama 3 8B? At what
 #    context length do they swap?
-# 3. Decode `small_jamba` for 48 more tokens with `kv_dtype="fp32"`: which layer's bytes double, and does the Mamba
+# 3. Run `decode_layer_bytes(small, kv_dtype="fp32", step=32)`: which layers' bytes double, and does the Mamba
 #    state change with the number of tokens?
 # 4. RecurrentGemma's attention is local. How large would its cache be at 256K tokens if those 8 layers were global?
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from kvsim import hybrid, memory
 from kvsim.decode import generate
-from kvsim.growth import cache_classes
+from kvsim.growth import cache_classes, decode_layer_bytes
 from kvsim.model import build_model, toy_spec
 from kvsim.plots.hybrids import plot_layer_bytes
 from kvsim.registry import load_model
@@ -74,18 +74,28 @@ def test_cache_classes_follow_layer_kinds():
 @pytest.mark.parametrize("kind", ["jamba", "gated_deltanet", "rg_lru"])
 def test_real_hybrid_decode_measures_the_formula(kind):
     model = build_model(toy_spec(kind), seed=0)
-    run = generate(model, list(range(1, 10)), 12, kv_dtype="bf16", step=4)
-    tokens = np.array([s.context_tokens for s in run.trace])
-    measured = np.array([s.nbytes for s in run.trace]).T
-    formula = hybrid.allocated_layer_bytes(model.spec, tokens, "bf16", "bf16", step=4)
-    assert (measured == formula).all()
+    run = decode_layer_bytes({kind: model}, prompt_tokens=9, new_tokens=12, kv_dtype="bf16", step=4)[kind]
+    assert list(run.tokens) == list(range(9, 21))
+    assert run.measured.shape == run.formula.shape == (model.spec.num_hidden_layers, 12)
+    assert (run.measured == run.formula).all()
     for i, layer in enumerate(model.spec.layers):
         if layer.kind == "recurrent":
-            assert len(set(measured[i])) == 1
+            assert len(set(run.measured[i])) == 1 and run.labels[i].startswith(layer.recurrent_family)
         elif layer.kind == "full":
-            assert measured[i, -1] > measured[i, 0]
+            assert run.measured[i, -1] > run.measured[i, 0]
         else:  # RecurrentGemma's local attention: the 9-token prompt already fills W = 8
-            assert len(set(measured[i])) == 1 and run.caches[i].capacity == layer.sliding_window
+            assert len(set(run.measured[i])) == 1 and run.caches[i].capacity == layer.sliding_window
+
+
+def test_decode_layer_bytes_agrees_with_generate_and_rejects_bad_input():
+    model = build_model(toy_spec("jamba"), seed=0)
+    run = decode_layer_bytes({"j": model}, 5, 4, kv_dtype="fp32", step=8)["j"]
+    direct = generate(model, [1, 2, 3, 4, 5], 4, kv_dtype="fp32", step=8)
+    assert run.measured.T.tolist() == [list(s.nbytes) for s in direct.trace]
+    with pytest.raises(ValueError, match="dtype"):
+        decode_layer_bytes({"j": model}, 5, 4, kv_dtype="q4")
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        decode_layer_bytes({"j": model}, 0, 4)
 
 
 def test_plot_layer_bytes_draws_measured_and_formula():
