@@ -27,7 +27,8 @@ def plot_tokens_fed(ax, answer_tokens, curves: dict, points: dict | None = None,
     if log:
         ax.set_yscale("log")
     else:
-        ax.set_ylim(bottom=0)
+        top = max(float(np.max(y)) for y in curves.values())
+        ax.set_ylim(0, 1.12 * top if top > 0 else 1)  # headroom for the point labels
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlim(0, answer_tokens[-1])
     ax.grid(alpha=0.3)

@@ -1,0 +1,210 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Why a KV cache?
+#
+# **You will learn**
+# - why the keys and values of past tokens never change during generation, so they can be stored instead of recomputed;
+# - how many token positions a model processes with and without a cache: 1,499,500 vs 1,999 for a 1,000-token prompt and a 1,000-token answer;
+# - that the cost without a cache grows with the square of the answer length, and with a cache linearly;
+# - what prefill and decode do to the cache, measured on a real MLX model that decodes both ways and gives the same answer.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import importlib.metadata as md
+
+import matplotlib.pyplot as plt
+
+from kvsim import memory
+from kvsim.model import build_model, toy_spec
+from kvsim.tables import format_table
+from kvsim.widgets.recompute import (CACHED, UNCACHED, decode_with_and_without_cache, draw_decode_time,
+                                     draw_tokens_fed, fed_rows)
+
+print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
+
+# %% [markdown]
+# ## One token at a time
+#
+# A language model does not write its answer in one go. It picks one token, appends it to the input, runs the model
+# again and picks the next one. This is **autoregressive decoding**.
+#
+# Inside, every attention layer turns each token into a query, a key and a value vector. The query of the newest token
+# is compared with the keys of all tokens so far, and the values are averaged with those weights.
+
+# %% [markdown]
+# ## The past does not change
+#
+# Attention in a language model is **causal**: the output at token $i$ depends only on tokens $1, \dots, i$. Appending
+# a token at the end therefore changes nothing that was computed for the earlier ones: in every layer their hidden
+# vectors, and so their keys and values, stay exactly the same.
+#
+# Without a cache the model is fed the whole sequence again at every step. The answer is the same, but all the work on
+# the earlier tokens repeats the previous step. A **KV cache** stores each layer's keys and values once, so every new step
+# only computes the new token's query, key and value and reads the rest from memory.
+
+# %% [markdown]
+# ## Counting the work
+#
+# Each token position fed to the model costs one pass through every layer's projections and feed-forward network, so the
+# number of positions fed measures all the work except the attention scores themselves. For a prompt of $P$ tokens and
+# an answer of $A$ tokens (step $k = 1, \dots, A$ produces answer token $k$):
+#
+# $$
+# N_{\text{no cache}} = \sum_{k=1}^{A} \bigl(P + k - 1\bigr) = A\,P + \frac{A(A-1)}{2}
+# \qquad\qquad
+# N_{\text{cache}} = \underbrace{P}_{\text{prefill, step 1}} + \underbrace{(A - 1)}_{\text{one new token per later step}}
+# $$
+#
+# | symbol | meaning | where it comes from |
+# |---|---|---|
+# | $P$ | prompt tokens | the request |
+# | $A$ | answer tokens generated | the request's `max_new_tokens` |
+# | $k$ | decode step | – |
+#
+# Each of those positions runs through all `num_hidden_layers` layers, so the ratio between the two counts is also the
+# ratio of projection and feed-forward work.
+
+# %%
+print(format_table(fed_rows(prompt_tokens=1000, answer_tokens=1000)))
+un, ca = memory.tokens_fed(1000, 1000, cached=False), memory.tokens_fed(1000, 1000, cached=True)
+print(f"ratio {un:,} / {ca:,} = {un / ca:.0f}")
+
+# %% [markdown]
+# With the cache the model processes about 750 times fewer token positions. The count without a cache grows with the
+# square of the answer length; with a cache it grows linearly.
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+draw_tokens_fed(ax, prompt_tokens=1000, answer_tokens=1000)
+plt.show()
+
+# %% [markdown]
+# ## Try it: prompt and answer length
+#
+# Drag the sliders. A longer prompt lifts both lines at the start, but only the red one keeps paying for it at every step.
+# A longer answer bends the red curve up: every extra token makes all later steps longer.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from kvsim.widgets.recompute import recompute_view  # noqa: E402
+
+recompute_view()
+
+# %% [markdown]
+# ## A real decode, both ways
+#
+# Counting is one thing; now run it. kvsim builds a small decoder-only transformer in MLX with random weights (its
+# geometry is a tiny Llama: 2 layers, 4 query heads and 2 KV heads of 32, float32). It greedy-decodes the same random
+# prompt twice: once with a KV cache per layer (prefill the prompt, then one token per step) and once with no cache at
+# all, feeding the whole sequence at every step. The progress bar counts answer tokens over both runs.
+
+# %%
+model = build_model(toy_spec("gqa"), seed=0)
+print({k: model.spec.config[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                         "head_dim", "hidden_size", "vocab_size")})
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+run = decode_with_and_without_cache(model, prompt_tokens=32, answer_tokens=96, seed=0, progress=True)
+
+# %% [markdown]
+# Both runs produce the same tokens, and each run counted the positions it fed; they match the formula.
+
+# %%
+print(format_table(run.rows()))
+print("same answer tokens:", run.same_tokens())
+print("first answer tokens:", run.cached.tokens[:12])
+
+# %% [markdown]
+# ## Measured time: quadratic vs linear
+#
+# The wall time of every step was recorded during the runs (forward pass plus evaluation). Summed up, the time without a
+# cache bends upward like the count above; with a cache it grows in a straight line. The exact numbers depend on this
+# machine and what else it is doing, so they are not checked against stored values; the shape is the point.
+#
+# The measured ratio is smaller than the ratio of positions fed (7,632 / 127 = 60): every forward pass also pays a fixed
+# cost for launching its few dozen operations, and a model this small does so little work per token that the fixed cost
+# is a large share of a cached step. The larger the model, the closer the time ratio gets to the count ratio.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+draw_decode_time(ax, run)
+plt.show()
+seconds = run.seconds()
+print(f"without a cache {seconds[UNCACHED]:.2f} s, with a cache {seconds[CACHED]:.2f} s")
+
+# %% [markdown]
+# ## Prefill builds the cache, decode reads it
+#
+# Generation has two phases.
+# 1. **Prefill**: the whole prompt goes through the model in one pass; every layer computes the prompt's keys and values
+#    and writes them to its cache. The first answer token comes out of this pass.
+# 2. **Decode**: one new token per step. Its key and value are appended to the cache, and its query attends over
+#    everything in the cache. Repeat until the answer is done.
+#
+# The bytes the cache holds grow by the same amount at every step. With $L$ = `num_hidden_layers`,
+# $n_{\text{kv}}$ = `num_key_value_heads`, $d_h$ = `head_dim` and $b$ bytes per element (float32 here: 4), one token adds
+# $M_{\text{token}} = 2 \times L \times n_{\text{kv}} \times d_h \times b = 2 \times 2 \times 2 \times 32 \times 4 = 1{,}024$ bytes
+# (lesson 02 is all about this formula). The table reads `used_bytes` from the real caches after each step:
+
+# %%
+print(format_table(run.trace_rows(steps=(0, 1, 2, 3))))
+print("bytes per token:", memory.bytes_per_token(run.spec, run.kv_dtype))
+
+# %% [markdown]
+# The cache does not make attention free. At step $k$ the new query still takes a dot product with all $P + k - 1$ cached
+# keys and averages all the values, so every step reads the whole cache from memory. Prefill does a lot of arithmetic on
+# many tokens at once and is limited by compute; decode does little arithmetic per byte it reads (weights and cache) and
+# is limited by memory bandwidth (Sarathi-Serve §1, §3.1; DistServe §2.1). A bigger cache means slower decode steps:
+# lesson 08 measures that.
+
+# %% [markdown]
+# ## Check yourself
+
+# %%
+assert memory.tokens_fed(1000, 1000, cached=False) == sum(999 + k for k in range(1, 1001)) == 1_499_500
+assert memory.tokens_fed(1000, 1000, cached=True) == 1000 + 999 == 1_999
+assert round(1_499_500 / 1_999) == 750
+# the real runs: same answer, same logits, positions counted = formula
+assert run.same_tokens() and run.max_logit_difference() < 1e-4
+assert run.uncached.positions_fed == memory.tokens_fed(32, 96, cached=False) == 96 * 32 + 96 * 95 // 2 == 7_632
+assert run.cached.positions_fed == memory.tokens_fed(32, 96, cached=True) == 127
+# prefill fed the prompt, every later step one token; the cache grew by M_token per step
+assert [s.positions_fed for s in run.cached.trace] == [32] + [1] * 95
+assert all(s.cache_used_bytes == (32 + s.step) * 1024 for s in run.cached.trace)
+assert run.uncached.caches is None
+# timing: recomputing did far more work, so it took longer (loose: the machine may be busy)
+assert seconds[UNCACHED] > seconds[CACHED]
+print("all checks passed")
+
+# %% [markdown]
+# ## Summary
+# - Causal attention never changes the keys and values of earlier tokens, so each layer can store them: the KV cache.
+# - Without it the model reprocesses the whole prefix at every step: $AP + A(A-1)/2$ positions, 1,499,500 for 1,000 + 1,000.
+#   With it: $P + A - 1$, 1,999. The first grows with the square of the answer, the second linearly.
+# - A real decode gives the same tokens both ways; the measured time shows the same quadratic vs linear shape.
+# - Prefill writes the prompt's keys and values in one pass; each decode step appends one token and reads the whole cache.
+#
+# ## Exercises
+# 1. With the sliders, find a prompt and answer length where the cache saves "only" 10×. What does that say about short answers?
+# 2. Rerun the real decode with `answer_tokens=192`. By how much does the time without a cache grow compared with 96? And with a cache?
+# 3. Decode with `kv_dtype="bf16"` (`decode_with_and_without_cache(model, 32, 96, kv_dtype="bf16")`): how many bytes per token
+#    does the cache hold now, and are the answer tokens still the same as without a cache?
+
+# %%
+# Exercise 3 - your answer here: run2 = decode_with_and_without_cache(model, 32, 96, kv_dtype="bf16"); print(format_table(run2.trace_rows()))
