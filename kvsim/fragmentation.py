@@ -60,9 +60,11 @@ def figure2_rows(results: dict, reference: dict = KWON_FIGURE2) -> list[dict]:
 
 
 def saturated_splits(results: dict, labels: dict = POLICY_LABELS) -> dict:
-    """{label: {part: share}} of the memory split while requests waited, for a stacked-bar plot."""
-    return {labels.get(p, p): {k: v for k, v in r.summary["share_saturated"].items() if k != "idle"}
-            for p, r in results.items()}
+    """{label: {part: share}} of the memory split while requests waited, for a stacked-bar plot
+    (parts that are zero under every policy are left out)."""
+    shares = {p: r.summary["share_saturated"] for p, r in results.items()}
+    parts = [k for k in sim.SPLIT if any(sh[k] > 0 for sh in shares.values())]
+    return {labels.get(p, p): {k: sh[k] for k in parts} for p, sh in shares.items()}
 
 
 def split_over_time(result: sim.SimResult, bins: int = 100) -> tuple[np.ndarray, dict]:
