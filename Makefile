@@ -34,11 +34,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(LAB_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -e '.[notebooks]'
+	$(PY) -m pip install -q -e '.[notebooks]'
 	@touch $@
 
 $(TEST_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -e '.[notebooks,test,ui]'
+	$(PY) -m pip install -q -e '.[notebooks,test,ui]'
 	@touch $@ $(LAB_STAMP)
 
 install-lab: $(LAB_STAMP)

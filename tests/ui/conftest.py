@@ -229,7 +229,13 @@ class Lab:
         return found
 
     def screenshot(self, name, locator=None):
+        """Save a PNG of `locator` or, by default, of the page scrolled to the notebook's first figure."""
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        if locator is None:
+            self.page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+            first_figure = self.page.locator(".jp-Notebook .jp-OutputArea-output img").first
+            if first_figure.count():
+                first_figure.scroll_into_view_if_needed()
         path = SCREENSHOTS / f"{name}.png"
         (locator or self.page).screenshot(path=str(path))
         return path
