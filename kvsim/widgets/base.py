@@ -66,6 +66,7 @@ def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=
     """
     with plt.ioff():
         fig, ax = plt.subplots(figsize=figsize)
+    plt.close(fig)  # shown only through the Output widget, never again by a later plt.show()
     fig.subplots_adjust(**(margins or MARGINS))
     out = widgets.Output()
     box = [widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))]
