@@ -51,7 +51,7 @@ def test_positions_fed_reproduces_the_seed_count():
 def test_trace_counts_positions_and_context(toys):
     g = generate(toys["gqa"], PROMPT, 5)
     assert [s.positions_fed for s in g.trace] == [11, 1, 1, 1, 1]
-    assert [s.context_tokens for s in g.trace] == [11, 12, 13, 14, 15]
+    assert [s.offset for s in g.trace] == [11, 12, 13, 14, 15]
     assert sum(s.positions_fed for s in g.trace) == g.positions_fed
     assert all(s.seconds > 0 for s in g.trace)
 
@@ -78,7 +78,7 @@ def test_measured_bytes_equal_the_calculator(toys, kind):
         state_dtype = DTYPE_NAMES[cache_dtypes(model, kv_dtype)[1]]
         for s in g.trace:
             for layer, nb, used in zip(model.spec.layers, s.nbytes, s.used_bytes):
-                assert (nb, used) == _expected_bytes(model, layer, s.context_tokens, kvd, state_dtype, 16), \
+                assert (nb, used) == _expected_bytes(model, layer, s.offset, kvd, state_dtype, 16), \
                     (kv_dtype, s.step, layer.kind)
 
 
@@ -88,6 +88,13 @@ def test_bytes_per_token_equal_the_calculator(toys, kind, kv_dtype):
     used = [s.cache_used_bytes for s in g.trace]
     per_token = memory.bytes_per_token(toys[kind].spec, kv_dtype_spec(kv_dtype, toys[kind], group_size=32))
     assert per_token > 0 and set(np.diff(used).tolist()) == {per_token}
+
+
+def test_bad_prompts_are_refused(toys):
+    for bad in ([], [1, 128], [-1], ["a"]):
+        with pytest.raises(ValueError, match=r"token ids in \[0, 128\)"):
+            generate(toys["gqa"], bad, 2)
+    assert generate(toys["gqa"], np.array([1, 2, 3]), 2).tokens == generate(toys["gqa"], [1, 2, 3], 2).tokens
 
 
 def test_fp8_and_unknown_kv_dtypes_are_refused(toys):
@@ -116,6 +123,18 @@ def test_padded_prefill_refused_up_front(toys, kind, why):
     with pytest.raises(ValueError, match=why):
         generate(model, PROMPT, 3, caches=caches, pad_multiple=16)
     assert all(c.offset == 0 for c in caches)          # nothing was run
+
+
+def test_padded_prefill_refuses_full_precision_window_and_used_caches(toys):
+    model = toys["gqa"]
+    q = make_caches(model.spec, kv_dtype="q8", group_size=32, full_precision_tokens=4)
+    with pytest.raises(ValueError, match="full_precision_tokens"):
+        generate(model, PROMPT, 2, caches=q, pad_multiple=16)
+    used = make_caches(model.spec)
+    model(mx.array([PROMPT[:3]]), used)
+    with pytest.raises(ValueError, match="empty caches"):
+        generate(model, PROMPT, 2, caches=used, pad_multiple=16)
+    assert [c.offset for c in used] == [3, 3] and all(c.offset == 0 for c in q)
 
 
 @pytest.mark.parametrize("kind", TOY_KINDS)

@@ -33,7 +33,7 @@ def batched_generate(model, prompts, max_new_tokens, pool=None, *, kv_dtype: str
     caches (:class:`~kvsim.model.Rows`). ``max_new_tokens`` is an int or one int per prompt.
     Sequences are released from the pool when done.
     """
-    prompts = [prompt_list(p) for p in prompts]
+    prompts = [prompt_list(p, model.spec.vocab_size) for p in prompts]
     wants = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
     if len(wants) != len(prompts) or not all(isinstance(w, int) and w >= 1 for w in wants):
         raise ValueError("max_new_tokens must be a positive int or one positive int per prompt")

@@ -17,17 +17,19 @@ Contract
   in one pass, and every cache is trimmed back to the true prompt length. Causal attention makes
   the result identical to an unpadded prefill. Refused up front (ValueError, nothing run) for
   recurrent layers (a state cannot be un-mixed), chunked layers (a chunk boundary may drop live
-  tokens; Llama 4 does not pad either) and sliding layers whose window the padding would overflow.
+  tokens; Llama 4 does not pad either), sliding layers whose window the padding would overflow,
+  quantized caches with a full-precision window, and caches that already hold tokens.
 """
 
 from __future__ import annotations
 
+import operator
 import time
 from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..cache import make_caches
+from ..cache import QuantizedKVCache, make_caches
 from ..memory import parse_kv_dtype, tokens_fed
 from ..model import MX_DTYPES
 
@@ -37,11 +39,12 @@ __all__ = ["Generation", "StepTrace", "generate", "positions_fed", "prefill", "c
 
 @dataclass(frozen=True)
 class StepTrace:
-    """One forward pass: step 0 is the prefill; ``context_tokens`` = tokens the model has seen after it."""
+    """One forward pass. Step 0 is the prefill; ``offset`` = tokens in the context after the step
+    (the caches' offset; for the no-cache baseline, the length of the sequence just fed)."""
 
     step: int
     positions_fed: int
-    context_tokens: int
+    offset: int
     nbytes: tuple[int, ...]          # per layer, allocated (0 for no cache)
     used_bytes: tuple[int, ...]      # per layer, bytes of the tokens/state actually held
     seconds: float
@@ -118,10 +121,14 @@ def pick_token(logits: mx.array, temperature: float = 0.0, key=None) -> int:
     return int(mx.argmax(logits.astype(mx.float32) / temperature + noise).item())
 
 
-def prompt_list(prompt) -> list[int]:
-    tokens = prompt.tolist() if isinstance(prompt, mx.array) else list(prompt)
-    if not tokens or not all(isinstance(t, int) and t >= 0 for t in tokens):
-        raise ValueError("prompt must be a non-empty sequence of token ids >= 0")
+def prompt_list(prompt, vocab_size: int) -> list[int]:
+    """The prompt as a list of ints; ValueError unless non-empty ids in [0, vocab_size)."""
+    try:
+        tokens = [operator.index(t) for t in (prompt.tolist() if isinstance(prompt, mx.array) else prompt)]
+    except TypeError:
+        tokens = None
+    if not tokens or not all(0 <= t < vocab_size for t in tokens):
+        raise ValueError(f"prompt must be a non-empty sequence of token ids in [0, {vocab_size})")
     return tokens
 
 
@@ -146,9 +153,20 @@ def check_padded_prefill(spec, prompt_tokens: int, padded_tokens: int, rewind_to
                              f"sliding_window {layer.sliding_window}; pad less or use pad_multiple=None")
 
 
+def _check_padding_caches(caches, pad: int) -> None:
+    """Padding needs fresh caches, and no full-precision window that the pads would push tokens out of."""
+    for i, c in enumerate(caches):
+        if c is not None and c.offset:
+            raise ValueError(f"padded prefill needs empty caches; layer {i}'s holds {c.offset} tokens")
+        if pad and isinstance(c, QuantizedKVCache) and c.full_precision_tokens:
+            raise ValueError(f"padded prefill is not supported with full_precision_tokens "
+                             f"{c.full_precision_tokens} (layer {i}): the pads would push prompt tokens "
+                             f"into the quantized part; use pad_multiple=None")
+
+
 def prefill(model, prompt: list[int], caches, kv_dtype=None, pad_multiple: int | None = None,
             pad_token: int = 0) -> mx.array:
-    """Feed the prompt in one pass; return the last true position's logits (vocab,).
+    """Feed the prompt in one pass; return the logits (vocab,) at the prompt's last true position.
 
     With ``pad_multiple`` the prompt is padded at the end to a multiple of it and the caches are
     trimmed by the padding afterwards (checked up front by :func:`check_padded_prefill`).
@@ -159,6 +177,7 @@ def prefill(model, prompt: list[int], caches, kv_dtype=None, pad_multiple: int |
         if not isinstance(pad_multiple, int) or pad_multiple < 1:
             raise ValueError(f"pad_multiple must be a positive integer or None, got {pad_multiple!r}")
         pad = -n % pad_multiple
+        _check_padding_caches(caches, pad)
         rewind = min((getattr(c, "rewind_tokens", 0) for c in caches if c is not None), default=0)
         check_padded_prefill(model.spec, n, n + pad, rewind)
     logits = model(mx.array([prompt + [pad_token] * pad]), caches, kv_dtype)
@@ -173,7 +192,7 @@ def generate(model, prompt, max_new_tokens: int, caches="auto", *, temperature: 
              full_precision_tokens: int = 0, scale_dtype: str | None = None, step: int = 256,
              pad_multiple: int | None = None, trace: bool = True) -> Generation:
     """Prefill + decode (``caches="auto"`` or a list) or the no-cache baseline (``caches=None``)."""
-    prompt = prompt_list(prompt)
+    prompt = prompt_list(prompt, model.spec.vocab_size)
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
     if temperature < 0:

@@ -112,9 +112,10 @@ def speculative_generate(target, draft, prompt, max_new_tokens: int, num_draft: 
     Invariant per round: both models' caches hold the context minus its last token ``last``.
     Output = greedy decoding of the target, whatever the draft proposes.
     """
-    prompt = prompt_list(prompt)
+    prompt = prompt_list(prompt, target.spec.vocab_size)
     if target.spec.vocab_size != draft.spec.vocab_size:
-        raise ValueError(f"draft vocab_size {draft.spec.vocab_size} must equal the target's {target.spec.vocab_size}")
+        raise ValueError(f"draft vocab_size {draft.spec.vocab_size} must equal the target's "
+                         f"{target.spec.vocab_size}")
     if not isinstance(num_draft, int) or num_draft < 1:
         raise ValueError(f"num_draft must be a positive integer, got {num_draft!r}")
     models = (target, draft)

@@ -23,7 +23,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from ..config import LayerSpec
-from .layers import KeyStream, Rows, attend, attend_cached, reference_mask, rope
+from .layers import WeightInit, Rows, attend, attend_cached, reference_mask, rope
 
 __all__ = ["Attention"]
 
@@ -32,7 +32,7 @@ class Attention(nn.Module):
     """Multi-head attention over a K/V cache of ``num_key_value_heads`` heads."""
 
     def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
-                 config: dict, init: KeyStream):
+                 config: dict, init: WeightInit):
         super().__init__()
         if layer.kind not in ("full", "sliding", "chunked"):
             raise ValueError(f"Attention needs a full, sliding or chunked layer, got {layer.kind!r}")

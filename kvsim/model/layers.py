@@ -1,7 +1,7 @@
 """Building blocks shared by every layer of the MLX model: weights, RoPE, masks, the FFN.
 
 Contract
-- Weights come from :class:`KeyStream`, a numpy generator seeded once: the same seed gives the
+- Weights come from :class:`WeightInit`, a numpy generator seeded once: the same seed gives the
   same weights, independent of MLX's and numpy's global random state.
 - :func:`rope` applies rotary position embeddings to the first ``dims`` features of
   (B, H, L, D) at absolute positions ``offset + arange(L)``; ``offset`` is an int, or an
@@ -24,11 +24,11 @@ import numpy as np
 from ..attention import quantized_sdpa, sdpa
 from ..cache.quantized import QuantizedKV
 
-__all__ = ["KeyStream", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
+__all__ = ["WeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
            "attend_cached"]
 
 
-class KeyStream:
+class WeightInit:
     """Deterministic weights: successive draws from ``numpy.random.default_rng(seed)``.
 
     Draws are uniform with the requested standard deviation (U(-a, a), a = std·√3): the shape of
@@ -106,7 +106,8 @@ def attend_cached(q: mx.array, k: mx.array, v: mx.array, cache, scale: float, kv
     (packed data + optional full-precision recent tokens) and is attended with quantized_sdpa
     (its scales take the dtype written: ``kv_dtype``, or the compute dtype when None).
     """
-    mask = cache.make_mask(q.shape[2])                  # (L, keys returned by the update)
+    # (L, keys the update returns); keywords as mlx-lm's caches take them, so those work here too
+    mask = cache.make_mask(q.shape[2], return_array=True, window_size=None)
     dtype = kv_dtype or k.dtype
     fetched = cache.update_and_fetch(k.astype(dtype), v.astype(dtype))
     if isinstance(fetched, QuantizedKV):
@@ -120,7 +121,7 @@ def attend_cached(q: mx.array, k: mx.array, v: mx.array, cache, scale: float, kv
 class MLP(nn.Module):
     """SwiGLU feed-forward: down(silu(gate(x)) · up(x)); (B, L, hidden) -> (B, L, hidden)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, init: KeyStream):
+    def __init__(self, hidden_size: int, intermediate_size: int, init: WeightInit):
         super().__init__()
         self.gate = init.linear(intermediate_size, hidden_size)
         self.up = init.linear(intermediate_size, hidden_size)

@@ -26,7 +26,7 @@ import mlx.nn as nn
 from ..config import LayerSpec
 from ..attention import sdpa
 from ..cache.quantized import QuantizedKV
-from .layers import KeyStream, Rows, reference_mask, rms_norm, rope
+from .layers import WeightInit, Rows, reference_mask, rms_norm, rope
 
 __all__ = ["MLA", "MLA_PATHS"]
 
@@ -44,7 +44,7 @@ class MLA(nn.Module):
     """DeepSeek attention: low-rank query, latent K/V, decoupled RoPE key."""
 
     def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
-                 config: dict, init: KeyStream):
+                 config: dict, init: WeightInit):
         super().__init__()
         self.n_heads = num_attention_heads
         self.kv_lora_rank, self.rope_dim = layer.kv_lora_rank, layer.qk_rope_head_dim

@@ -27,7 +27,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from ..config import LayerSpec
-from .layers import KeyStream, Rows, rms_norm
+from .layers import WeightInit, Rows, rms_norm
 from .state import load_states, save_states
 
 __all__ = ["Mamba", "Mamba2", "GatedDeltaNet", "RGLRU", "MIXERS"]
@@ -72,7 +72,7 @@ class Mamba(_Mixer):
 
     family = "mamba"
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: KeyStream):
+    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: WeightInit):
         super().__init__(layer)
         k1, d_inner = self.state_shapes["conv"]
         d_state = self.state_shapes["ssm"][1]
@@ -112,7 +112,7 @@ class Mamba2(_Mixer):
 
     family = "mamba2"
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: KeyStream):
+    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: WeightInit):
         super().__init__(layer)
         k1, conv_dim = self.state_shapes["conv"]
         n_heads, head_dim, d_state = self.state_shapes["ssm"]
@@ -135,7 +135,8 @@ class Mamba2(_Mixer):
 
     def mix(self, x, states):
         B, L, _ = x.shape
-        z, xbc, dt = mx.split(x @ self.w_in.T, [self.d_inner, 2 * self.d_inner + 2 * self.groups * self.d_state], axis=-1)
+        conv_width = self.d_inner + 2 * self.groups * self.d_state      # x, B, C go through the conv
+        z, xbc, dt = mx.split(x @ self.w_in.T, [self.d_inner, self.d_inner + conv_width], axis=-1)
         xbc, conv = causal_conv(xbc, states["conv"], self.conv_w, self.conv_b)
         xbc = nn.silu(xbc)
         xs, Bm, Cm = mx.split(xbc, [self.d_inner, self.d_inner + self.groups * self.d_state], axis=-1)
@@ -159,7 +160,7 @@ class GatedDeltaNet(_Mixer):
 
     family = "gated_deltanet"
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: KeyStream):
+    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: WeightInit):
         super().__init__(layer)
         k1, conv_dim = self.state_shapes["conv"]
         n_v, d_k, d_v = self.state_shapes["ssm"]
@@ -209,7 +210,7 @@ class RGLRU(_Mixer):
 
     family = "rg_lru"
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: KeyStream):
+    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: WeightInit):
         super().__init__(layer)
         k1, width = self.state_shapes["conv"]
         if self.state_shapes["ssm"] != (width,):

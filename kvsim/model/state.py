@@ -4,8 +4,9 @@ Contract
 - :func:`load_states` returns ``{name: (B, *shape)}`` for every state of the layer: zeros when there
   is no cache (the no-cache baseline), else ``cache[name]`` (zeros until the first write).
   For :class:`~kvsim.model.layers.Rows` the per-row states (each (1, *shape)) are stacked.
-- :func:`save_states` stores the new states after ``tokens`` tokens were mixed in (and advances the
-  cache's offset by that many tokens: ``cache[name] = new``, then ``cache.advance(tokens)``); for Rows, row r goes back to ``caches[r]``.
+- :func:`save_states` stores the new states after ``tokens`` tokens were mixed in and advances the
+  cache's offset by that many tokens (``cache[name] = new``, then ``cache.advance(tokens)``);
+  for Rows, row r goes back to ``caches[r]``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import mlx.nn as nn
 
 from ..config import LayerSpec, ModelSpec, from_hf_config
 from .attention import Attention
-from .layers import MLP, KeyStream, Rows, rms_norm
+from .layers import MLP, WeightInit, Rows, rms_norm
 from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
 
@@ -50,7 +50,7 @@ class BuildInfo:
 
 
 def make_mixer(layer: LayerSpec, hidden_size: int, num_attention_heads: int, config: dict,
-               init: KeyStream) -> nn.Module:
+               init: WeightInit) -> nn.Module:
     """The token mixer of one layer: Attention, MLA or a recurrent mixer."""
     if layer.kind in ("full", "sliding", "chunked"):
         return Attention(layer, hidden_size, num_attention_heads, config, init)
@@ -65,7 +65,7 @@ class Block(nn.Module):
     """Pre-norm residual block: h = x + mixer(norm(x)); out = h + ffn(norm(h))."""
 
     def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
-                 intermediate_size: int, config: dict, init: KeyStream):
+                 intermediate_size: int, config: dict, init: WeightInit):
         super().__init__()
         self.layer = layer
         self.mixer_norm = mx.ones((hidden_size,))
@@ -81,7 +81,7 @@ class Block(nn.Module):
 class Model(nn.Module):
     """Embedding, blocks, final norm, LM head. ``spec`` is the (reduced) spec it implements."""
 
-    def __init__(self, spec: ModelSpec, intermediate_size: int, info: BuildInfo, init: KeyStream):
+    def __init__(self, spec: ModelSpec, intermediate_size: int, info: BuildInfo, init: WeightInit):
         super().__init__()
         self.spec, self.info = spec, info
         self.embed = init.normal((spec.vocab_size, spec.hidden_size), 1.0)
@@ -179,7 +179,7 @@ def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: i
     reduced = replace(spec, layers=tuple(spec.layers[i] for i in indices), vocab_size=vocab,
                       hidden_size=hidden, config=config)
     info = BuildInfo(spec.name, spec.num_hidden_layers, indices, seed, dtype)
-    model = Model(reduced, ffn, info, KeyStream(seed))
+    model = Model(reduced, ffn, info, WeightInit(seed))
     if dtype != "fp32":
         model.set_dtype(MX_DTYPES[dtype])
     mx.eval(model.parameters())
@@ -195,8 +195,8 @@ def perturbed(model: Model, scale: float, seed: int = 1) -> Model:
     if not scale >= 0:
         raise ValueError(f"scale must be >= 0, got {scale!r}")
     spec = model.spec
-    copy = Model(spec, model.blocks[0].ffn.up.shape[0], model.info, KeyStream(model.info.seed))
-    init = KeyStream(seed)
+    copy = Model(spec, model.blocks[0].ffn.up.shape[0], model.info, WeightInit(model.info.seed))
+    init = WeightInit(seed)
     noisy = [(name, w + scale * mx.sqrt(mx.mean(w.astype(mx.float32) ** 2)).astype(w.dtype)
               * init.normal(w.shape, 1.0).astype(w.dtype))
              for name, w in nn.utils.tree_flatten(model.parameters())]
