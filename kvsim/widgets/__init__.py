@@ -5,11 +5,13 @@ every entry and move every control to its minimum, maximum and default.
 """
 
 from .base import View, make_view
+from .decode_speed import decode_speed_view
 from .hybrids import hybrid_view
 from .paged import block_table_view, serving_view
 from .quantized import quantized_kv_view
 from .recompute import recompute_view
 from .size import capacity_view, kv_size_view
+from .speculative import speculation_view
 from .start import slider_demo_view
 from .variants import variants_view
 from .windows import chunk_view, ring_buffer_view, window_bytes_view
@@ -27,6 +29,8 @@ VIEWS = {
     "slider_demo": slider_demo_view,
     "recompute": recompute_view,
     "variants": variants_view,
+    "decode_speed": decode_speed_view,
+    "speculation": speculation_view,
 }
 
 __all__ = ["VIEWS", "View", "make_view", "kv_size_view", "capacity_view"]

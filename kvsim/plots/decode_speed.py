@@ -1,0 +1,78 @@
+"""Plots of decode speed: measured step times, limit lines, and bytes stored against bytes read."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_SCALE = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+_MARKERS = ["o", "s", "^", "D", "v"]
+
+
+def plot_measured(ax, series: dict, limits: dict | None = None, xlabel: str = "", ylabel: str = "",
+                  title: str | None = None, x_scale: float = 1.0, y_scale: float = 1.0):
+    """Measured points joined by lines, one series per label: {label: (x, y)}.
+
+    ``limits`` are dashed reference lines {label: (x, y)} (e.g. time = bytes / bandwidth);
+    x and y are divided by ``x_scale`` / ``y_scale`` before drawing.
+    """
+    ax.clear()
+    for i, (label, (x, y)) in enumerate(series.items()):
+        ax.plot(np.asarray(x, dtype=float) / x_scale, np.asarray(y, dtype=float) / y_scale,
+                marker=_MARKERS[i % len(_MARKERS)], color=f"C{i}", lw=1.5, ms=6, label=label)
+    for j, (label, (x, y)) in enumerate((limits or {}).items()):
+        ax.plot(np.asarray(x, dtype=float) / x_scale, np.asarray(y, dtype=float) / y_scale,
+                ls=["--", ":", "-."][j % 3], color="black", lw=1.2, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax
+
+
+def plot_stored_vs_read(ax, tokens, stored: dict, read: dict, unit: str = "GiB", title: str | None = None):
+    """Bytes kept in the cache (solid) and bytes one decode step reads (dashed) against tokens."""
+    ax.clear()
+    s = _SCALE[unit]
+    t = np.asarray(tokens, dtype=float)
+    for i, (label, y) in enumerate(stored.items()):
+        ax.plot(t, np.asarray(y, dtype=float) / s, "-", color=f"C{i}", lw=2, label=f"stored: {label}")
+    for i, (label, y) in enumerate(read.items()):
+        ax.plot(t, np.asarray(y, dtype=float) / s, "--", color=f"C{i}", lw=2, label=f"read per step: {label}")
+    ax.set_xlabel("tokens in the sequence")
+    ax.set_ylabel(f"bytes ({unit})")
+    ax.set_xlim(0, t[-1])
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax
+
+
+def plot_step_floor(ax, tokens, curves: dict, hlines: dict | None = None, point: tuple | None = None,
+                    title: str | None = None):
+    """Lower bounds on step time (ms) against context; ``point`` = (x, y_ms, label) marks the chosen context."""
+    ax.clear()
+    t = np.asarray(tokens, dtype=float)
+    for i, (label, y) in enumerate(curves.items()):
+        ax.plot(t, np.asarray(y, dtype=float), ["-", "--"][i % 2], color=f"C{i}", lw=2, label=label)
+    for label, level in (hlines or {}).items():
+        ax.axhline(level, color="grey", ls=":", lw=1.5)
+        ax.annotate(label, (t[0], level), xytext=(4, 4), textcoords="offset points", color="dimgrey", fontsize=9)
+    if point is not None:
+        x, y, label = point
+        ax.plot([x], [y], "o", color="black", ms=5)
+        ax.annotate(label, (x, y), xytext=(-6, 8), textcoords="offset points", fontsize=9, ha="right")
+    ax.set_xlabel("tokens in each sequence's cache")
+    ax.set_ylabel("minimum step time (ms)")
+    ax.set_xlim(0, t[-1])
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax

@@ -1,0 +1,33 @@
+"""Plots of speculative decoding: acceptance and tokens per target pass against the draft length k."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def plot_against_k(ax, series: dict, expected: dict | None = None, ylabel: str = "", title: str | None = None,
+                   ylim: tuple | None = None, marks: dict | None = None):
+    """Measured ``series`` {label: (k, y)} as markers and lines; ``expected`` {label: (k, y)} dashed.
+
+    ``marks`` {label: (k, y)} are single labelled points (e.g. the best k).
+    """
+    ax.clear()
+    for i, (label, (k, y)) in enumerate(series.items()):
+        ax.plot(np.asarray(k, dtype=float), np.asarray(y, dtype=float), marker="o", color=f"C{i}", lw=1.5,
+                label=label)
+    for i, (label, (k, y)) in enumerate((expected or {}).items()):
+        ax.plot(np.asarray(k, dtype=float), np.asarray(y, dtype=float), "--", color=f"C{i}", lw=1.2, label=label)
+    for label, (x, y) in (marks or {}).items():
+        ax.plot([x], [y], "*", color="black", ms=12)
+        ax.annotate(label, (x, y), xytext=(6, 6), textcoords="offset points", fontsize=9)
+    ax.set_xlabel("draft tokens proposed per round (k)")
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    else:
+        ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax

@@ -1,0 +1,114 @@
+"""Lesson 08 helpers: caches filled without a prefill, measured step times, the bandwidth floor, views."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from kvsim import memory
+from kvsim.cache import RecurrentStateCache
+from kvsim.hardware import get_accelerator
+from kvsim.model import build_model, toy_spec
+from kvsim.registry import model_names
+from kvsim.weights import param_count
+from kvsim.widgets.decode_speed import (KV_DTYPES, draw_decode_speed_limit, draw_step_time_vs_bytes,
+                                        draw_step_time_vs_context, draw_stored_vs_read, fill_caches,
+                                        measure_step_times, measure_variants, speed_floor, step_rows,
+                                        stored_vs_read, weights_read_bytes)
+
+
+@pytest.fixture(scope="module")
+def toys():
+    return {k: build_model(toy_spec(k), seed=0) for k in ("gqa", "sliding", "mla", "jamba")}
+
+
+@pytest.mark.parametrize("kind", ["gqa", "sliding", "mla", "jamba"])
+def test_fill_then_step_holds_what_the_calculator_says(toys, kind):
+    model = toys[kind]
+    caches = model.make_caches()
+    fill_caches(model, caches, 20)
+    assert all(c.offset == 20 for c in caches)
+    held = sum(c.used_bytes for c in caches if not isinstance(c, RecurrentStateCache))
+    assert held == memory.kv_bytes(model.spec, 20, kv_dtype="fp32")
+    import mlx.core as mx
+    logits = model(mx.array([[1]]), caches)                # a decode step runs on the filled caches
+    assert logits.shape == (1, 1, model.spec.vocab_size) and all(c.offset == 21 for c in caches)
+
+
+def test_fill_rejects_negative_tokens(toys):
+    with pytest.raises(ValueError, match="tokens"):
+        fill_caches(toys["gqa"], toys["gqa"].make_caches(), -1)
+
+
+def test_weights_read_skip_the_embedding_table_but_one_row(toys):
+    m = toys["gqa"]
+    hidden, vocab = m.spec.hidden_size, m.spec.vocab_size
+    assert weights_read_bytes(m) == m.weight_bytes - (vocab - 1) * hidden * 4
+
+
+@pytest.fixture(scope="module")
+def measured(toys):
+    return measure_variants({"gqa": toys["gqa"], "sliding": toys["sliding"]}, [0, 64], steps=2, progress=False)
+
+
+def test_measured_points_carry_calculator_and_measured_bytes(measured, toys):
+    assert [(r.label, r.context_tokens) for r in measured] == [("gqa", 0), ("gqa", 64), ("sliding", 0), ("sliding", 64)]
+    for r in measured:
+        assert r.seconds > 0 and r.bytes_per_s == pytest.approx(r.read_bytes / r.seconds)
+        assert r.cache_used_bytes == r.cache_read_bytes     # measured after the last step = read_bytes_per_step
+    gqa64 = measured[1]
+    assert gqa64.cache_read_bytes == memory.read_bytes_per_step(toys["gqa"].spec, 64 + 1 + 2, kv_dtype="fp32")
+    assert measured[3].cache_read_bytes == memory.kv_bytes(toys["sliding"].spec, 8, kv_dtype="fp32")  # window 8
+    rows = step_rows(measured)
+    assert rows[1]["context"] == 64 and rows[1]["cache MB"] == round(gqa64.cache_read_bytes / 1e6, 1)
+
+
+def test_measure_rejects_bad_arguments(toys):
+    with pytest.raises(ValueError, match="contexts"):
+        measure_step_times(toys["gqa"], [], progress=False)
+    with pytest.raises(ValueError, match="steps"):
+        measure_step_times(toys["gqa"], [0], steps=0, progress=False)
+
+
+def test_draw_measurements_and_the_bandwidth_line(measured):
+    fig, ax = plt.subplots()
+    draw_step_time_vs_context(ax, measured)
+    assert len(ax.get_lines()) == 2
+    draw_step_time_vs_bytes(ax, measured, copy_bytes_per_s=1e9)
+    lines = ax.get_lines()
+    assert len(lines) == 3
+    x, y = lines[-1].get_data()                            # MB on x, ms on y: 1 GB/s is 1 ms per MB
+    assert np.allclose(y, x)
+    plt.close(fig)
+
+
+def test_stored_vs_read_dense_reads_what_it_stores():
+    t, stored, read = stored_vs_read("deepseek-v3", 131_072, points=5)
+    dense = "dense (also FlashAttention)"
+    assert np.array_equal(stored[dense], read[dense])
+    assert np.array_equal(stored["NSA"], stored[dense]) and read["NSA"][-1] < read[dense][-1]
+    assert stored["DSA"][-1] > stored[dense][-1] and read["DSA"][-1] < read[dense][-1]
+    fig, ax = plt.subplots()
+    draw_stored_vs_read(ax)
+    assert len(ax.get_lines()) == 6
+    plt.close(fig)
+
+
+def test_speed_floor_is_bytes_over_bandwidth():
+    acc = get_accelerator("H100 80GB")
+    t, w_s, step_s = speed_floor("llama-3.1-8b", "H100 80GB", batch=1, tokens=8192, points=3)
+    from kvsim.registry import load_model
+    spec = load_model("llama-3.1-8b")
+    w = param_count(spec).active * 2
+    assert w_s == w / acc.memory_bandwidth_bytes_per_s
+    assert step_s[-1] == pytest.approx((w + 2**30) / acc.memory_bandwidth_bytes_per_s)   # 8K tokens = 1 GiB
+    _, _, batched = speed_floor("llama-3.1-8b", "H100 80GB", batch=4, tokens=8192, points=3)
+    assert batched[-1] - w_s == pytest.approx(4 * (step_s[-1] - w_s))
+
+
+@pytest.mark.parametrize("model", model_names())
+def test_speed_limit_draws_for_every_model_and_dtype(model):
+    fig, ax = plt.subplots()
+    for dtype in KV_DTYPES:
+        draw_decode_speed_limit(ax, model=model, kv_dtype=dtype, tokens=4096)
+        assert ax.get_lines()
+    plt.close(fig)
