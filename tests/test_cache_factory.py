@@ -97,7 +97,8 @@ def test_unsupported_combinations_raise(config, kwargs, message):
 
 def test_options_reach_the_caches():
     spec = from_hf_config(CONFIGS["gemma3"])
-    caches = make_caches(spec, inplace=False, keep=2, rewind_tokens=3, kv_dtype="bf16")
+    caches = make_caches(spec, inplace=False, keep=2, rewind_tokens=3, ordered=False, kv_dtype="bf16")
     assert caches[0].keep == 2 and caches[0].rewind_tokens == 3 and caches[2].inplace is False
+    assert caches[0].ordered is False
     with pytest.raises(ValueError, match="spec must be a kvsim.config.ModelSpec"):
         make_caches({"model_type": "llama"})

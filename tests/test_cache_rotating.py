@@ -29,8 +29,8 @@ def _positions(S, start=0):
     return k, k
 
 
-def _lockstep(max_size, keep, step, rewind):
-    cache = RotatingKVCache(max_size, keep=keep, step=step, rewind_tokens=rewind)
+def _lockstep(max_size, keep, step, rewind, ordered=True):
+    cache = RotatingKVCache(max_size, keep=keep, step=step, rewind_tokens=rewind, ordered=ordered)
     ref = ReferenceCache("sliding", max_size=max_size, keep=keep)
     layer = None
     if rewind == 0:  # the calculator has no rewind slots; with none it must agree exactly
@@ -43,10 +43,10 @@ class RotatingMachine(RuleBasedStateMachine):
     """Any mix of decode steps, chunks, trims and save/load, for any window, sinks and step."""
 
     @initialize(max_size=st.integers(1, 12), keep=st.integers(0, 3), step=st.integers(1, 8),
-                rewind=st.sampled_from([0, 0, 2]))
-    def setup(self, max_size, keep, step, rewind):
+                rewind=st.sampled_from([0, 0, 2]), ordered=st.booleans())
+    def setup(self, max_size, keep, step, rewind, ordered):
         self.dir = tempfile.TemporaryDirectory()
-        self.ls = _lockstep(max_size, min(keep, max_size - 1), step, rewind)
+        self.ls = _lockstep(max_size, min(keep, max_size - 1), step, rewind, ordered)
         self.saves = 0
 
     @precondition(lambda self: hasattr(self, "ls"))
@@ -150,6 +150,23 @@ def test_speculative_rewind_with_rewind_tokens():
     k, v = cache.update_and_fetch(*_kv(2, seed=4))
     rk, rv = ref.update_and_fetch(*_kv(2, seed=4))
     assert mx.array_equal(k, rk).item() and mx.array_equal(v, rv).item()
+
+
+def test_ring_order_is_a_view_with_honest_positions():
+    ring = RotatingKVCache(4, step=4, rewind_tokens=4, ordered=False)  # 8 slots, position t in slot t % 8
+    ring.update_and_fetch(*_positions(14))
+    assert ring.trim(4) == 4  # rows 10..13 rewound; 11, 12, 13 stay in slots 3, 4, 5 until overwritten
+    not_held = 2**31 - 1
+    assert np.array(ring.key_positions(1)).tolist() == [8, 9, 10, not_held, not_held, not_held, 6, 7]
+    mask = ring.make_mask(1)
+    k, _ = ring.update_and_fetch(*_positions(1, 10))  # window 7..10 wraps: the ring as stored
+    assert k.shape == ring.keys.shape and np.array(k[0, 0, :, 0]).tolist() == [8, 9, 10, 11, 12, 13, 6, 7]
+    ring.update_and_fetch(*_positions(1, 11))  # writes slot 3; the answer already returned is untouched
+    assert np.array(k[0, 0, :, 0]).tolist() == [8, 9, 10, 11, 12, 13, 6, 7]
+    assert np.array(mask).tolist() == [[True, True, True, False, False, False, False, True]]
+    ordered = RotatingKVCache(4, step=4, rewind_tokens=4)
+    ordered.update_and_fetch(*_positions(10))
+    assert np.array(ordered.update_and_fetch(*_positions(1, 10))[0][0, 0, :, 0]).tolist() == [7, 8, 9, 10]
 
 
 def test_mask_with_fast_sdpa():

@@ -48,9 +48,8 @@ class ChunkedKVCache(BaseCache):
         P, S = self.offset, g["S"]
         end = P + S
         first, last = self.chunk_start(P), self.chunk_start(end - 1)
-        need = min(allocated_slots(end, self.step), self.chunk_size)
-        if need > self.capacity:
-            slots = need - self.capacity
+        if end > self.capacity < self.chunk_size:  # grow (never once the chunk's slots exist)
+            slots = min(allocated_slots(end, self.step), self.chunk_size) - self.capacity
             self.keys = grow_buffer(self.keys, slots, keys)
             self.values = grow_buffer(self.values, slots, values)
         if first == last:  # one chunk: write in place, return a view

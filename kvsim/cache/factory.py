@@ -11,7 +11,8 @@ Contract
   the keys slot, RoPE key in the values slot) and QuantizedKVCache(max_size=W) for sliding
   layers. Combinations kvsim has no layout for raise ValueError before anything is built:
   quantized + chunked, quantized + sliding with ``keep`` sinks, and fp8 (no fp8 storage in MLX).
-- ``dtype`` is the recurrent state's dtype; ``batch`` its batch size (KV caches take B from
+- ``keep``, ``rewind_tokens``, ``ordered`` go to every RotatingKVCache; ``inplace`` to KVCache
+  and LatentCache. ``dtype`` is the recurrent state's dtype; ``batch`` its batch size (KV caches take B from
   their first update).
 """
 
@@ -47,7 +48,8 @@ def _bits(kv_dtype, group_size) -> int | None:
 
 def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, step: int = DEFAULT_STEP,
                 dtype=mx.float32, inplace: bool = True, group_size: int = 64,
-                full_precision_tokens: int = 0, keep: int = 0, rewind_tokens: int = 0) -> list:
+                full_precision_tokens: int = 0, keep: int = 0, rewind_tokens: int = 0,
+                ordered: bool = True) -> list:
     """One cache per layer of ``spec`` (None for layers that cache nothing)."""
     if not isinstance(spec, ModelSpec):
         raise ValueError(f"spec must be a kvsim.config.ModelSpec, got {type(spec).__name__}")
@@ -77,7 +79,7 @@ def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, st
             caches.append(KVCache(step=step, inplace=inplace))
         elif kind == "sliding":
             caches.append(RotatingKVCache(layer.sliding_window, keep=keep, step=step,
-                                          rewind_tokens=rewind_tokens))
+                                          rewind_tokens=rewind_tokens, ordered=ordered))
         elif kind == "chunked":
             caches.append(ChunkedKVCache(layer.attention_chunk_size, step=step))
         elif kind == "mla":

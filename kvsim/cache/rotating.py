@@ -12,7 +12,11 @@ Contract
   ``max_size - 1 + S`` rows are retained after a long prefill (an mlx-lm quirk). For a chunk of S
   tokens the returned keys (the sinks, the ``window - 1`` tokens before the chunk and the S new
   ones) are a temporary built for that call's attention; the ring keeps only its slots.
-- Returned keys/values are in temporal order (a view when no wrap is involved, else a concat).
+- Returned keys/values are in temporal order: a view while the window does not wrap around the
+  ring, else a copy of the window (O(max_size) per decode step, whatever the offset).
+  ``ordered=False`` skips that copy as mlx-lm does: when the window wraps, the whole ring is
+  returned as stored (a view) and ``key_positions`` / ``make_mask`` describe that order (slots
+  holding no live token get position NOT_HELD and are masked). Attention is the same either way.
 - Trim: ``trim(n)`` is exact. While no row has been overwritten (offset <= max_size + rewind_tokens)
   any ``n <= offset`` works. Afterwards ``trimmable_tokens = offset - (start + window - 1)``, where
   ``start`` is the oldest recent position still held: the rewind may only go back as far as every
@@ -30,6 +34,9 @@ from .base import DEFAULT_STEP, BaseCache, check_kv, check_step, grow_buffer
 from .standard import _geometry
 
 
+NOT_HELD = 2**31 - 1  # key position of a slot that holds no live token (masked for every query)
+
+
 def _nonneg_int(name, value, low=0):
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -39,13 +46,15 @@ def _nonneg_int(name, value, low=0):
 class RotatingKVCache(BaseCache):
     """Sink tokens plus a ring of the most recent ``max_size - keep`` tokens."""
 
-    def __init__(self, max_size: int, keep: int = 0, step: int = DEFAULT_STEP, rewind_tokens: int = 0):
+    def __init__(self, max_size: int, keep: int = 0, step: int = DEFAULT_STEP, rewind_tokens: int = 0,
+                 ordered: bool = True):
         self.max_size = _nonneg_int("max_size", max_size, 1)
         self.keep = _nonneg_int("keep", keep)
         if keep >= max_size:
             raise ValueError(f"keep must be in [0, max_size - 1] = [0, {max_size - 1}], got {keep}")
         self.rewind_tokens = _nonneg_int("rewind_tokens", rewind_tokens)
         self.step = check_step(step)
+        self.ordered = bool(ordered)
         self.window = max_size - keep  # recent tokens a query sees, itself included
         self.ring = self.window + rewind_tokens  # slots after the sinks
         self.keys = self.values = None  # (B, H, capacity, D), capacity <= keep + ring
@@ -97,9 +106,8 @@ class RotatingKVCache(BaseCache):
         P, S = self.offset, g["S"]
         end = P + S
         ranges = self._returned(P, S)
-        need = min(allocated_slots(end, self.step), self.keep + self.ring)
-        if need > self.capacity:
-            slots = need - self.capacity
+        if end > self.capacity < self.keep + self.ring:  # grow (never once the ring is complete)
+            slots = min(allocated_slots(end, self.step), self.keep + self.ring) - self.capacity
             self.keys = grow_buffer(self.keys, slots, keys)
             self.values = grow_buffer(self.values, slots, values)
         # can the whole answer be read from the ring after writing? (always true for decode)
@@ -116,9 +124,17 @@ class RotatingKVCache(BaseCache):
             setattr(self, name, self._put(buf, x[..., lo - P :, :], lo))
         self._start = max(self._start, end - self.ring)
         self._geom, self.offset = g, end
+        if fits and self._as_stored(P, S):  # whole ring as stored: a view, no copy
+            cap = self.capacity  # (a new view object: later in-place writes must not rebind it)
+            return self.keys[..., :cap, :], self.values[..., :cap, :]
         if fits:
             return self._gather(self.keys, ranges), self._gather(self.values, ranges)
         return out_k, out_v
+
+    def _as_stored(self, P: int, S: int) -> bool:
+        """ordered=False and the answer would need a copy (the window wraps around the ring)."""
+        ranges = self._returned(P, S)
+        return not self.ordered and len([r for lo, hi in ranges if lo < hi for r in self._slices(lo, hi)]) > 1
 
     # ------------------------------------------------------------ accounting
     @property
@@ -145,8 +161,25 @@ class RotatingKVCache(BaseCache):
         return n
 
     def key_positions(self, n: int) -> mx.array:
-        parts = [mx.arange(lo, hi, dtype=mx.int32) for lo, hi in self._returned(self.offset, n)]
+        P, end = self.offset, self.offset + n
+        if end - max(self._returned(P, n)[1][0], self.keep) <= self.ring and self._as_stored(P, n):
+            cap = max(self.capacity, min(allocated_slots(end, self.step), self.keep + self.ring))
+            return self._slot_positions(end, max(self._start, end - self.ring), cap)
+        parts = [mx.arange(lo, hi, dtype=mx.int32) for lo, hi in self._returned(P, n)]
         return mx.concatenate(parts)
+
+    def _slot_positions(self, end: int, start: int, cap: int) -> mx.array:
+        """Position held by each of ``cap`` slots once positions < end are written (ring order).
+
+        Sink slot s holds s; ring slot keep + j holds the newest t < end with t = keep + j (mod
+        ring), unless that t was never written or is older than ``start`` (the slot then holds a
+        rewound row): such slots report NOT_HELD, which no query can see.
+        """
+        e = end - 1  # the ring answer only arises once end > keep: every sink slot is live
+        j = mx.arange(max(0, cap - self.keep), dtype=mx.int32)
+        t = e - (((e - self.keep) % self.ring - j) % self.ring)
+        t = mx.where((t >= start) & (t >= self.keep), t, NOT_HELD)
+        return mx.concatenate([mx.arange(self.keep, dtype=mx.int32), t])
 
     def visible(self, q_pos, k_pos):
         return (k_pos <= q_pos) & ((k_pos < self.keep) | (k_pos > q_pos - self.window))
@@ -166,12 +199,12 @@ class RotatingKVCache(BaseCache):
     @property
     def meta_state(self) -> tuple:
         return tuple(str(x) for x in (self.offset, self._start, self.max_size, self.keep,
-                                      self.rewind_tokens, self.step, self.capacity))
+                                      self.rewind_tokens, self.step, self.capacity, int(self.ordered)))
 
     @classmethod
     def from_state(cls, state, meta_state):
-        offset, start, max_size, keep, rewind, step, capacity = (int(x) for x in meta_state)
-        cache = cls(max_size, keep=keep, step=step, rewind_tokens=rewind)
+        offset, start, max_size, keep, rewind, step, capacity, ordered = (int(x) for x in meta_state)
+        cache = cls(max_size, keep=keep, step=step, rewind_tokens=rewind, ordered=bool(ordered))
         cache.offset, cache._start = offset, start
         if not state:
             return cache
