@@ -121,6 +121,7 @@ runs = measure_variants(decodable_variants(q_lora_rank=None), num_layers=2, prom
                         kv_dtype="bf16", seed=0, progress=True, keep_models=("MLA",))
 
 # %%
+print(f"{len(runs['MHA'].spec.layers)} layers run per variant; per layer:")
 print(format_table([r.row("bf16") for r in runs.values()]))
 
 # %% [markdown]

@@ -58,7 +58,7 @@ def test_measured_bytes_equal_formula(runs):
         assert run.measured_token_bytes() == [per_layer, per_layer]
         row = run.row("bf16")
         assert row["measured × 4"] == row["formula, 4 layers"] == memory.bytes_per_token(v[name], "bf16")
-        assert row["nbytes/layer (allocated)"] == 256 * per_layer  # one 256-token step allocated
+        assert row["nbytes/layer"] == 256 * per_layer  # one 256-token step allocated
     assert runs["MLA"].measured_token_bytes()[0] == (32 + 16) * 2
     assert runs["MHA"].model is None and runs["MLA"].model is not None
 

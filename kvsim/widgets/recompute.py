@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import mlx.core as mx
 import numpy as np
 
@@ -58,12 +57,10 @@ def draw_tokens_fed(ax, prompt_tokens=1000, answer_tokens=1000):
 
 def recompute_view(prompt_tokens=1000, answer_tokens=1000):
     """Sliders for prompt and answer length over :func:`draw_tokens_fed`."""
-    view = make_view(draw_tokens_fed, {
+    return make_view(draw_tokens_fed, {
         "prompt_tokens": int_slider("prompt tokens", prompt_tokens, 100, 8000, step=100),
         "answer_tokens": int_slider("answer tokens", answer_tokens, 100, 8000, step=100),
     }, figsize=(7, 4))
-    plt.close(view.fig)  # the Output widget shows it; a later plt.show() must not show it again
-    return view
 
 
 # ---------------------------------------------------------------- measured decode
@@ -111,13 +108,14 @@ class DecodeComparison:
 
     def trace_rows(self, steps=(0, 1, 2, 3)) -> list[dict]:
         """The cached run's first steps: prefill writes the prompt, each decode step adds one token."""
-        rows = []
-        for i in sorted({i for i in steps if i < self.answer_tokens} | {self.answer_tokens - 1}):
-            s = self.cached.trace[i]
-            rows.append({"step": s.step, "phase": "prefill" if s.step == 0 else "decode",
-                         "positions fed": s.positions_fed, "tokens in cache": s.context_tokens,
-                         "used_bytes (measured)": s.cache_used_bytes,
-                         "kv_bytes (formula)": memory.kv_bytes(self.spec, s.context_tokens, kv_dtype=self.kv_dtype)})
+        rows, held = [], 0
+        for s in self.cached.trace:
+            held += s.positions_fed                      # tokens written to the cache so far
+            if s.step in steps or s.step == self.answer_tokens - 1:
+                rows.append({"step": s.step, "phase": "prefill" if s.step == 0 else "decode",
+                             "positions fed": s.positions_fed, "tokens in cache": held,
+                             "used_bytes (measured)": s.cache_used_bytes,
+                             "kv_bytes (formula)": memory.kv_bytes(self.spec, held, kv_dtype=self.kv_dtype)})
         return rows
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import matplotlib.pyplot as plt
 import mlx.core as mx
 
 from .. import memory
@@ -87,13 +86,14 @@ class VariantRun:
         return out
 
     def row(self, kv_dtype="bf16") -> dict:
+        """Layer 0's cache after the run (tokens held, allocated and used bytes), per token beside the formula."""
         per_layer = self.measured_token_bytes()
         n_full = self.full_spec.num_hidden_layers
-        return {"variant": self.name, "layers run": len(per_layer), "tokens cached": self.tokens_cached,
-                "nbytes/layer (allocated)": self.generation.caches[0].nbytes,
+        return {"variant": self.name, "tokens": self.tokens_cached,
+                "nbytes/layer": self.generation.caches[0].nbytes,
                 "used_bytes/layer": self.generation.caches[0].used_bytes,
                 "measured B/token/layer": per_layer[0],
-                "formula B/token/layer": memory.layer_token_bytes(self.spec.layers[0], kv_dtype),
+                "formula": memory.layer_token_bytes(self.spec.layers[0], kv_dtype),
                 f"measured × {n_full}": per_layer[0] * n_full,
                 f"formula, {n_full} layers": memory.bytes_per_token(self.full_spec, kv_dtype)}
 
@@ -173,11 +173,9 @@ def draw_variant_bytes(ax, num_key_value_heads=8, kv_lora_rank=512, qk_rope_head
 
 def variants_view(num_key_value_heads=8, kv_lora_rank=512, qk_rope_head_dim=64, kv_dtype="bf16"):
     """Sliders for GQA's KV heads, MLA's latent rank and RoPE key width, and the KV dtype."""
-    view = make_view(draw_variant_bytes, {
+    return make_view(draw_variant_bytes, {
         "num_key_value_heads": log_slider("GQA num_key_value_heads", num_key_value_heads, 1, 128),
         "kv_lora_rank": int_slider("kv_lora_rank", kv_lora_rank, 64, 1024, step=64),
         "qk_rope_head_dim": int_slider("qk_rope_head_dim", qk_rope_head_dim, 16, 128, step=16),
         "kv_dtype": dropdown("KV dtype", ("bf16", "fp8", "fp32"), kv_dtype),
     }, figsize=(7.5, 4.2))
-    plt.close(view.fig)  # the Output widget shows it; a later plt.show() must not show it again
-    return view
