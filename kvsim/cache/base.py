@@ -5,7 +5,8 @@ Contract
   Keys and values may have different head dims (MLA stores latent + RoPE key in those slots).
 - A model applies RoPE at ``cache.offset`` and then calls
   ``keys, values = cache.update_and_fetch(keys, values)``: the cache stores the S new tokens and
-  returns every key/value the S queries may attend to, in temporal order (oldest first).
+  returns every key/value the S queries may attend to, in temporal order (oldest first; only
+  ``RotatingKVCache(ordered=False)`` may answer in storage order, described by its mask).
 - ``offset``: tokens seen so far (the RoPE position of the next token). ``capacity``: token slots
   allocated. ``nbytes``: bytes of every array held (allocated, slack included), as mlx-lm reports.
   ``used_bytes``: bytes of the tokens actually held. ``size()``: tokens actually held.

@@ -17,6 +17,9 @@ Contract
   ``ordered=False`` skips that copy as mlx-lm does: when the window wraps, the whole ring is
   returned as stored (a view) and ``key_positions`` / ``make_mask`` describe that order (slots
   holding no live token get position NOT_HELD and are masked). Attention is the same either way.
+- Compared with mlx-lm: identical outputs with keep=0 (checked on a tiny mlx-lm llama); with
+  sinks, decode agrees, but mlx-lm's mask for a multi-token chunk hides the sinks from later
+  queries of the chunk, while here every query sees them.
 - Trim: ``trim(n)`` is exact. While no row has been overwritten (offset <= max_size + rewind_tokens)
   any ``n <= offset`` works. Afterwards ``trimmable_tokens = offset - (start + window - 1)``, where
   ``start`` is the oldest recent position still held: the rewind may only go back as far as every
@@ -64,7 +67,7 @@ class RotatingKVCache(BaseCache):
 
     # ------------------------------------------------------------ layout
     def _slices(self, lo: int, hi: int) -> list[tuple[int, int]]:
-        """Slot ranges holding positions [lo, hi), oldest first, adjacent ranges merged."""
+        """Slot ranges holding positions [lo, hi), oldest first (at most three)."""
         out = []
         if lo < min(hi, self.keep):  # sinks: slot = position
             out.append((lo, min(hi, self.keep)))
@@ -72,9 +75,13 @@ class RotatingKVCache(BaseCache):
         if lo < hi:
             s, n, end = self.keep + (lo - self.keep) % self.ring, hi - lo, self.keep + self.ring
             out += [(s, s + n)] if s + n <= end else [(s, end), (self.keep, self.keep + s + n - end)]
-        merged = out[:1]
-        for s, e in out[1:]:
-            if s == merged[-1][1]:
+        return out
+
+    def _slots_of(self, ranges) -> list[tuple[int, int]]:
+        """Slot ranges holding the positions of several [lo, hi) ranges, adjacent ones merged."""
+        merged: list[tuple[int, int]] = []
+        for s, e in (r for lo, hi in ranges if lo < hi for r in self._slices(lo, hi)):
+            if merged and s == merged[-1][1]:
                 merged[-1] = (merged[-1][0], e)
             else:
                 merged.append((s, e))
@@ -82,8 +89,7 @@ class RotatingKVCache(BaseCache):
 
     def _gather(self, buf, ranges):
         """Positions given as [lo, hi) ranges, read from ``buf`` in temporal order."""
-        slots = [r for lo, hi in ranges if lo < hi for r in self._slices(lo, hi)]
-        parts = [buf[..., s:e, :] for s, e in slots] or [buf[..., :0, :]]
+        parts = [buf[..., s:e, :] for s, e in self._slots_of(ranges)] or [buf[..., :0, :]]
         return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=2)
 
     def _put(self, buf, x, lo: int):
@@ -99,19 +105,25 @@ class RotatingKVCache(BaseCache):
         h = min(self.keep, P)
         return [(0, h), (max(h, P - self.window + 1), P + S)]
 
+    def _fits(self, P: int, S: int) -> bool:
+        """Are all returned positions still in the ring after the write? (always for decode)"""
+        return P + S - max(self._returned(P, S)[1][0], self.keep) <= self.ring
+
+    def _ring_answer(self, P: int, S: int) -> bool:
+        """Return the ring as stored: ordered=False, the answer fits and it wraps around the ring."""
+        return not self.ordered and self._fits(P, S) and len(self._slots_of(self._returned(P, S))) > 1
+
     # ------------------------------------------------------------ update
     def update_and_fetch(self, keys, values):
         """Store S new tokens; return the keys/values the S queries may see, oldest first."""
         g = check_kv(keys, values, self._geom)
         P, S = self.offset, g["S"]
         end = P + S
-        ranges = self._returned(P, S)
+        ranges, fits = self._returned(P, S), self._fits(P, S)
         if end > self.capacity < self.keep + self.ring:  # grow (never once the ring is complete)
             slots = min(allocated_slots(end, self.step), self.keep + self.ring) - self.capacity
             self.keys = grow_buffer(self.keys, slots, keys)
             self.values = grow_buffer(self.values, slots, values)
-        # can the whole answer be read from the ring after writing? (always true for decode)
-        fits = end - max(ranges[1][0], self.keep) <= self.ring
         if not fits:  # long chunk: old rows must be read before they are overwritten
             old = [(0, ranges[0][1]), (ranges[1][0], P)]
             out_k = mx.concatenate([self._gather(self.keys, old), keys], axis=2)
@@ -124,17 +136,11 @@ class RotatingKVCache(BaseCache):
             setattr(self, name, self._put(buf, x[..., lo - P :, :], lo))
         self._start = max(self._start, end - self.ring)
         self._geom, self.offset = g, end
-        if fits and self._as_stored(P, S):  # whole ring as stored: a view, no copy
-            cap = self.capacity  # (a new view object: later in-place writes must not rebind it)
-            return self.keys[..., :cap, :], self.values[..., :cap, :]
-        if fits:
-            return self._gather(self.keys, ranges), self._gather(self.values, ranges)
-        return out_k, out_v
-
-    def _as_stored(self, P: int, S: int) -> bool:
-        """ordered=False and the answer would need a copy (the window wraps around the ring)."""
-        ranges = self._returned(P, S)
-        return not self.ordered and len([r for lo, hi in ranges if lo < hi for r in self._slices(lo, hi)]) > 1
+        if not fits:
+            return out_k, out_v
+        if self._ring_answer(P, S):  # a view of every slot (a new object: later writes can't rebind it)
+            return self.keys[..., : self.capacity, :], self.values[..., : self.capacity, :]
+        return self._gather(self.keys, ranges), self._gather(self.values, ranges)
 
     # ------------------------------------------------------------ accounting
     @property
@@ -162,7 +168,7 @@ class RotatingKVCache(BaseCache):
 
     def key_positions(self, n: int) -> mx.array:
         P, end = self.offset, self.offset + n
-        if end - max(self._returned(P, n)[1][0], self.keep) <= self.ring and self._as_stored(P, n):
+        if self._ring_answer(P, n):
             cap = max(self.capacity, min(allocated_slots(end, self.step), self.keep + self.ring))
             return self._slot_positions(end, max(self._start, end - self.ring), cap)
         parts = [mx.arange(lo, hi, dtype=mx.int32) for lo, hi in self._returned(P, n)]
