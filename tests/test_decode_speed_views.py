@@ -112,3 +112,12 @@ def test_speed_limit_draws_for_every_model_and_dtype(model):
         draw_decode_speed_limit(ax, model=model, kv_dtype=dtype, tokens=4096)
         assert ax.get_lines()
     plt.close(fig)
+
+
+def test_speed_limit_says_when_the_batch_does_not_fit():
+    fig, ax = plt.subplots()
+    draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", batch=1, tokens=131_072)
+    assert "does not fit" not in ax.get_title()
+    draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", batch=16, tokens=131_072)
+    assert ax.get_title().endswith("does not fit)")        # 16 GB weights + 16 x 16 GiB of KV > 80 GiB
+    plt.close(fig)

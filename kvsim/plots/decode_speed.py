@@ -63,14 +63,15 @@ def plot_step_floor(ax, tokens, curves: dict, hlines: dict | None = None, point:
     for label, level in (hlines or {}).items():
         ax.axhline(level, color="grey", ls=":", lw=1.5)
         ax.annotate(label, (t[0], level), xytext=(4, 4), textcoords="offset points", color="dimgrey", fontsize=9)
+    top = max([float(np.max(y)) for y in curves.values()] + list((hlines or {}).values()))
     if point is not None:
         x, y, label = point
         ax.plot([x], [y], "o", color="black", ms=5)
-        ax.annotate(label, (x, y), xytext=(-6, 8), textcoords="offset points", fontsize=9, ha="right")
+        ax.annotate(label, (x, y), xytext=(-8, -4), textcoords="offset points", fontsize=9, ha="right", va="top")
     ax.set_xlabel("tokens in each sequence's cache")
     ax.set_ylabel("minimum step time (ms)")
     ax.set_xlim(0, t[-1])
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.1 * top)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=9)
     if title:

@@ -222,10 +222,14 @@ def draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", b
     t, w_s, step_s = speed_floor(model, accelerator, batch, kv_dtype, tokens)
     per_seq = 1 / step_s[-1]
     label = f"{per_seq:,.0f} tok/s per sequence, {batch * per_seq:,.0f} in all"
+    # bytes read at the last point = what must sit in memory (weights + B caches + states)
+    needed = step_s[-1] * get_accelerator(accelerator).memory_bandwidth_bytes_per_s
+    fits = needed <= get_accelerator(accelerator).memory_bytes
     plot_step_floor(ax, t, {f"weights + KV of {batch} sequence(s), {kv_dtype}": 1e3 * step_s},
                     hlines={f"weights only: {1e3 * w_s:.2f} ms": 1e3 * w_s},
                     point=(t[-1], 1e3 * step_s[-1], label),
-                    title=f"{model} on {accelerator}: memory-bandwidth floor")
+                    title=f"{model} on {accelerator}: memory-bandwidth floor"
+                          + ("" if fits else f" (needs {memory.format_bytes(needed)}: does not fit)"))
     return ax
 
 
