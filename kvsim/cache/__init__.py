@@ -11,10 +11,11 @@ from .chunked import ChunkedKVCache
 from .factory import make_caches
 from .io import load_caches, save_caches
 from .latent import LatentCache
+from .pool import CachePool
 from .quantized import QuantizedKVCache
 from .recurrent import RecurrentStateCache
 from .rotating import RotatingKVCache
 from .standard import KVCache
 
 __all__ = ["BaseCache", "KVCache", "RotatingKVCache", "ChunkedKVCache", "QuantizedKVCache",
-           "LatentCache", "RecurrentStateCache", "make_caches", "save_caches", "load_caches"]
+           "LatentCache", "RecurrentStateCache", "CachePool", "make_caches", "save_caches", "load_caches"]
