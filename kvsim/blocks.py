@@ -263,23 +263,47 @@ class BlockAllocator:
             k = _positive("num_tokens", k, 0)
         if token_ids is not None and k != len(token_ids):
             raise ValueError(f"num_tokens {k} must equal len(token_ids) {len(token_ids)}")
-        n0, n1 = seq.num_tokens, seq.num_tokens + k
-        new = -(-n1 // self.block_size) - len(seq.table)
-        cow = k > 0 and n0 % self.block_size != 0 and self.ref_count[seq.table[-1]] > 1
+        return self.prepare_write(seq_id, seq.num_tokens, seq.num_tokens + k, token_ids)
+
+    def prepare_write(self, seq_id, start: int, stop: int, token_ids=None,
+                      rewrite: bool = False) -> list[tuple[int, int]]:
+        """Make positions [start, stop) writable by this sequence alone; return CoW pairs (src, dst).
+
+        Grows the table to cover ``stop``, copies every touched block another table also lists and
+        unpublishes touched private blocks (their content changes). ``rewrite=True`` says positions
+        from ``start`` get new tokens (a per-layer rewind): the known tokens end at ``start``.
+        """
+        seq, bs = self._get(seq_id), self.block_size
+        first = self.first_live_token(seq_id)
+        if not first <= start <= seq.num_tokens or stop < start:
+            raise ValueError(f"write [{start}, {stop}) must start in [{first}, {seq.num_tokens}] "
+                             f"and not end before it")
+        n1 = max(seq.num_tokens, stop)
+        new = -(-n1 // bs) - len(seq.table)
+        touched = range(start // bs, min(-(-stop // bs), len(seq.table)))
+        shared = [i for i in touched if self.ref_count[seq.table[i]] > 1]
         if len(seq.table) + new > self.num_blocks and \
                 sum(b >= 0 for b in seq.table) + new > self.num_blocks:
             raise RequestTooLarge(f"sequence {seq_id!r} would need {new} more blocks; "
                                   f"the pool has {self.num_blocks} in all")
-        self._require(new + cow)
+        self._require(new + len(shared))
         copies = []
-        if cow:
-            src, dst = seq.table[-1], self._pop()
+        for i in shared:
+            src, dst = seq.table[i], self._pop()
             self._unref(src)
-            seq.table[-1] = dst
+            seq.table[i] = dst
             copies.append((src, dst))
             self.stats["cow_copies"] += 1
+        for i in touched:  # a published block is full: writing into it changes what its hash names
+            if self.block_hashes[seq.table[i]] is not None:
+                self._unpublish(seq.table[i])
+        if rewrite:
+            del seq.token_ids[start:]
+            del seq.hashes[start // bs:]
+            seq.published = min(seq.published, start // bs)
+            seq.num_computed = min(seq.num_computed, start)
         seq.table.extend(self._pop() for _ in range(new))
-        if token_ids is not None and len(seq.token_ids) == n0:
+        if token_ids is not None and len(seq.token_ids) == start:
             seq.token_ids.extend(int(t) for t in token_ids)
         seq.num_tokens = n1
         return copies

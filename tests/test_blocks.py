@@ -199,6 +199,25 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.expect[sid] = tokens
 
     @precondition(lambda self: self.expect)
+    @rule(data=st.data(), back=st.integers(1, 8), extra=st.integers(0, 5))
+    def rewrite(self, data, back, extra):
+        """Rewind-and-overwrite (speculative decoding): positions [start, stop) get new tokens."""
+        sid = data.draw(st.sampled_from(sorted(self.expect)))
+        old = self.expect[sid]
+        start = max(self.a.first_live_token(sid), len(old) - back)
+        stop = len(old) + extra  # the whole tail is rewritten: no stale positions stay behind
+        ok, copies = self.attempt(self.a.prepare_write, sid, start, stop, None, True)
+        if ok:
+            for src, dst in copies:
+                self.data[dst] = list(self.data[src])
+            new = old[:start] + [2000 + sid * 50 + i for i in range(start, stop)]
+            for t in range(start, stop):
+                slot = int(self.a.slots(sid, t, t + 1)[0])
+                assert self.a.ref_count[slot // BS] == 1, "rewriting a block another sequence reads"
+                self.data[slot // BS][slot % BS] = new[t]
+            self.expect[sid] = new
+
+    @precondition(lambda self: self.expect)
     @rule(data=st.data())
     def fork(self, data):
         sid = data.draw(st.sampled_from(sorted(self.expect)))

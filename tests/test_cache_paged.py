@@ -1,0 +1,252 @@
+"""PagedKVCache: same attention as a dense cache, isolation, sharing, windows, pressure."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvsim.attention import sdpa
+from kvsim.blocks import RequestTooLarge
+from kvsim.cache import ChunkedKVCache, KVCache, RotatingKVCache
+from kvsim.cache.paged import PagedKVCache, PagedKVPool
+from kvsim.config import LayerSpec
+
+H, D, HQ, BS = 2, 8, 4, 4
+WINDOWS = {"full": None, "sliding": 7, "chunked": 6}
+
+
+def rows(seed, S, dim=D):
+    """Deterministic (1, H, S, dim) rows."""
+    return mx.array(np.random.default_rng(seed).normal(size=(1, H, S, dim)).astype(np.float32))
+
+
+def queries(seed, S):
+    """Deterministic (1, HQ, S, D) queries (HQ = 2·H: grouped-query attention)."""
+    return mx.array(np.random.default_rng(seed).normal(size=(1, HQ, S, D)).astype(np.float32))
+
+
+def token_rows(tokens, start):
+    """K/V that depend only on (token, position): identical prefixes give identical rows."""
+    t = np.asarray(tokens, dtype=np.float32)[:, None]
+    pos = np.arange(start, start + len(tokens), dtype=np.float32)[:, None]
+    base = np.sin(t * np.arange(1, H * D + 1) * 0.37 + pos * 0.01).reshape(len(tokens), H, D)
+    k = mx.array(base.transpose(1, 0, 2)[None])
+    return k, -k * 0.5
+
+
+def reference(q, k_all, v_all, start, kind, window):
+    """Attention of queries at [start, start+S) over every key ever written, by the layer's rule."""
+    S, T = q.shape[2], start + q.shape[2]
+    qp = mx.arange(start, T)[:, None]
+    kp = mx.arange(0, T)[None, :]
+    mask = kp <= qp
+    if kind == "sliding":
+        mask = mask & (kp > qp - window)
+    if kind == "chunked":
+        mask = mask & (kp // window == qp // window)
+    return sdpa(q, k_all[:, :, :T], v_all[:, :, :T], mask)
+
+
+def pool_for(kind, num_blocks=64, layers=1, **kw):
+    return PagedKVPool(layers, H, D, block_size=BS, num_blocks=num_blocks, dtype=mx.float32,
+                       kind=kind, window=WINDOWS[kind], **kw)
+
+
+def step(cache, k, v, q):
+    mask = cache.make_mask(k.shape[2])
+    keys, values = cache.update_and_fetch(k, v)
+    assert mask.shape == (k.shape[2], keys.shape[2])
+    return sdpa(q, keys, values, mask)
+
+
+@pytest.mark.parametrize("kind", list(WINDOWS))
+def test_paged_attention_equals_the_dense_cache(kind):
+    dense = {"full": KVCache(), "sliding": RotatingKVCache(7), "chunked": ChunkedKVCache(6)}[kind]
+    pool = pool_for(kind, layers=2)
+    pool.add_sequence("s")
+    caches = pool.caches("s")
+    for i, S in enumerate([5, 1, 1, 3, 1, 1, 9, 1, 1, 2, 1, 1, 1]):
+        k, v, q = rows(3 * i, S), rows(3 * i + 1, S), queries(3 * i + 2, S)
+        expect = step(dense, k, v, q)
+        for layer in caches:  # both layers of the group store the same rows here
+            assert mx.allclose(step(layer, k, v, q), expect, atol=1e-6)
+    held = sum(b >= 0 for b in pool.allocator.block_table("s"))
+    if kind != "full":  # old blocks went back: at most ⌈W / bs⌉ + 1 stay
+        assert held <= -(-WINDOWS[kind] // BS) + 1
+    assert caches[0].nbytes == held * BS * H * 2 * D * 4 == caches[0].capacity * H * 2 * D * 4
+
+
+@settings(max_examples=25)
+@given(kind=st.sampled_from(list(WINDOWS)),
+       ops=st.lists(st.tuples(st.integers(1, 6), st.integers(0, 3)), min_size=1, max_size=12))
+def test_any_schedule_of_updates_and_rewinds_matches_the_oracle(kind, ops):
+    pool = pool_for(kind)
+    pool.add_sequence(0)
+    cache = pool.caches(0)[0]
+    k_all, v_all = mx.zeros((1, H, 0, D)), mx.zeros((1, H, 0, D))
+    for i, (S, back) in enumerate(ops):
+        back = min(back, cache.trimmable_tokens)
+        cache.trim(back)
+        o = cache.offset
+        k, v, q = rows(10 * i, S), rows(10 * i + 1, S), queries(10 * i + 2, S)
+        k_all = mx.concatenate([k_all[:, :, :o], k], axis=2)
+        v_all = mx.concatenate([v_all[:, :, :o], v], axis=2)
+        out = step(cache, k, v, q)
+        assert mx.allclose(out, reference(q, k_all, v_all, o, kind, WINDOWS[kind]), atol=1e-5)
+        pool.allocator.check_invariants()
+
+
+def test_poisoning_every_other_block_changes_no_output():
+    pool = pool_for("full", num_blocks=40)
+    seqs = {s: [] for s in range(4)}
+    for s in seqs:
+        pool.add_sequence(s)
+    rng = np.random.default_rng(0)
+    hist = {s: (mx.zeros((1, H, 0, D)), mx.zeros((1, H, 0, D))) for s in seqs}
+    for i in range(24):
+        s = int(rng.integers(0, 4))
+        cache = pool.caches(s)[0]
+        S = int(rng.integers(1, 4))
+        k, v, q = rows(100 + 3 * i, S), rows(101 + 3 * i, S), queries(102 + 3 * i, S)
+        others = mx.array(sorted(set(range(40)) - set(pool.allocator.block_table(s))))
+        saved = [mx.array(a) for a in pool.keys + pool.values]
+        if others.size:  # poison every block this sequence does not hold (free ones too)
+            pool.keys[0][others] = mx.full((others.size, BS, H, D), 1e4)
+            pool.values[0][others] = mx.full((others.size, BS, H, D), -1e4)
+        o = cache.offset
+        out = step(cache, k, v, q)
+        ka = mx.concatenate([hist[s][0], k], axis=2)
+        va = mx.concatenate([hist[s][1], v], axis=2)
+        hist[s] = (ka, va)
+        assert mx.allclose(out, reference(q, ka, va, o, "full", None), atol=1e-5), f"seq {s} saw poison"
+        # restore the others' rows; blocks this update took from the free list keep its rows
+        back = mx.array(sorted(set(range(40)) - set(pool.allocator.block_table(s))))
+        if back.size:
+            pool.keys[0][back] = saved[0][back]
+            pool.values[0][back] = saved[1][back]
+
+
+def test_shared_prefix_blocks_give_the_same_attention():
+    pool = pool_for("full", num_blocks=20, layers=2)
+    prompt = list(range(11))
+    assert pool.add_sequence("a", prompt) == 0
+    for layer in pool.caches("a"):
+        layer.update_and_fetch(*token_rows(prompt, 0))
+    hit = pool.add_sequence("b", prompt[:9] + [77, 78])
+    assert hit == 8  # two full blocks of the common 9-token prefix
+    ta, tb = pool.allocator.block_table("a"), pool.allocator.block_table("b")
+    assert ta[:2] == tb[:2] and pool.allocator.ref_count[ta[0]] == 2
+    b_tokens = prompt[:9] + [77, 78]
+    q = queries(5, 3)
+    for layer in pool.caches("b"):
+        assert layer.offset == 8
+        out = step(layer, *token_rows(b_tokens[8:], 8), q)
+        k_all, v_all = token_rows(b_tokens, 0)
+        assert mx.allclose(out, reference(q, k_all, v_all, 8, "full", None), atol=1e-6)
+
+
+def test_fork_copies_on_write_and_leaves_the_parent_intact():
+    pool = pool_for("full", num_blocks=10)
+    pool.add_sequence("p")
+    parent = pool.caches("p")[0]
+    k0, v0 = rows(1, 6), rows(2, 6)
+    parent.update_and_fetch(k0, v0)
+    child = pool.fork("p", "c")[0]
+    kc, vc, kp, vp = rows(3, 1), rows(4, 1), rows(5, 1), rows(6, 1)
+    q = queries(7, 1)
+    out_c = step(child, kc, vc, q)
+    out_p = step(parent, kp, vp, q)
+    assert pool.allocator.stats["cow_copies"] == 1
+    for out, k, v in ((out_c, kc, vc), (out_p, kp, vp)):
+        ka, va = mx.concatenate([k0, k], axis=2), mx.concatenate([v0, v], axis=2)
+        assert mx.allclose(out, reference(q, ka, va, 6, "full", None), atol=1e-6)
+    assert pool.allocator.block_table("p")[0] == pool.allocator.block_table("c")[0]  # full block shared
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_pressure_preempts_the_latest_other_sequence(mode):
+    pool = pool_for("full", num_blocks=6, num_host_blocks=4, preemption=mode)
+    for s in ("a", "b", "c"):
+        pool.add_sequence(s)
+        pool.caches(s)[0].update_and_fetch(rows(ord(s), 6), rows(ord(s) + 1, 6))  # 2 blocks each
+    c = pool.caches("c")[0]
+    k, v = rows(9, 3), rows(10, 3)
+    c.update_and_fetch(k, v)  # needs a 3rd block: "b" is the latest other sequence
+    assert pool.preempted == ["b"] and pool.allocator.stats["preemptions"] == 1
+    with pytest.raises(KeyError, match="preempted"):
+        pool.caches("b")[0].update_and_fetch(rows(1, 1), rows(2, 1))
+    pool.free("a")
+    assert pool.resume("b") == (6 if mode == "swap" else 0)
+    b = pool.caches("b")[0]
+    if mode == "recompute":  # the caller feeds the prompt again
+        b.update_and_fetch(rows(ord("b"), 6), rows(ord("b") + 1, 6))
+    q = queries(11, 1)
+    kb, vb = rows(12, 1), rows(13, 1)
+    ka = mx.concatenate([rows(ord("b"), 6), kb], axis=2)
+    va = mx.concatenate([rows(ord("b") + 1, 6), vb], axis=2)
+    assert mx.allclose(step(b, kb, vb, q), reference(q, ka, va, 6, "full", None), atol=1e-6)
+    pool.allocator.check_invariants()
+
+
+def test_a_write_that_cannot_fit_changes_nothing():
+    pool = pool_for("full", num_blocks=3)
+    pool.add_sequence("s")
+    cache = pool.caches("s")[0]
+    cache.update_and_fetch(rows(1, 5), rows(2, 5))
+    before = (pool.allocator.block_table("s"), cache.offset, [np.array(a) for a in pool.keys])
+    with pytest.raises(RequestTooLarge, match="the pool has 3 in all"):
+        cache.update_and_fetch(rows(3, 9), rows(4, 9))
+    after = (pool.allocator.block_table("s"), cache.offset, [np.array(a) for a in pool.keys])
+    assert before[:2] == after[:2] and all((x == y).all() for x, y in zip(before[2], after[2]))
+
+
+def test_trim_gives_blocks_back_once_every_layer_rewound():
+    pool = pool_for("full", num_blocks=10, layers=2)
+    pool.add_sequence("s")
+    l0, l1 = pool.caches("s")
+    for layer in (l0, l1):
+        layer.update_and_fetch(rows(1, 10), rows(2, 10))
+    assert pool.used_blocks == 3
+    l0.trim(7)
+    assert pool.used_blocks == 3  # layer 1 still holds 10 tokens
+    l1.trim(7)
+    assert pool.used_blocks == 1 and l0.offset == l1.offset == 3
+
+
+def test_budget_decides_the_number_of_blocks_and_nbytes():
+    layer = LayerSpec(kind="sliding", num_key_value_heads=2, head_dim=8, sliding_window=16)
+    pool = PagedKVPool.for_layer(layer, 3, block_size=16, budget_bytes=10_000_000, dtype=mx.float16)
+    block_bytes = 3 * 16 * 2 * (8 + 8) * 2  # layers · block_size · n_kv · (d_k + d_v) · bytes
+    assert pool.num_blocks == 10_000_000 // block_bytes
+    assert pool.nbytes == sum(a.nbytes for a in pool.keys + pool.values) <= 10_000_000
+    with pytest.raises(ValueError, match="smaller than one block"):
+        PagedKVPool(1, 2, 8, budget_bytes=100)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    pool = pool_for("sliding")
+    pool.add_sequence(0)
+    cache = pool.caches(0)[0]
+    for i in range(5):
+        cache.update_and_fetch(rows(i, 3), rows(i + 50, 3))
+    cache.save(tmp_path / "paged.safetensors")
+    loaded = PagedKVCache.load(tmp_path / "paged.safetensors")
+    assert (loaded.offset, loaded.size(), loaded.nbytes) == (cache.offset, cache.size(), cache.nbytes)
+    q, k, v = queries(7, 1), rows(8, 1), rows(9, 1)
+    assert mx.allclose(step(loaded, k, v, q), step(cache, k, v, q))
+
+
+def test_bad_input_names_the_field():
+    pool = pool_for("full")
+    pool.add_sequence(0)
+    cache = pool.caches(0)[0]
+    with pytest.raises(ValueError, match=r"keys.shape\[0\] \(batch\) must be 1"):
+        cache.update_and_fetch(mx.zeros((2, H, 1, D)), mx.zeros((2, H, 1, D)))
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        cache.update_and_fetch(mx.zeros((1, 3, 1, D)), mx.zeros((1, 3, 1, D)))
+    with pytest.raises(ValueError, match="window must be None"):
+        PagedKVPool(1, H, D, num_blocks=4, kind="sliding")
+    with pytest.raises(ValueError, match="exactly one of num_blocks or budget_bytes"):
+        PagedKVPool(1, H, D)
+    assert cache.offset == 0 and pool.used_blocks == 0
