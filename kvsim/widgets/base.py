@@ -3,13 +3,15 @@
 Contract
 - A view is ``draw(ax, **values)``, a plain function that clears ``ax`` and draws from package
   computations; it works without widgets (call it on any Axes).
-- :func:`make_view` attaches one control per keyword, redraws into an ``Output`` widget on every
-  change, and returns a :class:`View` whose ``controls`` can be set programmatically (tests do).
+- :func:`make_view` attaches one control per keyword, redraws on every change into an ``Image``
+  widget (one PNG render, updated in place: no output clearing, no second layout pass), and returns
+  a :class:`View` whose ``controls`` can be set programmatically (tests do).
 - ``View.lines()`` returns the plotted data, so a test can check that a slider changes the figure.
 """
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -28,7 +30,7 @@ class View:
     controls: dict[str, widgets.ValueWidget]
     fig: plt.Figure
     ax: plt.Axes
-    out: widgets.Output
+    image: widgets.Image
     widget: widgets.Widget
     redraw_seconds: list[float] = field(default_factory=list)
 
@@ -36,13 +38,17 @@ class View:
         return {name: c.value for name, c in self.controls.items()}
 
     def redraw(self, *_):
-        """Draw with the current control values and show the new figure in the output area."""
+        """Draw with the current control values and put the new PNG into the image widget."""
         t0 = time.perf_counter()
         self.draw(self.ax, **self.values())
-        self.out.clear_output(wait=True)
-        with self.out:
-            display(self.fig)
+        self.image.value = self.png()
         self.redraw_seconds.append(time.perf_counter() - t0)
+
+    def png(self) -> bytes:
+        """The figure as PNG bytes, as the browser receives it."""
+        buf = io.BytesIO()
+        self.fig.savefig(buf, format="png")
+        return buf.getvalue()
 
     def lines(self) -> list[np.ndarray]:
         """(x, y) data of every line, the rectangles of every bar and every image, for tests."""
@@ -66,13 +72,13 @@ def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=
     """
     with plt.ioff():
         fig, ax = plt.subplots(figsize=figsize)
-    plt.close(fig)  # shown only through the Output widget, never again by a later plt.show()
+    plt.close(fig)  # shown only through the image widget, never again by a later plt.show()
     fig.subplots_adjust(**(margins or MARGINS))
-    out = widgets.Output()
+    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
     box = [widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))]
     if extra is not None:
         box.append(extra)
-    view = View(draw, controls, fig, ax, out, widgets.VBox(box + [out]))
+    view = View(draw, controls, fig, ax, image, widgets.VBox(box + [image]))
     for c in controls.values():
         c.style = {"description_width": "initial"}
         c.observe(view.redraw, names="value")
