@@ -400,6 +400,10 @@ class BlockAllocator:
         self.stats["preemptions"] += 1
         return pairs
 
+    def preemption_mode(self, seq_id) -> str | None:
+        """'recompute' or 'swap' for a preempted sequence, None for any other id."""
+        return "recompute" if seq_id in self._preempted else "swap" if seq_id in self._swapped else None
+
     def resume(self, seq_id) -> list[tuple[int, int]]:
         """Re-admit a preempted sequence; return (host slot, gpu block) pairs to copy back (swap).
 

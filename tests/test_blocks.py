@@ -259,12 +259,13 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def resume(self, data):
         sid = data.draw(st.sampled_from(sorted(self.parked)))
+        mode = self.a.preemption_mode(sid)
         ok, pairs = self.attempt(self.a.resume, sid)
         if ok:
             for h, gpu in pairs:
                 self.data[gpu] = list(self.host[h])
             tokens = self.parked.pop(sid)
-            if not pairs:  # recompute: hits are already there, write the rest
+            if mode == "recompute":  # hits are already there, write the rest
                 self.write(sid, self.a.num_computed(sid), tokens)
                 self.a.mark_computed(sid, len(tokens))
             self.expect[sid] = tokens

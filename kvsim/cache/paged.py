@@ -138,12 +138,14 @@ class PagedKVPool:
         Swap: the blocks come back and the offsets are unchanged. Recompute: the offsets drop to
         the tokens prefix hits cover; the caller feeds the rest again.
         """
+        mode = self.allocator.preemption_mode(seq_id)
         pairs = self.allocator.resume(seq_id)
-        if pairs:
-            host, gpu = (mx.array(list(x)) for x in zip(*pairs))
-            for dst, src in ((self.keys, self.host_keys), (self.values, self.host_values)):
-                for layer in range(self.num_layers):
-                    dst[layer][gpu] = src[layer][host]
+        if mode == "swap":
+            if pairs:  # a sequence whose window released every block has nothing to copy
+                host, gpu = (mx.array(list(x)) for x in zip(*pairs))
+                for dst, src in ((self.keys, self.host_keys), (self.values, self.host_values)):
+                    for layer in range(self.num_layers):
+                        dst[layer][gpu] = src[layer][host]
         else:
             hit = self.allocator.num_computed(seq_id)
             self._offsets[seq_id] = [hit] * self.num_layers
