@@ -201,7 +201,8 @@ def draw_expected_speedup(ax, acceptance=0.7, draft_cost=0.1, max_draft=12):
     best = int(k[np.argmax(speed)])
     marks = {f"best k = {best}: {speed.max():.2f}x": (best, speed.max())}
     return plot_against_k(ax, {"speedup over plain decoding": (k, speed)},
-                          {"tokens per target pass": (k, expected_tokens_per_pass(acceptance, k))},
+                          {"tokens per target pass": (k, expected_tokens_per_pass(acceptance, k)),
+                           "plain decoding (1x)": (k, np.ones(len(k)))},
                           ylabel="tokens / speedup", marks=marks,
                           title=f"α = {acceptance:.2f}, draft step = {draft_cost:.2f} target steps")
 

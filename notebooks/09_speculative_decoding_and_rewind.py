@@ -1,0 +1,257 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 09 · Speculative decoding and rewind
+#
+# **You will learn**
+# - why a cache must be able to go **back**: speculative decoding writes draft tokens into it, and some are rejected;
+# - `trim` on a real `KVCache`: the offset moves back, no memory is freed, and the next token overwrites the stale rows;
+# - speculative decoding on real MLX models: a draft proposes $k$ tokens, the target checks them in one pass, the
+#   caches are trimmed past the first rejection, and the output is exactly plain greedy decoding; acceptance against $k$;
+# - how far a sliding-window ring can rewind, and why a hybrid's recurrent state is snapshotted and restored instead;
+# - that a prompt padded for a faster prefill and trimmed back to its true length gives the same answer.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import importlib.metadata as md
+
+import matplotlib.pyplot as plt
+import mlx.core as mx
+
+from kvsim.cache import RotatingKVCache, make_caches
+from kvsim.decode import generate, speculative_generate
+from kvsim.model import build_model, perturbed, toy_spec
+from kvsim.tables import format_table
+from kvsim.widgets import speculative
+
+print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
+
+# %% [markdown]
+# ## Why guess ahead
+#
+# Lesson 08 showed that a decode step is paid for in bytes: all the weights and the whole cache are read to produce
+# one token. Feeding $k + 1$ tokens in one pass reads the same bytes, so on a memory-bound accelerator it costs about
+# as much as one step. Speculative decoding exploits that. A cheap **draft** model proposes $k$ tokens one by one; the
+# **target** model runs once over the last token and the $k$ proposals, and at every position computes the token it
+# would have picked itself. It keeps the proposals up to the first disagreement, adds its own token there, and the
+# round is over. The output is exactly what the target alone would have produced; only the number of target passes
+# changes.
+#
+# The catch is the cache. The verification pass wrote keys and values for all $k + 1$ positions into every layer of
+# the target (and the draft wrote its own proposals). Everything after the first rejection must be taken back out.
+
+# %% [markdown]
+# ## The formulas
+#
+# With $n$ of the $k$ proposals accepted, each cache rewinds $k - n$ tokens (the target's own token at position $n$
+# stays), and both models continue from there:
+#
+# $$
+# \text{offset} \leftarrow \text{offset} - (k - n), \qquad \text{nbytes unchanged}, \qquad
+# \mathbb{E}[\text{tokens per target pass}] = \frac{1 - \alpha^{k+1}}{1 - \alpha}, \qquad
+# \text{speedup} = \frac{1 - \alpha^{k+1}}{(1 - \alpha)(k c + 1)}
+# $$
+#
+# | symbol | meaning | where it comes from |
+# |---|---|---|
+# | $k$ | draft tokens proposed per round | `num_draft` of `speculative_generate` |
+# | $n$ | proposals accepted this round (0 … $k$) | counted during decoding |
+# | $\alpha$ | chance the target accepts a proposal, assumed independent (Leviathan et al., 2023) | measured: `acceptance_rate` |
+# | $c$ | time of one draft step ÷ time of one target step | the two models' sizes |
+# | $W$, $R$ | a ring's window and its extra rewind slots | `sliding_window`; `rewind_tokens` = $k + 1$ |
+
+# %% [markdown]
+# ## `trim` in action
+#
+# A real `KVCache` with one Llama 3 8B layer's geometry (8 KV heads of 128, bf16). Every element of a token's key is
+# set to the token's id, so we can read back which token sits in which slot (`|` marks the offset, `.` a slot never
+# written). Six tokens are written; the last two are rejected; the target's own token, 42, is written next.
+
+# %%
+print(format_table(speculative.trim_walkthrough(model="llama-3-8b", dtype="bf16", written=(11, 12, 13, 14, 15, 16),
+                                                rejected=2, replacement=(42,))))
+
+# %% [markdown]
+# - `trim(2)` only moves the offset from 6 to 4. The buffer keeps its 256 slots (`nbytes` = 256 × 4 KiB = 1 MiB): trimming
+#   frees nothing. `used_bytes` (the tokens actually held) drops by two tokens.
+# - Tokens 15 and 16 are still in the buffer, but beyond the offset nothing reads them. The next write goes to slot 4
+#   and overwrites 15; 16 waits to be overwritten in turn.
+# - mlx-lm's `ConcatenateKVCache` gets this wrong: its `trim` lowers the offset but the next update is concatenated
+#   *after* the stale rows (5 tokens, `trim(2)`, add 1: offset 6, with the rejected tokens still attended to).
+#   kvsim's caches never do that.
+
+# %% [markdown]
+# ## Speculative decoding on real models
+#
+# The target is a small random-weight GQA transformer (`toy_spec("gqa")`). A real draft is a smaller model trained on
+# the same data; here each draft is the target with noise added to every weight (`kvsim.model.perturbed`): a little
+# noise and it mostly agrees, more and it often does not. The draft that *is* the target accepts everything.
+# Each run is checked against plain greedy decoding of the target.
+
+# %%
+target = build_model(toy_spec("gqa"), seed=0)
+prompt = mx.random.randint(1, target.spec.vocab_size, (12,), key=mx.random.key(3)).tolist()
+drafts = {"the target itself": target, "noise 0.05": perturbed(target, 0.05, seed=5),
+          "noise 0.2": perturbed(target, 0.2, seed=5)}
+print({k: target.spec.config[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                          "head_dim", "vocab_size")}, "prompt:", prompt)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+runs = speculative.speculation_sweep(target, drafts, prompt, max_new_tokens=40, ks=(1, 2, 4, 8), progress=True)
+
+# %%
+print(format_table([r.row() for r in runs]))
+
+# %% [markdown]
+# - Every run produced exactly the greedy answer (`= greedy`), whatever the draft proposed.
+# - With a perfect draft each target pass yields $k + 1$ tokens. With a noisy one, **acceptance falls as $k$ grows**:
+#   once a proposal is rejected, all later proposals of that round are wasted, so long drafts pay off only when the
+#   draft is good.
+# - "target positions fed" counts the verification work: the prompt, then $k + 1$ positions per round.
+#
+# The dashed lines are the independent-acceptance formula with $\alpha$ taken from the $k = 1$ run. Real drafts (and
+# these) do not reject independently — some stretches of text are easy, some hard — so the measured curves bend
+# differently; the formula is a first estimate. (Even the perfect draft stays below $k + 1$: the last round is cut
+# short so that decoding stops at exactly 40 tokens.)
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+speculative.draw_tokens_per_pass(ax, runs)
+plt.show()
+
+# %% [markdown]
+# ## Try it: acceptance, draft cost, draft length
+#
+# How much faster is it? A round costs $k$ draft steps plus one target pass, $kc + 1$ target-step times, and yields
+# $(1 - \alpha^{k+1}) / (1 - \alpha)$ tokens. Move $\alpha$ and $c$ and watch the best $k$ (the star) move: a cheap, good
+# draft wants long proposals; an expensive or poor one wants short ones.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+speculative.speculation_view()
+
+# %% [markdown]
+# ## How far a ring can rewind
+#
+# A sliding-window layer keeps its last $W$ tokens in a ring of slots (lesson 04). Once the ring has wrapped, the slot
+# of the oldest token has been reused, and a rewind must not reach back before it: after rewinding, the next query must
+# still find all $W$ keys it is allowed to see. A plain ring of $W$ slots can then rewind only **one** token.
+# kvsim's `RotatingKVCache(max_size=W, rewind_tokens=R)` keeps $R$ spare slots, so right after a write it can rewind
+# $R + 1$; `speculative_generate` builds it with $R = k + 1$. (The table: $W$ = 8, written one token at a time.)
+
+# %%
+print(format_table(speculative.rewind_limits(max_size=8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 12, 20))))
+ring = RotatingKVCache(8)
+for t in range(12):
+    ring.update_and_fetch(mx.ones((1, 1, 1, 4)), mx.ones((1, 1, 1, 4)))
+print("W=8, R=0, offset 12, trim(3):", speculative.try_trim(ring, 3))
+print("W=8, R=0, offset 12, trim(1):", speculative.try_trim(ring, 1))
+
+# %% [markdown]
+# A refused trim changes nothing (the offset is still 12 after the first attempt). With the spare slots, speculative
+# decoding works on a sliding-window model too, and still matches greedy decoding:
+
+# %%
+sliding = build_model(toy_spec("sliding"), seed=0)
+spec_run = speculative_generate(sliding, perturbed(sliding, 0.1, seed=5), prompt, 30, num_draft=4)
+print("sliding_window:", sliding.spec.layers[0].sliding_window, "| prompt", len(prompt), "+ 30 tokens, k = 4")
+print("same as greedy:", spec_run.tokens == generate(sliding, prompt, 30, trace=False).tokens,
+      "| acceptance", round(spec_run.acceptance_rate, 3), "| target passes", spec_run.rounds)
+
+# %% [markdown]
+# ## Hybrids: a state cannot be trimmed
+#
+# A recurrent layer (Mamba, Gated DeltaNet, …) does not keep one row per token: every token is folded into a
+# fixed-size state (lesson 05). There is no row to drop, so `trim` is refused. In mlx-lm this state lives in a
+# non-trimmable `ArraysCache`, and speculative decoding and prompt-cache reuse are unavailable for hybrid models
+# (mlx-lm issue #1446). kvsim's `RecurrentStateCache` offers `snapshot()` before the round and `restore()` after it:
+# the state comes back exactly, and the accepted tokens are fed again. A reduced-depth Jamba (Mamba + attention):
+
+# %%
+jamba = build_model(toy_spec("jamba"), seed=0)
+print(format_table(speculative.snapshot_restore(jamba, prompt[:8], extra=(1, 2, 3))))
+hybrid_run = speculative_generate(jamba, perturbed(jamba, 0.1, seed=5), prompt, 24, num_draft=3)
+plain_fed = len(prompt) - 1 + hybrid_run.proposed + hybrid_run.rounds
+print("same as greedy:", hybrid_run.tokens == generate(jamba, prompt, 24, trace=False).tokens,
+      "| target positions fed", hybrid_run.target_positions_fed, "of which re-fed after restores",
+      hybrid_run.target_positions_fed - plain_fed)
+
+# %% [markdown]
+# The price of a restore: the accepted tokens of each rejected round go through the target a second time.
+
+# %% [markdown]
+# ## Padded prefill, then trim
+#
+# Some engines pad a prompt to a multiple of a tile size so the prefill runs on well-shaped matrices, then trim every
+# cache back to the true prompt length (seed 000). Causal attention means no real token ever looked at the pads, so
+# after the trim the caches hold exactly what an unpadded prefill writes, and the answer is the same.
+# A 12-token prompt, padded to 16:
+
+# %%
+print(format_table(speculative.padded_prefill_rows(target, prompt, pad_multiples=(None, 8, 16), answer_tokens=8)))
+print("Jamba:", speculative.padded_prefill_refusal(jamba, prompt, pad_multiple=16))
+
+# %% [markdown]
+# Recurrent layers refuse: the pads would already be mixed into the state, which no trim can undo (which is why the
+# seed lists recurrent hybrids among the models that do not pad their prefill).
+
+# %% [markdown]
+# ## Check yourself
+
+# %%
+walk = speculative.trim_walkthrough()
+assert [r["offset"] for r in walk] == [0, 6, 4, 5]
+assert walk[1]["nbytes"] == walk[2]["nbytes"] == walk[3]["nbytes"] == 256 * 2 * 8 * 128 * 2   # trim frees nothing
+assert walk[2]["used_bytes"] == 4 * 4096 and walk[3]["slots 0-7"].startswith("11 12 13 14 42 |")
+# speculative output = greedy output, always; a perfect draft is always accepted
+assert all(r.same_as_greedy for r in runs)
+assert all(r.result.acceptance_rate == 1.0 for r in runs if r.draft == "the target itself")
+noisy = {r.num_draft: r.result.acceptance_rate for r in runs if r.draft == "noise 0.2"}
+assert noisy[8] < noisy[1] < 1.0
+assert all(r.result.target_positions_fed == len(prompt) - 1 + r.result.proposed + r.result.rounds for r in runs)
+# rings: one token after the wrap, R + 1 with R spare slots; refusals change nothing
+limits = {(r["rewind_tokens"], r["offset"]): r["trimmable_tokens"] for r in speculative.rewind_limits()}
+assert limits[0, 20] == 1 and limits[4, 20] == 5
+assert ring.offset == 11
+assert spec_run.tokens == generate(sliding, prompt, 30, trace=False).tokens
+# hybrids: the state is restored exactly; the accepted tokens were fed again
+assert [r["state = after prefill"] for r in speculative.snapshot_restore(jamba, prompt[:8])] == [True, True, False, True]
+assert hybrid_run.tokens == generate(jamba, prompt, 24, trace=False).tokens and hybrid_run.target_positions_fed > plain_fed
+# padded prefill: same tokens, trimmed back to the true length
+assert all(r["same tokens"] and r["offset after trim"] == "12" for r in speculative.padded_prefill_rows(target, prompt))
+assert float(speculative.expected_tokens_per_pass(0.5, 3)) == 1 + 0.5 + 0.25 + 0.125
+print("all checks passed")
+
+# %% [markdown]
+# ## Summary
+# - Speculative decoding trades cheap draft steps for fewer target passes; verifying $k + 1$ tokens reads the same bytes
+#   as one step, and the output is exactly greedy decoding of the target.
+# - Rejected tokens are rewound with `trim`: the offset moves back, memory stays allocated, the next write overwrites
+#   the stale rows.
+# - Acceptance falls as $k$ grows; the best $k$ depends on how good and how cheap the draft is.
+# - A ring can rewind only as far as its spare slots allow ($R + 1$ after a write); a recurrent state cannot be trimmed
+#   at all and is snapshotted and restored, at the price of re-feeding the accepted tokens.
+# - Padding a prefill and trimming back gives the same answer for attention caches; recurrent layers cannot do it.
+#
+# ## Exercises
+# 1. Add a draft with noise 0.1 to the sweep. Where does its acceptance rate at $k = 4$ land between the other two?
+# 2. Build a `RotatingKVCache(8, rewind_tokens=2)`, write 20 tokens one at a time and find `trimmable_tokens`. Then
+#    write 3 tokens in one update: how far can it rewind now, and why is that enough for speculative decoding with $k = 1$?
+# 3. With the view, find $\alpha$ for which proposing any tokens at all is slower than plain decoding when $c = 0.3$.
+
+# %%
+# Exercise 2 - your answer here: ring2 = RotatingKVCache(8, rewind_tokens=2); write tokens; print(ring2.trimmable_tokens)
