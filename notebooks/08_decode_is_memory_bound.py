@@ -158,8 +158,8 @@ plt.show()
 #
 # The same points against the bytes each step read, weights plus cache. The dashed line is what a step would take if it
 # read at the speed numpy copies memory: the physical limit. Points on a straight line through the origin would mean
-# "time = bytes ÷ a fixed rate": the GQA and sliding-window points follow one line (their rate is the achieved
-# bandwidth), the sliding window's sit still once it is full.
+# "time = bytes ÷ a fixed rate": the GQA and sliding-window points follow roughly one such line (its slope is the
+# achieved bandwidth), and the sliding window's stop moving once the window is full.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -170,12 +170,13 @@ plt.show()
 # %% [markdown]
 # Two things to notice.
 #
-# - MLX's CPU kernels reach only a fraction of the copy bandwidth: attention here is plain matrix products, not a
+# - Here MLX's CPU kernels reach only a fraction of the copy bandwidth: attention is plain matrix products, not a
 #   kernel tuned to stream the cache. GPU decode kernels (FlashAttention, Flash-Decoding) are written to get as close
 #   to their line as possible — which does not change how many bytes there are to read.
-# - MLA reads 3.6× less per token than GQA, yet on this CPU its steps grow faster: the absorbed form does
-#   $2 n_h (2 d_c + d_h^R)$ FLOPs per cached token, 15 FLOPs per float32 byte for 16 heads (the table above, in fp32),
-#   more than a two-core CPU can do while streaming. On a GPU the ridge is far higher and MLA's smaller reads win.
+# - MLA reads 3.6× less per token than GQA, yet on a CPU its steps need not be faster (here they grow faster): the
+#   absorbed form does $2 n_h (2 d_c + d_h^R)$ FLOPs per cached token, 15 FLOPs per float32 byte for 16 heads (printed
+#   below), more than a two-core CPU computes while it streams. A GPU does far more FLOPs per byte it reads, and there
+#   MLA's smaller reads win.
 
 # %%
 print("FLOPs per cache byte, fp32:", {label: round(techniques.cache_read_intensity(m.spec.layers[0], m.spec.num_attention_heads, "fp32"), 1)
