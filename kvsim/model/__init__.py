@@ -3,7 +3,12 @@
 Modules: :mod:`.layers` (weights, RoPE, masks, FFN), :mod:`.attention` (MHA/GQA/MQA, sliding,
 chunked, NoPE), :mod:`.mla` (latent attention, materialized and absorbed), :mod:`.recurrent`
 (Mamba, Mamba-2, Gated DeltaNet, RG-LRU) with :mod:`.state`, and :mod:`.transformer`
-(``build_model``, ``toy_spec``, ``Model``).
+(``build_model``, ``toy_spec``, ``Model``, ``perturbed``).
+
+Left out on purpose, because none of it changes what a layer caches: MoE routing (one dense
+SwiGLU FFN instead), YaRN / llama3 RoPE scaling and MLA's mscale, Gemma's logit soft-capping and
+sandwich norms, Llama 4's QK-norm and NoPE attention temperature, Qwen3-Next's output gate, and
+Griffin's block-diagonal gates and reset at position 0 (dense gates here).
 """
 
 from .layers import Rows, reference_mask
