@@ -73,7 +73,7 @@ def cached_vs_uncached(prompt: int, answer: int) -> dict:
         g = generate(model, tokens, answer, caches=caches, trace=True)
         runs[name] = g
     same = runs["cached"].tokens == runs["uncached"].tokens
-    flops = {name: sum(flops_per_step(model, s.positions_fed, s.offset) for s in g.trace)
+    flops = {name: sum(flops_per_step(model, s.positions_fed, s.context_tokens) for s in g.trace)
              for name, g in runs.items()}
     t = {name: g.seconds for name, g in runs.items()}
     return {

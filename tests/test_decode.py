@@ -51,7 +51,8 @@ def test_positions_fed_reproduces_the_seed_count():
 def test_trace_counts_positions_and_context(toys):
     g = generate(toys["gqa"], PROMPT, 5)
     assert [s.positions_fed for s in g.trace] == [11, 1, 1, 1, 1]
-    assert [s.offset for s in g.trace] == [11, 12, 13, 14, 15]
+    assert [s.context_tokens for s in g.trace] == [11, 12, 13, 14, 15]
+    assert g.trace[-1].offset == g.caches[0].offset == 15
     assert sum(s.positions_fed for s in g.trace) == g.positions_fed
     assert all(s.seconds > 0 for s in g.trace)
 
@@ -78,7 +79,7 @@ def test_measured_bytes_equal_the_calculator(toys, kind):
         state_dtype = DTYPE_NAMES[cache_dtypes(model, kv_dtype)[1]]
         for s in g.trace:
             for layer, nb, used in zip(model.spec.layers, s.nbytes, s.used_bytes):
-                assert (nb, used) == _expected_bytes(model, layer, s.offset, kvd, state_dtype, 16), \
+                assert (nb, used) == _expected_bytes(model, layer, s.context_tokens, kvd, state_dtype, 16), \
                     (kv_dtype, s.step, layer.kind)
 
 

@@ -39,15 +39,20 @@ __all__ = ["Generation", "StepTrace", "generate", "positions_fed", "prefill", "c
 
 @dataclass(frozen=True)
 class StepTrace:
-    """One forward pass. Step 0 is the prefill; ``offset`` = tokens in the context after the step
-    (the caches' offset; for the no-cache baseline, the length of the sequence just fed)."""
+    """One forward pass. Step 0 is the prefill; ``context_tokens`` = tokens in the context after the
+    step (the caches' offset; for the no-cache baseline, the length of the sequence just fed)."""
 
     step: int
     positions_fed: int
-    offset: int
+    context_tokens: int
     nbytes: tuple[int, ...]          # per layer, allocated (0 for no cache)
     used_bytes: tuple[int, ...]      # per layer, bytes of the tokens/state actually held
     seconds: float
+
+    @property
+    def offset(self) -> int:
+        """The caches' offset after the step (= context_tokens)."""
+        return self.context_tokens
 
     @property
     def cache_nbytes(self) -> int:
