@@ -86,13 +86,22 @@ browser:
 	  echo "!!!   sudo apt-get install chromium   (or set KVSIM_CHROMIUM=/path/to/chromium)"; \
 	fi
 
+# Per-cell execution timestamps change on every run and only make diffs noisy: drop old ones, record no new ones.
+STRIP_TIMING := import sys, nbformat; nbs = [(p, nbformat.read(p, 4)) for p in sys.argv[1:]]; \
+  [c.metadata.pop("execution", None) for _, nb in nbs for c in nb.cells]; [nbformat.write(nb, p) for p, nb in nbs]
+
+# Per-cell execution timestamps change on every run and only make diffs noisy: drop old ones, record no new ones.
+STRIP_TIMING := import sys, nbformat; nbs = [(p, nbformat.read(p, 4)) for p in sys.argv[1:]]; \
+  [c.metadata.pop("execution", None) for _, nb in nbs for c in nb.cells]; [nbformat.write(nb, p) for p, nb in nbs]
+
 notebooks: $(TEST_STAMP)
 	@nbs=$$(ls notebooks/[0-9][0-9]_*.ipynb 2>/dev/null); \
 	if [ -z "$$nbs" ]; then echo "no lesson notebooks yet"; exit 0; fi; \
 	set -e; \
 	$(VENV)/bin/jupytext --sync $$nbs; \
-	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False \
 	  --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=600 $$nbs; \
+	$(PY) -c '$(STRIP_TIMING)' $$nbs; \
 	$(VENV)/bin/jupytext --sync $$nbs
 
 bench: $(TEST_STAMP)
