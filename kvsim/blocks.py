@@ -64,6 +64,7 @@ class _Seq:
     num_computed: int = 0                        # tokens whose KV is written
     published: int = 0                           # leading blocks already considered for publishing
     order: int = 0                               # admission counter (preemption picks the latest)
+    released: int = 0                            # leading blocks released (table[:released] = -1)
     host: list = field(default_factory=list)     # swapped out: host slot per live block
 
 
@@ -135,8 +136,7 @@ class BlockAllocator:
     def first_live_token(self, seq_id) -> int:
         """First position still held (window layers release older blocks)."""
         seq = self._get(seq_id)
-        i = next((i for i, b in enumerate(seq.table) if b >= 0), len(seq.table))
-        return min(i * self.block_size, seq.num_tokens)
+        return min(seq.released * self.block_size, seq.num_tokens)
 
     # ------------------------------------------------------------ block states
     def _require(self, n: int, reviving=()):
@@ -263,7 +263,7 @@ class BlockAllocator:
             k = _positive("num_tokens", k, 0)
         if token_ids is not None and k != len(token_ids):
             raise ValueError(f"num_tokens {k} must equal len(token_ids) {len(token_ids)}")
-        return self.prepare_write(seq_id, seq.num_tokens, seq.num_tokens + k, token_ids)
+        return self._write(seq_id, seq, seq.num_tokens, seq.num_tokens + k, token_ids, False)
 
     def prepare_write(self, seq_id, start: int, stop: int, token_ids=None,
                       rewrite: bool = False) -> list[tuple[int, int]]:
@@ -273,36 +273,40 @@ class BlockAllocator:
         unpublishes touched private blocks (their content changes). ``rewrite=True`` says positions
         from ``start`` get new tokens (a per-layer rewind): the known tokens end at ``start``.
         """
-        seq, bs = self._get(seq_id), self.block_size
+        seq = self._get(seq_id)
         first = self.first_live_token(seq_id)
         if not first <= start <= seq.num_tokens or stop < start:
             raise ValueError(f"write [{start}, {stop}) must start in [{first}, {seq.num_tokens}] "
                              f"and not end before it")
-        n1 = max(seq.num_tokens, stop)
-        new = -(-n1 // bs) - len(seq.table)
-        touched = range(start // bs, min(-(-stop // bs), len(seq.table)))
-        shared = [i for i in touched if self.ref_count[seq.table[i]] > 1]
-        if len(seq.table) + new > self.num_blocks and \
-                sum(b >= 0 for b in seq.table) + new > self.num_blocks:
+        return self._write(seq_id, seq, start, stop, token_ids, rewrite)
+
+    def _write(self, seq_id, seq: _Seq, start, stop, token_ids, rewrite):
+        bs, table, refs, hashes = self.block_size, seq.table, self.ref_count, self.block_hashes
+        n1 = stop if stop > seq.num_tokens else seq.num_tokens
+        new = -(-n1 // bs) - len(table)
+        touched = range(start // bs, min(-(-stop // bs), len(table)))  # existing blocks written
+        shared = [i for i in touched if refs[table[i]] > 1]
+        if len(table) - seq.released + new > self.num_blocks:
             raise RequestTooLarge(f"sequence {seq_id!r} would need {new} more blocks; "
                                   f"the pool has {self.num_blocks} in all")
         self._require(new + len(shared))
         copies = []
         for i in shared:
-            src, dst = seq.table[i], self._pop()
+            src, dst = table[i], self._pop()
             self._unref(src)
-            seq.table[i] = dst
+            table[i] = dst
             copies.append((src, dst))
             self.stats["cow_copies"] += 1
         for i in touched:  # a published block is full: writing into it changes what its hash names
-            if self.block_hashes[seq.table[i]] is not None:
-                self._unpublish(seq.table[i])
+            if hashes[table[i]] is not None:
+                self._unpublish(table[i])
         if rewrite:
             del seq.token_ids[start:]
             del seq.hashes[start // bs:]
             seq.published = min(seq.published, start // bs)
             seq.num_computed = min(seq.num_computed, start)
-        seq.table.extend(self._pop() for _ in range(new))
+        for _ in range(new):
+            table.append(self._pop())
         if token_ids is not None and len(seq.token_ids) == start:
             seq.token_ids.extend(int(t) for t in token_ids)
         seq.num_tokens = n1
@@ -318,7 +322,7 @@ class BlockAllocator:
                 self._ref(b)
         self._seqs[child_id] = _Seq(list(parent.table), parent.num_tokens, list(parent.token_ids),
                                     list(parent.hashes), parent.num_computed, parent.published,
-                                    next(self._counter))
+                                    next(self._counter), released=parent.released)
 
     def free(self, seq_id):
         """Drop a sequence (running, preempted or swapped); its blocks lose one reference each."""
@@ -362,11 +366,11 @@ class BlockAllocator:
         seq = self._get(seq_id)
         upto = min(int(position), seq.num_tokens) // self.block_size
         released = 0
-        for i in range(upto):
-            if seq.table[i] >= 0:
-                self._unref(seq.table[i])
-                seq.table[i] = -1
-                released += 1
+        for i in range(seq.released, upto):
+            self._unref(seq.table[i])
+            seq.table[i] = -1
+            released += 1
+        seq.released = max(seq.released, upto)
         return released
 
     # ------------------------------------------------------------ preemption
@@ -437,6 +441,8 @@ class BlockAllocator:
         refs = [0] * self.num_blocks
         for seq in self._seqs.values():
             assert len(seq.table) == cdiv(seq.num_tokens, self.block_size), "table length"
+            assert all(b < 0 for b in seq.table[:seq.released]), "released prefix"
+            assert all(b >= 0 for b in seq.table[seq.released:]), "a hole after the released prefix"
             for b in seq.table:
                 if b >= 0:
                     refs[b] += 1

@@ -54,10 +54,14 @@ def pool_for(kind, num_blocks=64, layers=1, **kw):
 
 
 def step(cache, k, v, q):
+    """Attention after one update; a paged cache's block-wise ``attend`` must agree with it."""
     mask = cache.make_mask(k.shape[2])
     keys, values = cache.update_and_fetch(k, v)
     assert mask.shape == (k.shape[2], keys.shape[2])
-    return sdpa(q, keys, values, mask)
+    out = sdpa(q, keys, values, mask)
+    if isinstance(cache, PagedKVCache):
+        assert mx.allclose(cache.attend(q), out, atol=1e-5), "attend differs from gather + sdpa"
+    return out
 
 
 @pytest.mark.parametrize("kind", list(WINDOWS))
@@ -112,8 +116,8 @@ def test_poisoning_every_other_block_changes_no_output():
         others = mx.array(sorted(set(range(40)) - set(pool.allocator.block_table(s))))
         saved = [mx.array(a) for a in pool.keys + pool.values]
         if others.size:  # poison every block this sequence does not hold (free ones too)
-            pool.keys[0][others] = mx.full((others.size, BS, H, D), 1e4)
-            pool.values[0][others] = mx.full((others.size, BS, H, D), -1e4)
+            pool.keys[0][others] = mx.full((others.size, H, BS, D), 1e4)
+            pool.values[0][others] = mx.full((others.size, H, BS, D), -1e4)
         o = cache.offset
         out = step(cache, k, v, q)
         ka = mx.concatenate([hist[s][0], k], axis=2)

@@ -2,14 +2,19 @@
 
 Contract
 - :class:`PagedKVPool` stores one layer group (layers of one kind and shape): per layer, K and V
-  arrays of shape ``(num_blocks, block_size, n_kv_heads, head_dim)`` and ONE
+  arrays of shape ``(num_blocks, n_kv_heads, block_size, head_dim)`` and ONE
   :class:`~kvsim.blocks.BlockAllocator` for the group, so a sequence has one block table for all
   its layers (as in vLLM) and each layer its own offset. ``num_blocks = ⌊budget_bytes /
   block_bytes⌋`` with ``block_bytes = layers · block_size · n_kv · (d_k + d_v) · dtype bytes``.
+  Heads come before tokens inside a block (the layout of vLLM's original PagedAttention kernel):
+  each (block, head) is then a contiguous (block_size, head_dim) matrix that ``mx.gather_mm`` can
+  multiply in place; with tokens first, every decode step would copy the blocks first.
 - :class:`PagedKVCache` (pool, seq_id, layer) follows :mod:`kvsim.cache.base` for one layer of one
-  sequence (B = 1). ``update_and_fetch`` writes the S new rows into slots ``table[t // bs]·bs +
-  t % bs`` and returns the keys/values gathered by block table from the first held block to
-  ``offset + S`` (temporal order). Attention over them equals the dense cache's.
+  sequence (B = 1). ``update_and_fetch`` writes token t into block ``table[t // bs]``, row
+  ``t % bs``, and returns the keys/values gathered by block table from the first held block to
+  ``offset + S`` (temporal order): attention over them equals the dense cache's.
+  ``attend(queries)`` computes the same attention straight from the blocks (no gathered copy;
+  MLX is lazy, so the arrays update_and_fetch returned are then never built).
 - Windows: a ``sliding`` pool (W) releases, before each write, the blocks whose positions all lie
   before ``o_min − W + 1``; a ``chunked`` pool (C) those before the chunk start of ``o_min``
   (o_min = lowest layer offset, so no layer loses a key it still needs). Masks hide older keys a
@@ -78,11 +83,12 @@ class PagedKVPool:
                                  f"({self.block_bytes} bytes over {self.num_layers} layers)")
         self.num_blocks = _count("num_blocks", num_blocks)
         self.geometry = {"B": 1, "H": H, "S": 0, "k_dim": D, "v_dim": Dv, "dtype": dtype}
-        self.keys = [mx.zeros((num_blocks, self.block_size, H, D), dtype) for _ in range(num_layers)]
-        self.values = [mx.zeros((num_blocks, self.block_size, H, Dv), dtype) for _ in range(num_layers)]
-        self.host_keys = [mx.zeros((num_host_blocks, self.block_size, H, D), dtype)
+        bs = self.block_size
+        self.keys = [mx.zeros((num_blocks, H, bs, D), dtype) for _ in range(num_layers)]
+        self.values = [mx.zeros((num_blocks, H, bs, Dv), dtype) for _ in range(num_layers)]
+        self.host_keys = [mx.zeros((num_host_blocks, H, bs, D), dtype)
                           for _ in range(num_layers)] if num_host_blocks else []
-        self.host_values = [mx.zeros((num_host_blocks, self.block_size, H, Dv), dtype)
+        self.host_values = [mx.zeros((num_host_blocks, H, bs, Dv), dtype)
                             for _ in range(num_layers)] if num_host_blocks else []
         self.allocator = BlockAllocator(self.num_blocks, self.block_size, enable_prefix_caching,
                                         num_host_blocks)
@@ -223,12 +229,10 @@ class PagedKVCache(BaseCache):
         first = self._first_kept()
         pool._prepare(seq, o, end, rewrite=o < pool._written[seq][self.layer])  # may raise: no change yet
         alloc.release_before(seq, first)
-        slots = mx.array(alloc.slots(seq, o, end))                     # (S,) flat slot ids
-        for arrays, rows in ((pool.keys, keys), (pool.values, values)):
-            shape = arrays[self.layer].shape                            # (blocks, bs, H, D)
-            flat = arrays[self.layer].reshape(-1, *shape[2:])           # (blocks·bs, H, D)
-            flat[slots] = rows[0].swapaxes(0, 1)                        # rows (S, H, D)
-            arrays[self.layer] = flat.reshape(shape)
+        slots = alloc.slots(seq, o, end)                                # (S,) flat slot ids
+        blk, row = mx.array(slots // bs), mx.array(slots % bs)
+        for arrays, new in ((pool.keys, keys), (pool.values, values)):
+            arrays[self.layer][blk, :, row] = new[0].swapaxes(0, 1)    # (S, H, D) into (blocks, H, bs, D)
         pool._offsets[seq][self.layer] = pool._written[seq][self.layer] = end
         alloc.mark_computed(seq, min(pool._offsets[seq]))               # publish when all layers wrote
         return self._gather(first, end)
@@ -240,10 +244,40 @@ class PagedKVCache(BaseCache):
         ids = mx.array(table)
         out = []
         for arrays in (self.pool.keys, self.pool.values):
-            blocks = arrays[self.layer][ids]                            # (nb, bs, H, D)
-            rows = blocks.reshape(-1, *blocks.shape[2:])[first % bs: first % bs + end - first]
-            out.append(rows.swapaxes(0, 1)[None])                       # (1, H, L, D)
+            blocks = arrays[self.layer][ids].swapaxes(0, 1)             # (H, nb, bs, D)
+            rows = blocks.reshape(blocks.shape[0], -1, blocks.shape[3])  # (H, nb·bs, D): a copy
+            out.append(rows[None, :, first % bs: first % bs + end - first])  # (1, H, L, D)
         return out[0], out[1]
+
+    def attend(self, queries: mx.array, scale: float | None = None) -> mx.array:
+        """Attention of the N queries of the last update, computed block by block.
+
+        queries (1, H_q, N, D) at positions [offset − N, offset). Per held block n and KV head h:
+        scores_nh = (scale·q_h) K_nhᵀ via ``mx.gather_mm`` on the pool (no copy of K or V), one
+        softmax over every held slot (masked: not visible, or not written yet), out = Σ_n P_nh V_nh.
+        """
+        pool, bs = self.pool, self.block_size
+        _, Hq, N, D = queries.shape
+        H = pool.geometry["H"]
+        first, end = self.pool.allocator.first_live_token(self.seq_id), self.offset
+        table = self.pool.allocator.block_table(self.seq_id)[first // bs: cdiv(end, bs)]
+        n, rep = len(table), Hq // H
+        scale = D ** -0.5 if scale is None else scale
+        heads = mx.arange(H, dtype=mx.uint32)
+        rhs = mx.array(table, dtype=mx.uint32)[:, None] * H + heads     # (n, H): pool matrix ids
+        q = (queries[0] * scale).reshape(H, rep * N, D)                 # GQA: rep query heads per KV head
+        K = pool.keys[self.layer].reshape(-1, bs, D)                    # (blocks·H, bs, D), a view
+        s = mx.gather_mm(q, K.swapaxes(-1, -2), mx.broadcast_to(heads, (n, H)), rhs)  # (n, H, rep·N, bs)
+        s = s.transpose(1, 2, 0, 3).reshape(H, rep, N, n * bs)          # one row per query over all slots
+        k_pos = mx.arange(first - first % bs, first - first % bs + n * bs, dtype=mx.int32)
+        q_pos = mx.arange(end - N, end, dtype=mx.int32)[:, None]
+        mask = self.visible(q_pos, k_pos[None]) & (k_pos[None] >= first)  # (N, n·bs); k <= q < end
+        s = mx.where(mask, s, mx.finfo(s.dtype).min)
+        p = mx.softmax(s, axis=-1, precise=True).reshape(H, rep * N, n, bs).transpose(2, 0, 1, 3)
+        V = pool.values[self.layer].reshape(-1, bs, pool.geometry["v_dim"])
+        lhs = mx.arange(n * H, dtype=mx.uint32).reshape(n, H)
+        out = mx.gather_mm(p.reshape(n * H, rep * N, bs), V, lhs, rhs).sum(axis=0)  # (H, rep·N, Dv)
+        return out.reshape(1, Hq, N, -1)
 
     # ------------------------------------------------------------ accounting
     def _held_blocks(self) -> int:
