@@ -31,10 +31,13 @@ import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 
-from kvsim import blockview, fragmentation, memory, sim
+from dataclasses import replace
+
+from kvsim import blockview, fragmentation, memory, paged_check, serving, sim
 from kvsim.plots.paged import plot_policy_split
 from kvsim.registry import load_model
 from kvsim.tables import format_table
+from kvsim.weights import weights_bytes
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -126,6 +129,29 @@ from kvsim.widgets.paged import block_table_view  # noqa: E402
 block_table_view()
 
 # %% [markdown]
+# ## Attention over blocks is the same attention
+#
+# `kvsim.cache.paged.PagedKVCache` keeps one layer of one sequence in a pool of MLX arrays of shape
+# `(num_blocks, block_size, n_kv_heads, head_dim)`: it writes each new row into the slot its block table names and,
+# for attention, gathers the held blocks in table order. `paged_check.paged_vs_dense` feeds the same seeded keys,
+# values and queries to it and to the dense cache of the same layer, a 100-token prefill and then 60 decode steps,
+# and compares the attention outputs at every step. Real layer geometries (float32); the Gemma 3 window and the
+# Llama 4 chunk are shrunk to 64 and 48 tokens so that 160 tokens cross them within seconds.
+
+# %%
+cases = {"Llama 3 8B, full": llama8b.layers[0],
+         "Gemma 3 27B, sliding (W=64)": replace(load_model("gemma-3-27b").layers[0], sliding_window=64),
+         "Llama 4 Scout, chunked (C=48)": replace(load_model("llama-4-scout").layers[0], attention_chunk_size=48)}
+paged_runs = {name: paged_check.paged_vs_dense(layer, prompt_tokens=100, decode_steps=60, block_size=16, progress=True)
+              for name, layer in cases.items()}
+print(format_table([{"layer": name, **paged_check.summarize(rows)} for name, rows in paged_runs.items()], digits=2))
+
+# %% [markdown]
+# The outputs are identical at every step: paging changes where rows live, not what attention reads. The sliding and
+# chunked layers hand blocks back to the pool as tokens leave the window or the chunk, so they hold only a few blocks
+# (one more than the window needs when it does not start on a block boundary).
+
+# %% [markdown]
 # ## How much prefix sharing saves
 #
 # 100 requests with the same 500-token system prompt and 60 tokens of their own, blocks of 16, counted on two real
@@ -204,6 +230,37 @@ from kvsim.widgets.paged import serving_view  # noqa: E402
 serving_view()
 
 # %% [markdown]
+# ## Capacity: how many sequences fit
+#
+# `kvsim.serving` turns the budget into sequences per accelerator: weights in bf16 (DeepSeek-V3 in its released FP8),
+# tensor parallelism `tp` chosen as the smallest power of two whose weight shard leaves room, 90 % of GPU memory
+# (75 % of a Mac's unified memory, about what macOS lets the GPU use by default). Columns, each
+# $\lfloor \text{KV budget per GPU} / \text{bytes of one sequence} \rfloor$:
+# - `dense`: every sequence reserves the whole context up front (contiguous, 256-token steps);
+# - `paged`: blocks of 16, every sequence really reaching the context: the same as dense, paging saves nothing here;
+# - `paged_chat`: blocks of 16 for chat-like sequences (the simulator's lengths, capped at the context): what paging
+#   gains when most requests end far below the maximum;
+# - `quantized`: `paged` with 8-bit KV (bf16 scale and bias per 64 elements, lesson 06).
+#
+# First every model on every accelerator at 8,192 tokens:
+
+# %%
+capacity_columns = ["model", "accelerator", "tp", "kv_budget_gib", "dense", "paged", "paged_chat", "quantized", "note"]
+print(format_table(serving.capacity_table(contexts=(8192,)), columns=capacity_columns, digits=1))
+
+# %% [markdown]
+# And on one H100 80GB at 4K to 128K tokens (Llama 3 was released with 8,192 positions; Llama 3.1 extends the same
+# shapes to 128K):
+
+# %%
+h100 = serving.capacity_table(accelerators=("H100 80GB",))
+print(format_table(h100, columns=["model", "tp", "context_tokens", "dense", "paged", "paged_chat", "quantized", "note"], digits=1))
+
+# %% [markdown]
+# A full-length sequence costs the same paged or not; what paging buys is that a short request holds only what it
+# uses, so far more of them run at once (the `paged_chat` column). Quantized KV roughly doubles every column at 8 bits.
+
+# %% [markdown]
 # ## Check yourself
 
 # %%
@@ -216,6 +273,11 @@ assert memory.allocated_bytes(llama8b, 1000, block_size=16) - memory.kv_bytes(ll
 assert steps[3].copies and steps[3].tables["A"][:2] == steps[3].tables["B"][:2] == steps[3].tables["A, sample 2"][:2]
 assert blockview.sharing_savings(100, 500, 60, 16) == {"without sharing": 3500, "with sharing": 31 + 100 * 4, "saved %": 87.7}
 assert shared_runs[True].summary["prefill_tokens"] < shared_runs[False].summary["prefill_tokens"] / 2
+assert all(paged_check.summarize(rows)["max |paged - dense|"] == 0.0 for rows in paged_runs.values())
+assert paged_check.summarize(paged_runs["Gemma 3 27B, sliding (W=64)"])["blocks at end"] <= 64 // 16 + 1
+cap = {(r["model"], r["context_tokens"]): r for r in h100}
+assert all(r["dense"] == r["paged"] <= r["paged_chat"] and r["quantized"] >= r["paged"] for r in h100)
+assert cap[("llama-3-8b", 8192)]["dense"] == int(0.9 * 80 * 2**30 - weights_bytes(llama8b, "bf16")) // (8192 * 131_072)
 print("all checks passed")
 
 # %% [markdown]
@@ -225,7 +287,9 @@ print("all checks passed")
 # - A block table maps each sequence's logical blocks to physical blocks anywhere in one pool; waste is under one block
 #   per sequence, and identical full prefix blocks, forks and parallel samples share blocks until one writes (CoW).
 # - kvsim's simulator reproduces the ordering and the paged figure within a point; the contiguous figures come out higher.
-# - Paging does not shrink a token (lesson 02's formula still holds); it lets more sequences share the same memory.
+# - Attention over blocks gathered through a block table equals dense attention, exactly, for full, sliding and chunked layers.
+# - Paging does not shrink a token (lesson 02's formula still holds): a sequence that fills its context costs the same;
+#   short requests hold only what they use, so many more fit (`serving.capacity_table`), and 8-bit KV doubles that again.
 #
 # ## Exercises
 # 1. In the simulator, at which block size does the paged token-state share fall below the oracle reservation's?

@@ -118,3 +118,33 @@ def test_draw_functions_on_fresh_axes():
 
 def test_views_are_registered():
     assert {"block_tables", "serving"} <= set(VIEWS)
+
+
+# ---------------------------------------------------------------- paged vs dense on MLX
+
+from kvsim.config import LayerSpec  # noqa: E402
+from kvsim.paged_check import paged_vs_dense, summarize  # noqa: E402
+
+
+@pytest.mark.parametrize("layer", [
+    LayerSpec(kind="full", num_key_value_heads=2, head_dim=16),
+    LayerSpec(kind="sliding", num_key_value_heads=2, head_dim=16, sliding_window=9),
+    LayerSpec(kind="chunked", num_key_value_heads=1, head_dim=16, attention_chunk_size=6),
+], ids=lambda layer: layer.kind)
+def test_paged_attention_equals_dense_every_step(layer):
+    rows = paged_vs_dense(layer, prompt_tokens=13, decode_steps=20, block_size=4, seed=1)
+    s = summarize(rows)
+    assert s["steps"] == 21 and s["tokens"] == 33
+    assert s["max |paged - dense|"] < 1e-6
+    assert [r["tokens"] for r in rows] == list(range(13, 34))
+    if layer.kind == "full":
+        assert s["blocks at end"] == cdiv(33, 4) and s["paged nbytes at end"] == 9 * 4 * 2 * 32 * 4
+    else:  # window layers give blocks back: at most ⌈W / bs⌉ + 1 stay after a decode step
+        assert s["blocks at end"] <= cdiv(layer.window_tokens, 4) + 1 < cdiv(33, 4)
+
+
+def test_paged_vs_dense_rejects_bad_input():
+    with pytest.raises(ValueError, match="kind"):
+        paged_vs_dense(LayerSpec(kind="mla", kv_lora_rank=32, qk_rope_head_dim=16))
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        paged_vs_dense(LayerSpec(kind="full", num_key_value_heads=1, head_dim=8), prompt_tokens=0)
