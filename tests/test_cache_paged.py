@@ -254,3 +254,18 @@ def test_bad_input_names_the_field():
     with pytest.raises(ValueError, match="exactly one of num_blocks or budget_bytes"):
         PagedKVPool(1, H, D)
     assert cache.offset == 0 and pool.used_blocks == 0
+
+
+def test_bf16_pool_bytes_and_attention():
+    pool = PagedKVPool(2, H, D, block_size=BS, num_blocks=8, dtype=mx.bfloat16)
+    pool.add_sequence(0)
+    layer = pool.caches(0)[0]
+    k = rows(1, 6).astype(mx.bfloat16)
+    keys, values = layer.update_and_fetch(k, k)
+    assert layer.nbytes == 2 * BS * H * 2 * D * 2  # 2 blocks · bs · n_kv · (d_k + d_v) · 2 bytes
+    assert layer.used_bytes == 6 * H * 2 * D * 2 and pool.nbytes == 8 * 2 * BS * H * 2 * D * 2
+    q = queries(2, 6).astype(mx.bfloat16)
+    mask = mx.tril(mx.ones((6, 6), dtype=mx.bool_))
+    assert mx.allclose(layer.attend(q).astype(mx.float32), sdpa(q, keys, values, mask).astype(mx.float32))
+    with pytest.raises(ValueError, match="queries must be"):
+        layer.attend(queries(2, 7))

@@ -14,7 +14,8 @@ Contract
   ``t % bs``, and returns the keys/values gathered by block table from the first held block to
   ``offset + S`` (temporal order): attention over them equals the dense cache's.
   ``attend(queries)`` computes the same attention straight from the blocks (no gathered copy;
-  MLX is lazy, so the arrays update_and_fetch returned are then never built).
+  MLX is lazy, so the arrays update_and_fetch returned are then never built). MLX 0.32's
+  ``gather_mm`` runs float32 only on CPU; other dtypes attend over the gathered copy.
 - Windows: a ``sliding`` pool (W) releases, before each write, the blocks whose positions all lie
   before ``o_min − W + 1``; a ``chunked`` pool (C) those before the chunk start of ``o_min``
   (o_min = lowest layer offset, so no layer loses a key it still needs). Masks hide older keys a
@@ -38,6 +39,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
+from ..attention import sdpa
 from ..blocks import DEFAULT_BLOCK_SIZE, BlockAllocator, OutOfBlocks, cdiv
 from .base import BaseCache, check_kv, dtype_from_name, dtype_name
 
@@ -257,21 +259,28 @@ class PagedKVCache(BaseCache):
         softmax over every held slot (masked: not visible, or not written yet), out = Σ_n P_nh V_nh.
         """
         pool, bs = self.pool, self.block_size
-        _, Hq, N, D = queries.shape
         H = pool.geometry["H"]
+        if queries.ndim != 4 or queries.shape[0] != 1 or queries.shape[1] % H \
+                or not 1 <= queries.shape[2] <= self.offset:
+            raise ValueError(f"queries must be (1, a multiple of {H} heads, 1..{self.offset} tokens, "
+                             f"head_dim), got {tuple(queries.shape)}")
+        _, Hq, N, D = queries.shape
         first, end = self.pool.allocator.first_live_token(self.seq_id), self.offset
         table = self.pool.allocator.block_table(self.seq_id)[first // bs: cdiv(end, bs)]
         n, rep = len(table), Hq // H
         scale = D ** -0.5 if scale is None else scale
+        k_pos = mx.arange(first - first % bs, first - first % bs + n * bs, dtype=mx.int32)
+        q_pos = mx.arange(end - N, end, dtype=mx.int32)[:, None]
+        mask = self.visible(q_pos, k_pos[None]) & (k_pos[None] >= first)  # (N, n·bs); k <= q < end
+        if pool.dtype != mx.float32:  # MLX 0.32 gather_mm on CPU takes float32 only: gather instead
+            keys, values = self._gather(first, end)
+            return sdpa(queries, keys, values, mask[:, first % bs: first % bs + end - first], scale)
         heads = mx.arange(H, dtype=mx.uint32)
         rhs = mx.array(table, dtype=mx.uint32)[:, None] * H + heads     # (n, H): pool matrix ids
         q = (queries[0] * scale).reshape(H, rep * N, D)                 # GQA: rep query heads per KV head
         K = pool.keys[self.layer].reshape(-1, bs, D)                    # (blocks·H, bs, D), a view
         s = mx.gather_mm(q, K.swapaxes(-1, -2), mx.broadcast_to(heads, (n, H)), rhs)  # (n, H, rep·N, bs)
         s = s.transpose(1, 2, 0, 3).reshape(H, rep, N, n * bs)          # one row per query over all slots
-        k_pos = mx.arange(first - first % bs, first - first % bs + n * bs, dtype=mx.int32)
-        q_pos = mx.arange(end - N, end, dtype=mx.int32)[:, None]
-        mask = self.visible(q_pos, k_pos[None]) & (k_pos[None] >= first)  # (N, n·bs); k <= q < end
         s = mx.where(mask, s, mx.finfo(s.dtype).min)
         p = mx.softmax(s, axis=-1, precise=True).reshape(H, rep * N, n, bs).transpose(2, 0, 1, 3)
         V = pool.values[self.layer].reshape(-1, bs, pool.geometry["v_dim"])
