@@ -29,6 +29,12 @@ def _exact(tokens: int):
     return qkv, quantization.exact_attention(qkv)
 
 
+@lru_cache(maxsize=256)
+def _error(bits: int, group_size: int, recent_tokens: int, tokens: int) -> float:
+    qkv, exact = _exact(tokens)
+    return quantization.attention_error(qkv, bits, group_size, recent_tokens, exact=exact).relative_error
+
+
 def quantized_bars(model: str, bits: int, group_size: int, recent_tokens: int, tokens: int) -> dict:
     """{"bf16": {...}, "q<bits> g<group> R=<r>": {...}}: the parts of one sequence's KV bytes."""
     spec = load_model(model)
@@ -40,13 +46,12 @@ def quantized_bars(model: str, bits: int, group_size: int, recent_tokens: int, t
 def draw_quantized_kv(ax, bits=4, group_size=64, recent_tokens=128, tokens=1024, model="llama-3-8b"):
     """Bytes of one sequence (bf16 vs quantized) and the measured attention error in the title."""
     bars = quantized_bars(model, bits, group_size, recent_tokens, tokens)
-    qkv, exact = _exact(tokens)
-    err = quantization.attention_error(qkv, bits, group_size, recent_tokens, exact=exact)
+    err = _error(bits, group_size, recent_tokens, tokens)
     full, small = (sum(parts.values()) for parts in bars.values())
     notes = {label: memory.format_bytes(sum(parts.values())) for label, parts in bars.items()}
     notes[list(bars)[1]] += f"  = {100 * small / full:.1f} % of bf16"
     plot_bytes_bars(ax, bars, notes=notes, title=(
-        f"{model}, {tokens:,} tokens: relative attention error {100 * err.relative_error:.2f} %\n"
+        f"{model}, {tokens:,} tokens: relative attention error {100 * err:.2f} %\n"
         f"(real QuantizedKVCache vs dense attention, seeded structured K/V)"))
     return ax
 
