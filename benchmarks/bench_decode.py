@@ -31,6 +31,7 @@ import mlx.core as mx
 import numpy as np
 
 from kvsim import memory
+from kvsim.bandwidth import measure_copy_bandwidth
 from kvsim.cache import make_caches
 from kvsim.decode import generate, positions_fed
 from kvsim.model import build_model, toy_spec
@@ -38,14 +39,6 @@ from kvsim.registry import load_model
 
 OUT = Path(__file__).parent / "results"
 GEOMETRY = dict(num_layers=2, vocab_size=4096, intermediate_size=2048)   # Llama 3 8B attention
-
-
-def copy_bandwidth(mib: int = 256, repeats: int = 7) -> float:
-    """Best numpy copy rate in bytes/s, counting the read and the write (2 · nbytes per copy)."""
-    src = np.ones(mib * 2**20 // 4, dtype=np.float32)
-    dst = np.empty_like(src)
-    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(repeats))
-    return 2 * src.nbytes / best
 
 
 def _timed(fn) -> float:
@@ -236,7 +229,7 @@ def main():
     repeats = 3 if args.quick else 15
     prompt, answer = (50, 50) if args.quick else (args.prompt, args.answer)
     res = {"machine": f"{platform.machine()}, {platform.system()}, MLX {mx.__version__}",
-           "copy_gb_per_s": copy_bandwidth() / 1e9,
+           "copy_gb_per_s": measure_copy_bandwidth().rate / 1e9,
            "cached_vs_uncached": cached_vs_uncached(prompt, answer)}
     model = build_model(load_model("llama-3-8b"), **GEOMETRY)
     res["bandwidth"] = bandwidth(model, contexts, repeats)
