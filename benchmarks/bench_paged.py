@@ -92,7 +92,8 @@ def run(contexts, steps):
     rows = [{"context_tokens": T, "cache": c, "attention": a, "median_us": float(np.median(v))}
             for (T, c, a), v in times.items()]
     for row in rows:
-        dense = [r["median_us"] for r in rows if r["context_tokens"] == row["context_tokens"] and r["cache"] == "dense"]
+        dense = [r["median_us"] for r in rows
+                 if r["context_tokens"] == row["context_tokens"] and r["cache"] == "dense"]
         row["ratio_to_fastest_dense"] = round(row["median_us"] / min(dense), 3)
     return rows
 

@@ -40,7 +40,8 @@ def test_mla_latent_is_replicated_across_ranks():
 
 def test_tensor_parallel_plan_for_llama_3_70b():
     w = weights.weights_bytes(load_model("llama-3-70b"), "bf16")
-    plans = {a: plan_tp(w, get_accelerator(a), 0.9) for a in ("A100 40GB", "A100 80GB", "H100 80GB", "H200 141GB")}
+    gpus = ("A100 40GB", "A100 80GB", "H100 80GB", "H200 141GB")
+    plans = {a: plan_tp(w, get_accelerator(a), 0.9) for a in gpus}
     assert plans == {"A100 40GB": 8, "A100 80GB": 4, "H100 80GB": 4, "H200 141GB": 2}
     assert plan_tp(w, get_accelerator("M3 Ultra 512GB"), 0.75) == 1
 

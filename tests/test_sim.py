@@ -13,7 +13,8 @@ def test_workload_is_seeded_and_respects_limits():
     a = make_workload(500, "chat", rate=0.1, seed=7)
     b = make_workload(500, "chat", rate=0.1, seed=7)
     c = make_workload(500, "chat", rate=0.1, seed=8)
-    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("arrival", "prompt_tokens", "output_tokens"))
+    for f in ("arrival", "prompt_tokens", "output_tokens"):
+        assert np.array_equal(getattr(a, f), getattr(b, f))
     assert not np.array_equal(a.prompt_tokens, c.prompt_tokens)
     assert (a.prompt_tokens >= 1).all() and (a.output_tokens >= 1).all()
     assert (a.prompt_tokens + a.output_tokens <= 2048).all()

@@ -37,7 +37,6 @@ Contract
 from __future__ import annotations
 
 import mlx.core as mx
-import numpy as np
 
 from ..attention import sdpa
 from ..blocks import DEFAULT_BLOCK_SIZE, BlockAllocator, OutOfBlocks, cdiv
