@@ -167,6 +167,12 @@ def simulate(workload: Workload, policy: str = "paged", capacity_tokens: int = 1
         raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
     if prefix_sharing and policy != "paged":
         raise ValueError("prefix_sharing needs policy 'paged'")
+    for name, value in (("capacity_tokens", capacity_tokens), ("block_size", block_size),
+                        ("max_running", max_running)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not 0 <= watermark < 1:
+        raise ValueError(f"watermark must be in [0, 1), got {watermark!r}")
     return _Sim(workload, policy, int(capacity_tokens), int(block_size), bool(prefix_sharing),
                 int(max_running), float(watermark), jump).run()
 

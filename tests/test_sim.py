@@ -127,6 +127,10 @@ def test_bad_arguments():
         simulate(w, "paged", capacity_tokens=100)
     with pytest.raises(ValueError, match="prefix_sharing needs policy 'paged'"):
         simulate(w, "oracle", prefix_sharing=True)
+    with pytest.raises(ValueError, match="max_running must be a positive integer"):
+        simulate(w, "paged", max_running=0)
+    with pytest.raises(ValueError, match="watermark must be in"):
+        simulate(w, "paged", watermark=1.5)
     with pytest.raises(ValueError, match="lengths 'zipf' is not one of"):
         make_workload(10, "zipf")
     with pytest.raises(ValueError, match="rate must be > 0"):
