@@ -2,7 +2,8 @@
 
 Layouts: KVCache (standard), RotatingKVCache (sliding window), ChunkedKVCache (Llama 4 chunks),
 QuantizedKVCache (``mx.quantize`` storage), LatentCache (MLA), RecurrentStateCache (fixed
-state); CachePool owns per-sequence cache sets; make_caches picks one cache per layer.
+state), PagedKVCache (fixed-size blocks of a shared PagedKVPool); CachePool owns per-sequence
+cache sets; make_caches picks one cache per layer.
 Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pickle).
 """
 
@@ -11,6 +12,7 @@ from .chunked import ChunkedKVCache
 from .factory import make_caches
 from .io import load_caches, save_caches
 from .latent import LatentCache
+from .paged import PagedKVCache, PagedKVPool
 from .pool import CachePool
 from .quantized import QuantizedKVCache
 from .recurrent import RecurrentStateCache
@@ -18,4 +20,5 @@ from .rotating import RotatingKVCache
 from .standard import KVCache
 
 __all__ = ["BaseCache", "KVCache", "RotatingKVCache", "ChunkedKVCache", "QuantizedKVCache",
-           "LatentCache", "RecurrentStateCache", "CachePool", "make_caches", "save_caches", "load_caches"]
+           "LatentCache", "RecurrentStateCache", "PagedKVCache", "PagedKVPool", "CachePool", "make_caches",
+           "save_caches", "load_caches"]
