@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-_SCALE = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+from .size import UNIT_BYTES
+
 _MARKERS = ["o", "s", "^", "D", "v"]
 
 
@@ -36,7 +37,7 @@ def plot_measured(ax, series: dict, limits: dict | None = None, xlabel: str = ""
 def plot_stored_vs_read(ax, tokens, stored: dict, read: dict, unit: str = "GiB", title: str | None = None):
     """Bytes kept in the cache (solid) and bytes one decode step reads (dashed) against tokens."""
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     t = np.asarray(tokens, dtype=float)
     for i, (label, y) in enumerate(stored.items()):
         ax.plot(t, np.asarray(y, dtype=float) / s, "-", color=f"C{i}", lw=2, label=f"stored: {label}")

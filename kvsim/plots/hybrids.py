@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .size import _SCALE
+from .size import UNIT_BYTES
 
 _STYLES = ["-", "--", "-.", ":"]
 
@@ -17,7 +17,7 @@ def plot_state_vs_kv(ax, tokens, growing: dict, fixed: dict | None = None, unit:
                      log: bool = False, points: dict | None = None, title: str | None = None):
     """Growing caches as lines against tokens; fixed (recurrent) states as flat dashed lines."""
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     x = np.asarray(tokens)
     for i, (label, y) in enumerate(growing.items()):
         ax.plot(x, np.asarray(y, dtype=float) / s, _STYLES[i % 4], lw=2, label=label)
@@ -47,7 +47,7 @@ def plot_layer_bytes(ax, tokens, measured, formula, labels, unit: str = "KiB", t
     ``measured`` and ``formula`` are (layers, steps) arrays; ``labels`` names each layer.
     """
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     x = np.asarray(tokens)
     for i, label in enumerate(labels):
         (line,) = ax.plot(x, np.asarray(measured[i], dtype=float) / s, "-", lw=2.5, alpha=0.6,

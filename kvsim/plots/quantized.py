@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .size import _SCALE
+from .size import UNIT_BYTES
 
 _COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 PART_COLORS = {"packed data": "tab:blue", "scales + biases": "tab:orange",
@@ -42,7 +42,7 @@ def plot_error_vs_bits(ax, curves: dict, dashed: dict | None = None, title: str 
 def plot_error_vs_bytes(ax, points: dict, title: str | None = None, unit: str = "KiB"):
     """Error (log) against bytes per token: {series label: (bytes, error, point labels)}."""
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     for i, (label, (b, e, names)) in enumerate(points.items()):
         b = np.asarray(b, dtype=float) / s
         ax.plot(b, e, "o-", color=_COLORS[i % len(_COLORS)], lw=1.5, label=label)
@@ -61,7 +61,7 @@ def plot_error_vs_bytes(ax, points: dict, title: str | None = None, unit: str = 
 def plot_bytes_bars(ax, bars: dict, unit: str = "MiB", title: str | None = None, notes: dict | None = None):
     """Horizontal stacked bars, top to bottom: {bar label: {part: bytes}}; ``notes`` text after each bar."""
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     labels = list(bars)
     seen = set()
     for row, label in enumerate(labels):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-_SCALE = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+# bytes per display unit: binary (KiB, MiB, GiB) and decimal (KB, MB, GB) - always say which
+UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 1e3, "MB": 1e6, "GB": 1e9}
 _STYLES = ["-", "--", ":", "-."]
 
 
@@ -12,7 +13,7 @@ def plot_kv_vs_tokens(ax, tokens, curves: dict, hlines: dict | None = None, unit
                       points: dict | None = None, title: str | None = None):
     """Lines of bytes against tokens; ``hlines`` are constant levels (e.g. weights), ``points`` labelled marks."""
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     for i, (label, y) in enumerate(curves.items()):
         ax.plot(tokens, np.asarray(y, dtype=float) / s, _STYLES[i % len(_STYLES)], lw=2, label=label)
     for label, level in (hlines or {}).items():
@@ -36,7 +37,7 @@ def plot_kv_vs_tokens(ax, tokens, curves: dict, hlines: dict | None = None, unit
 def plot_memory_split(ax, parts: dict, total_bytes: float, unit: str = "GiB", title: str | None = None):
     """One horizontal stacked bar: how ``total_bytes`` of device memory is shared by ``parts``."""
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     left = 0.0
     for label, value in parts.items():
         ax.barh([0], [value / s], left=left, label=f"{label}: {value / s:.1f} {unit} ({100 * value / total_bytes:.0f} %)")

@@ -13,7 +13,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
-from .size import _SCALE
+from .size import UNIT_BYTES
 
 KIND_COLORS = {"sliding": "tab:green", "chunked": "tab:purple", "full": "tab:orange", "mla": "tab:blue",
                "recurrent": "tab:cyan"}
@@ -79,7 +79,7 @@ def plot_bytes_by_kind(ax, tokens, by_kind: dict, reference: dict | None = None,
                        points: dict | None = None, title: str | None = None):
     """Stacked areas of KV bytes per layer kind against tokens, the total as a line, references dashed."""
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     x = np.asarray(tokens)
     base = np.zeros(len(x))
     for kind, y in by_kind.items():
@@ -107,7 +107,7 @@ def plot_measured_vs_formula(ax, tokens, measured: dict, formula: dict, unit: st
                              vlines: dict | None = None, title: str | None = None):
     """Measured ``nbytes`` as markers over formula lines of the same colour (same key order)."""
     ax.clear()
-    s = _SCALE[unit]
+    s = UNIT_BYTES[unit]
     x = np.asarray(tokens)
     colors = ["tab:green", "tab:orange", "tab:blue", "tab:purple"]
     for i, (label, y) in enumerate(formula.items()):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import mlx.core as mx
 import numpy as np
 
@@ -235,12 +234,10 @@ def draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", b
 
 def decode_speed_view(model="llama-3.1-8b", accelerator="H100 80GB", batch=1, kv_dtype="bf16", tokens=131_072):
     """Sliders for model, accelerator, batch, KV dtype and context over :func:`draw_decode_speed_limit`."""
-    view = make_view(draw_decode_speed_limit, {
+    return make_view(draw_decode_speed_limit, {
         "model": dropdown("model", model_names(), model),
         "accelerator": dropdown("accelerator", accelerator_names(), accelerator),
         "batch": log_slider("batch", batch, 1, 256),
         "kv_dtype": dropdown("KV dtype", KV_DTYPES, kv_dtype),
         "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
     })
-    plt.close(view.fig)  # the Output widget shows it; a later plt.show() must not show it again
-    return view

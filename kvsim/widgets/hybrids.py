@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import hybrid, memory
@@ -42,13 +41,11 @@ def draw_hybrid_cache(ax, model="jamba-v0.1", tokens=262_144, batch=1, kv_dtype=
 
 def hybrid_view(model="jamba-v0.1", tokens=262_144, batch=1):
     """Sliders for model, tokens and batch over :func:`draw_hybrid_cache`."""
-    view = make_view(draw_hybrid_cache, {
+    return make_view(draw_hybrid_cache, {
         "model": dropdown("model", hybrid_models(), model),
         "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
         "batch": log_slider("batch", batch, 1, 64),
     })
-    plt.close(view.fig)  # keep it out of pyplot's list so a later plt.show() does not repeat it
-    return view
 
 
 def draw_state_vs_kv(ax, tokens=262_144, models=COMPARE, kv_dtype="bf16", points: int = 65):

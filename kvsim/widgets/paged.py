@@ -7,7 +7,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 
 from .. import fragmentation, sim
 from ..blockview import sharing_scenario
@@ -34,12 +33,10 @@ def draw_block_tables(ax, step=3, block_size=4):
 
 def block_table_view(step=3, block_size=4):
     """Sliders for the scenario step and the block size over :func:`draw_block_tables`."""
-    view = make_view(draw_block_tables, {
+    return make_view(draw_block_tables, {
         "step": int_slider("step", step, 0, len(_scenario(block_size)) - 1),
         "block_size": int_slider("block size", block_size, 2, 8),
     }, figsize=(8, 3.6), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.9))
-    plt.close(view.fig)  # shown by the Output widget only, not again at the next plt.show()
-    return view
 
 
 @lru_cache(maxsize=64)
@@ -64,12 +61,10 @@ def draw_serving(ax, policy="paged", block_size=16, rate=0.05):
 
 def serving_view(policy="paged", block_size=16, rate=0.05):
     """Policy, block size and arrival rate over :func:`draw_serving` (OPT-13B on an A100 40GB budget)."""
-    view = make_view(draw_serving, {
+    return make_view(draw_serving, {
         "policy": dropdown("policy", sim.POLICIES, policy),
         "block_size": widgets.SelectionSlider(options=BLOCK_SIZES, value=block_size, description="block size",
                                               continuous_update=False),
         "rate": widgets.SelectionSlider(options=RATES, value=rate, description="arrivals / iteration",
                                         continuous_update=False),
     }, figsize=(7.5, 4.4), margins=dict(left=0.1, right=0.97, bottom=0.3, top=0.86))
-    plt.close(view.fig)
-    return view

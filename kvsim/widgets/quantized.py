@@ -11,7 +11,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 
 from .. import memory, quantization
 from ..plots.quantized import plot_bytes_bars
@@ -58,7 +57,7 @@ def draw_quantized_kv(ax, bits=4, group_size=64, recent_tokens=128, tokens=1024,
 
 def quantized_kv_view(bits=4, group_size=64, recent_tokens=128, tokens=1024):
     """Sliders for bits, group size, full-precision recent tokens and tokens over :func:`draw_quantized_kv`."""
-    view = make_view(draw_quantized_kv, {
+    return make_view(draw_quantized_kv, {
         "bits": widgets.SelectionSlider(options=BITS, value=bits, description="bits", continuous_update=False),
         "group_size": widgets.SelectionSlider(options=GROUPS, value=group_size, description="group size",
                                               continuous_update=False),
@@ -66,5 +65,3 @@ def quantized_kv_view(bits=4, group_size=64, recent_tokens=128, tokens=1024):
                                            description="full-precision recent R", continuous_update=False),
         "tokens": log_slider("tokens", tokens, 256, 4096),
     }, figsize=(7.5, 3.4), margins=dict(left=0.2, right=0.97, bottom=0.3, top=0.83))
-    plt.close(view.fig)  # shown by the Output widget only, not again at the next plt.show()
-    return view

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import mlx.core as mx
 import numpy as np
 
@@ -211,15 +210,13 @@ def speculation_view(acceptance=0.7, draft_cost=0.1, max_draft=12):
     """Sliders for acceptance, draft cost and the largest k over :func:`draw_expected_speedup`."""
     import ipywidgets as widgets
 
-    view = make_view(draw_expected_speedup, {
+    return make_view(draw_expected_speedup, {
         "acceptance": widgets.FloatSlider(value=acceptance, min=0.05, max=0.95, step=0.05, description="acceptance α",
                                           continuous_update=False),
         "draft_cost": widgets.FloatSlider(value=draft_cost, min=0.0, max=1.0, step=0.05, description="draft cost c",
                                           continuous_update=False),
         "max_draft": int_slider("largest k", max_draft, 2, 16),
     })
-    plt.close(view.fig)  # the Output widget shows it; a later plt.show() must not show it again
-    return view
 
 
 # ---------------------------------------------------------------- padded prefill

@@ -6,7 +6,6 @@ RotatingKVCache / ChunkedKVCache, decodes ``step`` tokens into it and draws what
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import memory, windows
@@ -19,16 +18,6 @@ from .base import dropdown, int_slider, log_slider, make_view
 
 ROWS = 12  # decode steps shown (the most recent)
 FLOAT_DTYPES = ("bf16", "fp16", "fp32", "fp8")
-
-
-def _detached(view):
-    """Unregister the view's figure from pyplot, so a later ``plt.show()`` does not show it again.
-
-    make_view creates its figure with pyplot; the inline backend shows every open pyplot figure
-    at the next ``plt.show()``. The Output widget keeps displaying the figure object itself.
-    """
-    plt.close(view.fig)
-    return view
 
 
 def _span(vis) -> str:
@@ -59,11 +48,11 @@ def draw_ring_buffer(ax, step=11, window=6, sinks=0):
 
 def ring_buffer_view(step=11, window=6, sinks=0):
     """Sliders for decode step, window and sink tokens over :func:`draw_ring_buffer`."""
-    return _detached(make_view(draw_ring_buffer, {
+    return make_view(draw_ring_buffer, {
         "step": int_slider("decode step", step, 1, 40),
         "window": int_slider("window W", window, 2, 12),
         "sinks": int_slider("sink tokens (keep)", sinks, 0, 4),
-    }, figsize=(7.5, 4.6)))
+    }, figsize=(7.5, 4.6))
 
 
 def draw_chunks(ax, step=12, chunk_size=8):
@@ -73,10 +62,10 @@ def draw_chunks(ax, step=12, chunk_size=8):
 
 def chunk_view(step=12, chunk_size=8):
     """Sliders for decode step and chunk size over :func:`draw_chunks`."""
-    return _detached(make_view(draw_chunks, {
+    return make_view(draw_chunks, {
         "step": int_slider("decode step", step, 1, 40),
         "chunk_size": int_slider("chunk C", chunk_size, 2, 16),
-    }, figsize=(7.5, 4.6)))
+    }, figsize=(7.5, 4.6))
 
 
 def windowed_models() -> list[str]:
@@ -101,8 +90,8 @@ def draw_window_bytes(ax, model="gemma-3-27b", tokens=131_072, kv_dtype="bf16", 
 
 def window_bytes_view(model="gemma-3-27b", tokens=131_072, kv_dtype="bf16"):
     """Sliders for model, tokens and KV dtype over :func:`draw_window_bytes`."""
-    return _detached(make_view(draw_window_bytes, {
+    return make_view(draw_window_bytes, {
         "model": dropdown("model", windowed_models(), model),
         "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
         "kv_dtype": dropdown("KV dtype", FLOAT_DTYPES, kv_dtype),
-    }))
+    })
