@@ -47,7 +47,8 @@ class View:
     def png(self) -> bytes:
         """The figure as PNG bytes, as the browser receives it."""
         buf = io.BytesIO()
-        self.fig.savefig(buf, format="png")
+        # fast zlib level: a few KB larger, about a third less encoding time
+        self.fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
         return buf.getvalue()
 
     def lines(self) -> list[np.ndarray]:
