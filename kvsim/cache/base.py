@@ -232,3 +232,18 @@ class BaseCache:
     def __repr__(self):
         return (f"{type(self).__name__}(offset={self.offset}, size={self.size()}, "
                 f"capacity={self.capacity}, nbytes={self.nbytes})")
+
+
+class BufferedCache(BaseCache):
+    """A cache whose K and V live in two dense buffers ``keys`` / ``values`` of shape (B, H, slots, D)."""
+
+    keys = None
+    values = None
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes

@@ -21,11 +21,11 @@ from __future__ import annotations
 import mlx.core as mx
 
 from ..memory import allocated_slots
-from .base import DEFAULT_STEP, BaseCache, check_kv, check_step, grow_buffer
+from .base import DEFAULT_STEP, BufferedCache, check_kv, check_step, grow_buffer
 from .standard import _geometry
 
 
-class ChunkedKVCache(BaseCache):
+class ChunkedKVCache(BufferedCache):
     """The tokens of the current attention chunk."""
 
     def __init__(self, chunk_size: int, step: int = DEFAULT_STEP):
@@ -68,14 +68,6 @@ class ChunkedKVCache(BaseCache):
         """mlx-lm's llama4 calls this before each forward pass; kvsim never needs it (no-op)."""
 
     # ------------------------------------------------------------ accounting
-    @property
-    def capacity(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[2]
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
-
     def size(self) -> int:
         return self.offset - self.start_position
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from ..memory import allocated_slots
-from .base import DEFAULT_STEP, BaseCache, check_kv, check_step, grow_buffer
+from .base import DEFAULT_STEP, BufferedCache, check_kv, check_step, grow_buffer
 from .standard import _geometry
 
 
@@ -46,7 +46,7 @@ def _nonneg_int(name, value, low=0):
     return value
 
 
-class RotatingKVCache(BaseCache):
+class RotatingKVCache(BufferedCache):
     """Sink tokens plus a ring of the most recent ``max_size - keep`` tokens."""
 
     def __init__(self, max_size: int, keep: int = 0, step: int = DEFAULT_STEP, rewind_tokens: int = 0,
@@ -143,14 +143,6 @@ class RotatingKVCache(BaseCache):
         return self._gather(self.keys, ranges), self._gather(self.values, ranges)
 
     # ------------------------------------------------------------ accounting
-    @property
-    def capacity(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[2]
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
-
     def size(self) -> int:
         return min(self.keep, self.offset) + max(0, self.offset - self._start)
 

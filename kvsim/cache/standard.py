@@ -16,7 +16,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from ..memory import allocated_slots
-from .base import DEFAULT_STEP, BaseCache, check_kv, check_step, grow_buffer
+from .base import DEFAULT_STEP, BufferedCache, check_kv, check_step, grow_buffer
 
 
 def _geometry(keys, values) -> dict:
@@ -25,7 +25,7 @@ def _geometry(keys, values) -> dict:
     return {"B": B, "H": H, "S": 0, "k_dim": k_dim, "v_dim": values.shape[3], "dtype": keys.dtype}
 
 
-class KVCache(BaseCache):
+class KVCache(BufferedCache):
     """Every token of every sequence, in temporal order (full attention layers)."""
 
     def __init__(self, step: int = DEFAULT_STEP, inplace: bool = True):
@@ -57,14 +57,6 @@ class KVCache(BaseCache):
         return self.keys[..., :end, :], self.values[..., :end, :]
 
     # ------------------------------------------------------------ accounting
-    @property
-    def capacity(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[2]
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
-
     def size(self) -> int:
         return self.offset
 
