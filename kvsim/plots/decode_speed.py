@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .size import UNIT_BYTES
+from .style import decorate
 
 _MARKERS = ["o", "s", "^", "D", "v"]
 
@@ -23,14 +24,7 @@ def plot_measured(ax, series: dict, limits: dict | None = None, xlabel: str = ""
     for j, (label, (x, y)) in enumerate((limits or {}).items()):
         ax.plot(np.asarray(x, dtype=float) / x_scale, np.asarray(y, dtype=float) / y_scale,
                 ls=["--", ":", "-."][j % 3], color="black", lw=1.2, label=label)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlabel=xlabel, ylabel=ylabel, title=title)
     return ax
 
 
@@ -43,14 +37,8 @@ def plot_stored_vs_read(ax, tokens, stored: dict, read: dict, unit: str = "GiB",
         ax.plot(t, np.asarray(y, dtype=float) / s, "-", color=f"C{i}", lw=2, label=f"stored: {label}")
     for i, (label, y) in enumerate(read.items()):
         ax.plot(t, np.asarray(y, dtype=float) / s, "--", color=f"C{i}", lw=2, label=f"read per step: {label}")
-    ax.set_xlabel("tokens in the sequence")
-    ax.set_ylabel(f"bytes ({unit})")
-    ax.set_xlim(0, t[-1])
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlabel="tokens in the sequence", ylabel=f"bytes ({unit})", xlim=(0, t[-1]),
+             legend_fontsize=8, title=title)
     return ax
 
 
@@ -69,12 +57,6 @@ def plot_step_floor(ax, tokens, curves: dict, hlines: dict | None = None, point:
         x, y, label = point
         ax.plot([x], [y], "o", color="black", ms=5)
         ax.annotate(label, (x, y), xytext=(-8, -4), textcoords="offset points", fontsize=9, ha="right", va="top")
-    ax.set_xlabel("tokens in each sequence's cache")
-    ax.set_ylabel("minimum step time (ms)")
-    ax.set_xlim(0, t[-1])
-    ax.set_ylim(0, 1.1 * top)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlabel="tokens in each sequence's cache", ylabel="minimum step time (ms)", xlim=(0, t[-1]),
+             ylim=(0, 1.1 * top), title=title)
     return ax

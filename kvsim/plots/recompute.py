@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.ticker import FuncFormatter
+from .style import decorate
 
 _STYLES = {"without a cache": ("tab:red", "-"), "with a cache": ("tab:blue", "-")}
 
@@ -30,11 +31,7 @@ def plot_tokens_fed(ax, answer_tokens, curves: dict, points: dict | None = None,
         top = max(float(np.max(y)) for y in curves.values())
         ax.set_ylim(0, 1.12 * top if top > 0 else 1)  # headroom for the point labels
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.set_xlim(0, answer_tokens[-1])
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlim=(0, answer_tokens[-1]), ylim=None, title=title)
     return ax
 
 
@@ -43,12 +40,6 @@ def plot_cumulative_time(ax, answer_tokens, seconds: dict, title: str | None = N
     ax.clear()
     for i, (label, y) in enumerate(seconds.items()):
         _line(ax, answer_tokens, np.asarray(y, dtype=float), label, i)
-    ax.set_xlabel("answer tokens generated")
-    ax.set_ylabel("measured time so far (s)")
-    ax.set_xlim(0, answer_tokens[-1])
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlabel="answer tokens generated", ylabel="measured time so far (s)",
+             xlim=(0, answer_tokens[-1]), title=title)
     return ax

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .style import decorate
+
 # bytes per display unit: binary (KiB, MiB, GiB) and decimal (KB, MB, GB) - always say which
 UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 1e3, "MB": 1e6, "GB": 1e9}
 _STYLES = ["-", "--", ":", "-."]
@@ -23,14 +25,8 @@ def plot_kv_vs_tokens(ax, tokens, curves: dict, hlines: dict | None = None, unit
     for label, (x, y) in (points or {}).items():
         ax.plot([x], [y / s], "o", color="black", ms=5)
         ax.annotate(label, (x, y / s), xytext=(6, -12), textcoords="offset points", fontsize=9)
-    ax.set_xlabel("tokens held in the cache (T × B)")
-    ax.set_ylabel(f"KV cache ({unit})")
-    ax.set_xlim(0, tokens[-1])
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlabel="tokens held in the cache (T × B)", ylabel=f"KV cache ({unit})",
+             xlim=(0, tokens[-1]), title=title)
     return ax
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .style import decorate
+
 
 def plot_against_k(ax, series: dict, expected: dict | None = None, ylabel: str = "", title: str | None = None,
                    ylim: tuple | None = None, marks: dict | None = None):
@@ -20,14 +22,6 @@ def plot_against_k(ax, series: dict, expected: dict | None = None, ylabel: str =
     for label, (x, y) in (marks or {}).items():
         ax.plot([x], [y], "*", color="black", ms=12)
         ax.annotate(label, (x, y), xytext=(6, 6), textcoords="offset points", fontsize=9)
-    ax.set_xlabel("draft tokens proposed per round (k)")
-    ax.set_ylabel(ylabel)
-    if ylim is not None:
-        ax.set_ylim(*ylim)
-    else:
-        ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlabel="draft tokens proposed per round (k)", ylabel=ylabel, xlim=None,
+             ylim=(0, None) if ylim is None else ylim, legend_loc="best", title=title)
     return ax

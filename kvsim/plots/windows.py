@@ -14,6 +14,7 @@ from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
 from .size import UNIT_BYTES
+from .style import decorate
 
 KIND_COLORS = {"sliding": "tab:green", "chunked": "tab:purple", "full": "tab:orange", "mla": "tab:blue",
                "recurrent": "tab:cyan"}
@@ -92,14 +93,7 @@ def plot_bytes_by_kind(ax, tokens, by_kind: dict, reference: dict | None = None,
     for label, (px, py) in (points or {}).items():
         ax.plot([px], [py / s], "o", color="black", ms=5)
         ax.annotate(label, (px, py / s), xytext=(-6, 8), textcoords="offset points", ha="right", fontsize=9)
-    ax.set_xlim(0, x[-1])
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("tokens per sequence")
-    ax.set_ylabel(f"KV cache ({unit})")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlim=(0, x[-1]), xlabel="tokens per sequence", ylabel=f"KV cache ({unit})", title=title)
     return ax
 
 
@@ -117,12 +111,5 @@ def plot_measured_vs_formula(ax, tokens, measured: dict, formula: dict, unit: st
     for label, at in (vlines or {}).items():
         ax.axvline(at, color="grey", ls=":", lw=1.2)
         ax.annotate(label, (at, 0), xytext=(4, 6), textcoords="offset points", color="dimgrey", fontsize=9)
-    ax.set_xlim(0, x[-1])
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("tokens appended")
-    ax.set_ylabel(f"cache nbytes ({unit})")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    decorate(ax, xlim=(0, x[-1]), xlabel="tokens appended", ylabel=f"cache nbytes ({unit})", title=title)
     return ax
