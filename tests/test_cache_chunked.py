@@ -1,58 +1,28 @@
 """ChunkedKVCache: Llama 4 chunk semantics, no per-step reallocation, exact save/load."""
 
-import tempfile
-from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant
 
 from kvsim.cache import ChunkedKVCache
 from kvsim.cache.reference import Lockstep, ReferenceCache, fingerprint
 from kvsim.config import LayerSpec
 from kvsim.memory import allocated_slots, kept_tokens, layer_kv_bytes
 
-
-def _kv(S, B=1, H=2, D=4, Dv=3, dtype=mx.float32, seed=0):
-    rng = np.random.default_rng(seed)
-    k = mx.array(rng.standard_normal((B, H, S, D)).astype(np.float32)).astype(dtype)
-    v = mx.array(rng.standard_normal((B, H, S, Dv)).astype(np.float32)).astype(dtype)
-    return k, v
+from lockstep import LockstepMachine, position_kv, random_kv
 
 
-def _positions(S, start=0):
-    k = mx.broadcast_to(mx.arange(start, start + S, dtype=mx.float32)[None, None, :, None], (1, 1, S, 2))
-    return k, k
-
-
-class ChunkedMachine(RuleBasedStateMachine):
+class ChunkedMachine(LockstepMachine):
     @initialize(chunk=st.integers(1, 10), step=st.integers(1, 8))
     def setup(self, chunk, step):
-        self.dir = tempfile.TemporaryDirectory()
         layer = LayerSpec(kind="chunked", num_key_value_heads=2, head_dim=4, v_head_dim=3,
                           attention_chunk_size=chunk)
         self.ls = Lockstep(ChunkedKVCache(chunk, step=step), ReferenceCache("chunked", chunk_size=chunk),
                            lambda peak, off: allocated_slots(peak, step, chunk), layer)
-        self.saves = 0
-
-    @precondition(lambda self: hasattr(self, "ls"))
-    @rule(S=st.one_of(st.just(1), st.integers(1, 25)), seed=st.integers(0, 2**16))
-    def update(self, S, seed):
-        self.ls.update(S, seed)
-
-    @precondition(lambda self: hasattr(self, "ls"))
-    @rule(n=st.integers(0, 6))
-    def trim(self, n):
-        self.ls.trim(n)
-
-    @precondition(lambda self: hasattr(self, "ls"))
-    @rule()
-    def save_load(self):
-        self.saves += 1
-        self.ls.save_load(Path(self.dir.name) / f"c{self.saves}.safetensors")
 
     @invariant()
     def matches_calculator(self):
@@ -60,10 +30,6 @@ class ChunkedMachine(RuleBasedStateMachine):
             self.ls.check()
             c = self.ls.cache
             assert c.start_position % c.chunk_size == 0 and c.start_position <= c.offset
-
-    def teardown(self):
-        if hasattr(self, "dir"):
-            self.dir.cleanup()
 
 
 ChunkedMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
@@ -73,10 +39,10 @@ TestChunkedStateful = ChunkedMachine.TestCase
 def test_decode_never_reallocates_and_sees_its_chunk():
     layer = LayerSpec(kind="chunked", num_key_value_heads=1, head_dim=2, attention_chunk_size=4)
     cache = ChunkedKVCache(4, step=256)
-    cache.update_and_fetch(*_positions(1))
+    cache.update_and_fetch(*position_kv(1))
     buffer = cache.keys.shape
     for t in range(1, 300):
-        k, _ = cache.update_and_fetch(*_positions(1, t))
+        k, _ = cache.update_and_fetch(*position_kv(1, t))
         assert cache.keys.shape == buffer == (1, 1, 4, 2)  # mlx-lm swings between 4 and 260 slots
         assert np.array(k[0, 0, :, 0]).tolist() == list(range(t - t % 4, t + 1))
         assert cache.size() == kept_tokens(layer, t + 1)
@@ -87,21 +53,21 @@ def test_save_load_restores_offset_after_300_decode_steps(tmp_path):
     # mlx-lm: chunk 4, 300 decode steps, save/load -> offset 260
     cache = ChunkedKVCache(4)
     for t in range(300):
-        cache.update_and_fetch(*_kv(1, seed=t))
+        cache.update_and_fetch(*random_kv(1, seed=t))
     cache.save(tmp_path / "c.safetensors")
     loaded = ChunkedKVCache.load(tmp_path / "c.safetensors")
     assert loaded.offset == 300 and loaded.start_position == 296
     assert fingerprint(loaded) == fingerprint(cache)
-    a = cache.update_and_fetch(*_kv(3, seed=9))
-    b = loaded.update_and_fetch(*_kv(3, seed=9))
+    a = cache.update_and_fetch(*random_kv(3, seed=9))
+    b = loaded.update_and_fetch(*random_kv(3, seed=9))
     assert all(mx.array_equal(x, y).item() for x, y in zip(a, b))
 
 
 def test_chunk_crossing_prefill_and_mask():
     cache = ChunkedKVCache(4)
-    cache.update_and_fetch(*_positions(6))
+    cache.update_and_fetch(*position_kv(6))
     mask = np.array(cache.make_mask(5))  # queries 6..10, keys 4..10
-    k, _ = cache.update_and_fetch(*_positions(5, 6))
+    k, _ = cache.update_and_fetch(*position_kv(5, 6))
     assert np.array(k[0, 0, :, 0]).tolist() == list(range(4, 11))
     want = [[(4 + j) <= q and (4 + j) // 4 == q // 4 for j in range(7)] for q in range(6, 11)]
     assert mask.tolist() == want
@@ -113,14 +79,14 @@ def test_nbytes_real_dtypes(dtype, name):
     layer = LayerSpec(kind="chunked", num_key_value_heads=2, head_dim=8, attention_chunk_size=40)
     cache = ChunkedKVCache(40, step=16)
     for T, S in ((1, 1), (20, 19), (45, 25), (90, 45)):
-        cache.update_and_fetch(*_kv(S, B=2, D=8, Dv=8, dtype=dtype))
+        cache.update_and_fetch(*random_kv(S, B=2, D=8, Dv=8, dtype=dtype))
         assert cache.nbytes == layer_kv_bytes(layer, T, name, batch=2, view="allocated", step=16)
         assert cache.used_bytes == layer_kv_bytes(layer, T, name, batch=2)
 
 
 def test_trim_stays_within_the_current_chunk():
     cache = ChunkedKVCache(4)
-    cache.update_and_fetch(*_kv(6))
+    cache.update_and_fetch(*random_kv(6))
     assert cache.trimmable_tokens == 2
     before = fingerprint(cache)
     with pytest.raises(ValueError, match="trimmable_tokens is 2"):
@@ -131,10 +97,10 @@ def test_trim_stays_within_the_current_chunk():
 
 def test_bad_input_and_constructor():
     cache = ChunkedKVCache(4)
-    cache.update_and_fetch(*_kv(5))
+    cache.update_and_fetch(*random_kv(5))
     before = fingerprint(cache)
     with pytest.raises(ValueError, match=r"keys.shape\[1\] \(n_kv_heads\) must be 2"):
-        cache.update_and_fetch(*_kv(1, H=1))
+        cache.update_and_fetch(*random_kv(1, H=1))
     assert fingerprint(cache) == before
     with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
         ChunkedKVCache(0)

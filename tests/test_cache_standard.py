@@ -15,14 +15,9 @@ from kvsim.cache.reference import Lockstep, ReferenceCache, attention, fingerpri
 from kvsim.config import LayerSpec
 from kvsim.memory import allocated_slots, layer_kv_bytes, layer_token_bytes
 
+from lockstep import random_kv
+
 LAYER = LayerSpec(kind="full", num_key_value_heads=2, head_dim=4, v_head_dim=3)
-
-
-def _kv(S, B=1, H=2, D=4, Dv=3, dtype=mx.float32, seed=0):
-    rng = np.random.default_rng(seed)
-    k = mx.array(rng.standard_normal((B, H, S, D)).astype(np.float32)).astype(dtype)
-    v = mx.array(rng.standard_normal((B, H, S, Dv)).astype(np.float32)).astype(dtype)
-    return k, v
 
 
 class KVCacheMachine(RuleBasedStateMachine):
@@ -72,7 +67,7 @@ def test_growth_follows_allocated_slots_fp16():
     layer = LayerSpec(kind="full", num_key_value_heads=8, head_dim=64)
     cache, peak = KVCache(), 0
     for S, cap in ((1, 256), (10, 256), (255, 512), (1, 512), (1, 512), (300, 768)):
-        cache.update_and_fetch(*_kv(S, H=8, D=64, Dv=64, dtype=mx.float16))
+        cache.update_and_fetch(*random_kv(S, H=8, D=64, Dv=64, dtype=mx.float16))
         peak = cache.offset
         assert cache.capacity == cap == allocated_slots(peak)
         assert cache.nbytes == cap * 2048 == layer_kv_bytes(layer, peak, "fp16", view="allocated")
@@ -86,7 +81,7 @@ def test_nbytes_real_dtypes(dtype, name):
     layer = LayerSpec(kind="full", num_key_value_heads=2, head_dim=16)
     cache = KVCache(step=16)
     for S in (1, 20, 3, 9):
-        k, v = cache.update_and_fetch(*_kv(S, B=3, D=16, Dv=16, dtype=dtype))
+        k, v = cache.update_and_fetch(*random_kv(S, B=3, D=16, Dv=16, dtype=dtype))
         assert k.dtype == v.dtype == cache.keys.dtype == dtype
     assert cache.nbytes == layer_kv_bytes(layer, 33, name, batch=3, view="allocated", step=16)
     assert cache.used_bytes == layer_kv_bytes(layer, 33, name, batch=3)
@@ -96,10 +91,10 @@ def test_trim_then_update_overwrites_stale_rows():
     # mlx-lm's ConcatenateKVCache: 5 tokens, trim 2, add 1 -> offset 6; here offset 4
     for inplace in (True, False):
         cache = KVCache(inplace=inplace)
-        k5, v5 = _kv(5, seed=1)
+        k5, v5 = random_kv(5, seed=1)
         cache.update_and_fetch(k5, v5)
         assert cache.trim(2) == 2
-        k1, v1 = _kv(1, seed=2)
+        k1, v1 = random_kv(1, seed=2)
         keys, values = cache.update_and_fetch(k1, v1)
         assert cache.offset == 4 and keys.shape[2] == 4
         assert mx.array_equal(keys, mx.concatenate([k5[..., :3, :], k1], axis=2)).item()
@@ -108,7 +103,7 @@ def test_trim_then_update_overwrites_stale_rows():
 
 def test_trim_clamps_to_offset_and_rejects_bad_n():
     cache = KVCache()
-    cache.update_and_fetch(*_kv(3))
+    cache.update_and_fetch(*random_kv(3))
     with pytest.raises(ValueError, match="n must be a non-negative integer"):
         cache.trim(-1)
     assert cache.offset == 3
@@ -118,11 +113,11 @@ def test_trim_clamps_to_offset_and_rejects_bad_n():
 BAD_INPUTS = [
     ("keys must be 4-D", lambda: (mx.zeros((2, 1, 4)), mx.zeros((2, 1, 3)))),
     ("keys.dtype must be float32", lambda: (mx.zeros((1, 2, 1, 4), mx.int32), mx.zeros((1, 2, 1, 3), mx.int32))),
-    (r"keys.shape\[1\] \(n_kv_heads\) must be 2", lambda: _kv(1, H=3)),
-    (r"keys.shape\[3\] \(head_dim\) must be 4", lambda: _kv(1, D=5)),
-    (r"values.shape\[3\] \(head_dim\) must be 3", lambda: _kv(1, Dv=4)),
-    (r"keys.shape\[0\] \(batch\) must be 1", lambda: _kv(1, B=2)),
-    ("keys.dtype must be float32 as in earlier", lambda: _kv(1, dtype=mx.float16)),
+    (r"keys.shape\[1\] \(n_kv_heads\) must be 2", lambda: random_kv(1, H=3)),
+    (r"keys.shape\[3\] \(head_dim\) must be 4", lambda: random_kv(1, D=5)),
+    (r"values.shape\[3\] \(head_dim\) must be 3", lambda: random_kv(1, Dv=4)),
+    (r"keys.shape\[0\] \(batch\) must be 1", lambda: random_kv(1, B=2)),
+    ("keys.dtype must be float32 as in earlier", lambda: random_kv(1, dtype=mx.float16)),
     (r"values.shape\[:3\]", lambda: (mx.zeros((1, 2, 2, 4)), mx.zeros((1, 2, 1, 3)))),
     ("values.dtype must equal keys.dtype", lambda: (mx.zeros((1, 2, 1, 4)), mx.zeros((1, 2, 1, 3), mx.float16))),
     ("at least 1", lambda: (mx.zeros((1, 2, 0, 4)), mx.zeros((1, 2, 0, 3)))),
@@ -134,7 +129,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize("inplace", [True, False])
 def test_bad_input_raises_and_leaves_cache_unchanged(message, make, inplace):
     cache = KVCache(step=4, inplace=inplace)
-    cache.update_and_fetch(*_kv(3))
+    cache.update_and_fetch(*random_kv(3))
     before = fingerprint(cache)
     with pytest.raises(ValueError, match=message):
         cache.update_and_fetch(*make())
@@ -143,14 +138,14 @@ def test_bad_input_raises_and_leaves_cache_unchanged(message, make, inplace):
 
 def test_mask_is_boolean_causal_and_works_with_fast_sdpa():
     cache = KVCache()
-    cache.update_and_fetch(*_kv(4, seed=3))
+    cache.update_and_fetch(*random_kv(4, seed=3))
     mask = cache.make_mask(3)
     assert mask.dtype == mx.bool_ and mask.shape == (3, 7)
     assert np.array(mask).tolist() == [[j <= 4 + i for j in range(7)] for i in range(3)]
     assert cache.make_mask(1).shape == (1, 5) and bool(mx.all(cache.make_mask(1)).item())
     windowed = np.array(cache.make_mask(3, window_size=2))
     assert windowed.sum(axis=1).tolist() == [2, 2, 2]
-    k, v = cache.update_and_fetch(*_kv(3, seed=4))
+    k, v = cache.update_and_fetch(*random_kv(3, seed=4))
     q = mx.array(np.random.default_rng(5).standard_normal((1, 2, 3, 4)).astype(np.float32))
     fast = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask=mask)
     assert mx.allclose(fast, attention(q, k, v, mask), atol=1e-5).item()
