@@ -27,37 +27,31 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _nonneg_int(name):
+def _at_least(name, low, kind=int, inclusive=True):
+    """argparse type: a ``kind`` number >= low (or > low), with a one-line message naming ``name``."""
+    what = f"{'an integer' if kind is int else 'a number'} {'>=' if inclusive else '>'} {low}"
+
     def parse(text):
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer >= 0, got {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer >= 0, got {value}")
+            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}") from None
+        if not (value >= low if inclusive else value > low):
+            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text}")
         return value
     return parse
+
+
+def _nonneg_int(name):
+    return _at_least(name, 0)
 
 
 def _pos_int(name):
-    def parse(text):
-        value = _nonneg_int(name)(text)
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer >= 1, got {value}")
-        return value
-    return parse
+    return _at_least(name, 1)
 
 
 def _pos_float(name):
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number > 0, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{name} must be a number > 0, got {text}")
-        return value
-    return parse
+    return _at_least(name, 0, float, inclusive=False)
 
 
 def _add_sizing(p):
