@@ -24,16 +24,10 @@ import mlx.core as mx
 import numpy as np
 
 from .cache import make_caches
+from .cache.base import mx_dtype
 from .config import ModelSpec
 from .hybrid import allocated_layer_bytes
 
-MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
-
-
-def _dtype(name):
-    if name not in MX_DTYPES:
-        raise ValueError(f"dtype {name!r} is not one of {', '.join(MX_DTYPES)}")
-    return MX_DTYPES[name]
 
 
 def layer_cache(spec: ModelSpec, layer_index: int, batch: int = 1, dtype: str = "bf16", step: int = 256):
@@ -41,7 +35,7 @@ def layer_cache(spec: ModelSpec, layer_index: int, batch: int = 1, dtype: str = 
     if not isinstance(layer_index, int) or not 0 <= layer_index < spec.num_hidden_layers:
         raise ValueError(f"layer_index must be in [0, {spec.num_hidden_layers - 1}], got {layer_index!r}")
     one = replace(spec, layers=(spec.layers[layer_index],))
-    return make_caches(one, batch=batch, step=step, dtype=_dtype(dtype))[0]
+    return make_caches(one, batch=batch, step=step, dtype=mx_dtype(dtype))[0]
 
 
 def cache_classes(spec: ModelSpec) -> dict[str, int]:
@@ -63,7 +57,7 @@ def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int =
         raise ValueError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
     layer = spec.layers[layer_index] if 0 <= layer_index < spec.num_hidden_layers else None
     cache = layer_cache(spec, layer_index, batch, dtype, step)
-    dt = _dtype(dtype)
+    dt = mx_dtype(dtype)
     key = mx.random.key(seed)
     out, fed = [], 0
     bar = None
@@ -107,7 +101,7 @@ def decode_layer_bytes(models: dict, prompt_tokens: int = 64, new_tokens: int = 
 
     if not isinstance(prompt_tokens, int) or prompt_tokens < 1 or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"prompt_tokens and new_tokens must be positive integers, got {prompt_tokens!r}, {new_tokens!r}")
-    _dtype(kv_dtype)  # float K/V and state: the state dtype follows kv_dtype (kvsim.decode.cache_dtypes)
+    mx_dtype(kv_dtype)  # float K/V and state: the state dtype follows kv_dtype (kvsim.decode.cache_dtypes)
     out = {}
     for name, model in tqdm(models.items(), desc="decode", unit="model", disable=not progress):
         vocab = model.spec.vocab_size

@@ -26,12 +26,12 @@ import mlx.core as mx
 import numpy as np
 
 from .attention import quantized_sdpa, sdpa
+from .cache.base import mx_dtype
 from .cache.quantized import BITS, GROUP_SIZES, QuantizedKVCache
 from .config import LayerSpec, ModelSpec
 from .memory import kept_tokens, kv_bytes, layer_groups, parse_kv_dtype
 from .model.layers import reference_mask, rope
 
-MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
 
 
 # ---------------------------------------------------------------- bytes (pure)
@@ -115,13 +115,12 @@ def measure_quantized_nbytes(layer: LayerSpec, token_counts, bits: int = 4, grou
     """Feed a real QuantizedKVCache (B=1, one layer's K/V heads) and read its bytes at each count."""
     if layer.kind != "full":
         raise ValueError(f"layer.kind must be 'full' for a quantized K/V measurement, got {layer.kind!r}")
-    if dtype not in MX_DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(MX_DTYPES)}")
+    dt = mx_dtype(dtype)
     counts = np.asarray(token_counts, dtype=np.int64)
     if counts.ndim != 1 or len(counts) == 0 or np.any(counts < 0) or np.any(np.diff(counts) < 0):
         raise ValueError("token_counts must be a non-empty ascending list of integers >= 0")
     cache = QuantizedKVCache(bits, group_size, step=step, full_precision_tokens=full_precision_tokens)
-    H, dt = layer.num_key_value_heads, MX_DTYPES[dtype]
+    H = layer.num_key_value_heads
     key, fed, nbytes, used = mx.random.key(seed), 0, [], []
     for target in counts.tolist():
         while fed < target:

@@ -37,6 +37,16 @@ FLOAT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 CACHE_CLASSES: dict[str, type] = {}  # class name -> class, filled by __init_subclass__
 
 
+MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}  # kvsim's names -> MLX
+
+
+def mx_dtype(name: str):
+    """The MLX dtype for ``fp32``, ``bf16`` or ``fp16``; ValueError naming the accepted ones otherwise."""
+    if name not in MX_DTYPES:
+        raise ValueError(f"dtype {name!r} is not one of {', '.join(MX_DTYPES)}")
+    return MX_DTYPES[name]
+
+
 def dtype_name(dtype) -> str:
     """'float16' for mx.float16 (for metadata strings)."""
     return str(dtype).split(".")[-1]

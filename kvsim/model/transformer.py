@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import mlx.core as mx
 import mlx.nn as nn
 
+from ..cache.base import MX_DTYPES, mx_dtype
 from ..config import LayerSpec, ModelSpec, from_hf_config
 from .attention import Attention
 from .layers import MLP, WeightInit, Rows, rms_norm
@@ -35,7 +36,6 @@ from .recurrent import MIXERS
 __all__ = ["Model", "Block", "BuildInfo", "build_model", "perturbed", "select_layers", "toy_spec",
            "TOY_KINDS", "MX_DTYPES"]
 
-MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,7 @@ def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: i
                 intermediate_size: int | None = None, hidden_size: int | None = None,
                 seed: int = 0, dtype: str = "fp32") -> Model:
     """A random-weight model with ``spec``'s layer geometry, optionally fewer layers / smaller vocab and FFN."""
-    if dtype not in MX_DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(MX_DTYPES)}")
+    mx_dtype(dtype)  # validate before any work
     indices = select_layers(spec, spec.num_hidden_layers if num_layers is None else num_layers)
     vocab = _positive("vocab_size", vocab_size or spec.vocab_size)
     ffn = _positive("intermediate_size", intermediate_size or _ffn_width(spec))

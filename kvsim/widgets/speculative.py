@@ -27,12 +27,12 @@ import mlx.core as mx
 import numpy as np
 
 from ..cache import KVCache, RotatingKVCache, make_caches
+from ..cache.base import mx_dtype
 from ..decode import Speculation, generate, prefill, speculative_generate
 from ..plots.speculative import plot_against_k
 from ..registry import load_model
 from .base import int_slider, make_view
 
-_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}
 
 
 # ---------------------------------------------------------------- trim on a real cache
@@ -56,7 +56,7 @@ def trim_walkthrough(model: str = "llama-3-8b", dtype: str = "bf16", written=(11
                      rejected: int = 2, replacement=(42,), step: int = 256, show: int = 8) -> list[dict]:
     """Write tokens, ``trim(rejected)``, write the replacement: one row per state of a real KVCache."""
     layer = load_model(model).layers[0]
-    H, D, dt = layer.num_key_value_heads, layer.head_dim, _DTYPES[dtype]
+    H, D, dt = layer.num_key_value_heads, layer.head_dim, mx_dtype(dtype)
     cache = KVCache(step=step)
     rows = []
 
