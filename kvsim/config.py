@@ -19,6 +19,7 @@ Kinds: ``full``, ``sliding`` (window W), ``chunked`` (chunk C), ``mla`` (latent 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,13 +97,7 @@ class LayerSpec:
     @property
     def state_elements(self) -> int:
         """Elements of fixed recurrent state per sequence (0 for attention layers)."""
-        total = 0
-        for _, shape in self.state_shapes:
-            n = 1
-            for d in shape:
-                n *= d
-            total += n
-        return total
+        return sum(math.prod(shape) for _, shape in self.state_shapes)
 
 
 @dataclass(frozen=True)
