@@ -16,6 +16,7 @@ Writes benchmarks/results/cache_update.{json,md}. Run: python benchmarks/bench_c
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,9 @@ import mlx.core as mx
 import numpy as np
 
 from kvsim.cache import ChunkedKVCache, KVCache, RotatingKVCache
-from kvsim.cache.reference import ReferenceCache
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))  # the naive reference cache is a test harness
+from reference_cache import ReferenceCache  # noqa: E402
 
 OUT = Path(__file__).parent / "results"
 B, H, D = 1, 8, 64

@@ -30,12 +30,12 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from kvsim import memory
-from kvsim.bandwidth import measure_copy_bandwidth
 from kvsim.cache import make_caches
+from kvsim.calc import memory
+from kvsim.calc.registry import load_model
 from kvsim.decode import generate, positions_fed
+from kvsim.measure.bandwidth import measure_copy_bandwidth
 from kvsim.model import build_model, toy_spec
-from kvsim.registry import load_model
 
 OUT = Path(__file__).parent / "results"
 GEOMETRY = dict(num_layers=2, vocab_size=4096, intermediate_size=2048)   # Llama 3 8B attention

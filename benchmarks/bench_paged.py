@@ -23,9 +23,9 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from kvsim.attention import sdpa
 from kvsim.cache import KVCache
 from kvsim.cache.paged import PagedKVPool
+from kvsim.cache.sdpa import sdpa
 
 OUT = Path(__file__).parent / "results"
 H, HQ, D = 8, 32, 64

@@ -18,10 +18,16 @@ import platform
 import time
 from pathlib import Path
 
-from kvsim import capacity, memory
-from kvsim.config import LayerSpec, ModelSpec
-from kvsim.hardware import get_accelerator
-from kvsim.sim import POLICIES, SPLIT, capacity_tokens_for, make_workload, simulate
+from kvsim.calc import capacity, memory
+from kvsim.calc.config import LayerSpec, ModelSpec
+from kvsim.calc.hardware import get_accelerator
+from kvsim.serving.sim import (
+    POLICIES,
+    SPLIT,
+    capacity_tokens_for,
+    make_workload,
+    simulate,
+)
 
 OUT = Path(__file__).parent / "results"
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}

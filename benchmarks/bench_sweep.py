@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kvsim import memory
-from kvsim.registry import load_model, model_names
+from kvsim.calc import memory
+from kvsim.calc.registry import load_model, model_names
 
 OUT = Path(__file__).parent / "results"
 

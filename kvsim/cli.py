@@ -6,16 +6,26 @@ Contract
 - ``--json`` prints one JSON object (``kv_bytes``, ``bytes_per_token``, ``fixed_state_bytes``,
   ``total_bytes``, ``layers`` ...), all computed by :mod:`kvsim.memory` / :mod:`kvsim.capacity`.
 - Bad input: one line on stderr naming the problem, exit status 2, never a traceback.
+- :func:`run_cli` runs ``kvsim <args>`` in a child process with the caller's own Python
+  (``python -m kvsim``), so a notebook can use it whether or not the ``kvsim`` script is on
+  ``PATH``; it returns what a terminal would show (stdout, then stderr).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
+import subprocess
 import sys
+from pathlib import Path
 
-from . import capacity, memory
-from .config import ConfigError, ModelSpec
+from .calc import capacity, memory, units
+from .calc.config import ConfigError, ModelSpec
+from .calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP
+
+_ROOT = Path(__file__).resolve().parents[1]  # the directory holding the kvsim package
 
 
 class UsageError(Exception):
@@ -57,7 +67,7 @@ def _pos_float(name):
 def _add_sizing(p):
     p.add_argument("--tokens", type=_nonneg_int("--tokens"), default=8192, help="tokens per sequence (default 8192)")
     p.add_argument("--batch", type=_pos_int("--batch"), default=1, help="concurrent sequences (default 1)")
-    p.add_argument("--kv-dtype", default="bf16", help=f"one of {', '.join(memory.KV_DTYPES)} (default bf16)")
+    p.add_argument("--kv-dtype", default="bf16", help=f"one of {', '.join(units.KV_DTYPES)} (default bf16)")
     p.add_argument("--group-size", type=int, default=64, help="quantization group size: 32, 64, 128 (default 64)")
     p.add_argument("--scale-dtype", default="bf16", help="dtype of quantization scales/biases (default bf16)")
     p.add_argument("--full-precision-tokens", type=_nonneg_int("--full-precision-tokens"), default=0,
@@ -94,7 +104,7 @@ def _kv_dtype(args):
 
 
 def _load(name) -> ModelSpec:
-    from .registry import load_model
+    from .calc.registry import load_model
     return load_model(name)
 
 
@@ -110,8 +120,8 @@ def summary(spec: ModelSpec, args) -> dict:
         "bytes_per_token": memory.bytes_per_token(spec, dt, tp),
         "fixed_state_bytes": state,
         "total_bytes": kv + state,
-        "allocated_bytes_step256": memory.allocated_bytes(spec, t, b, dt, step=256, tp=tp),
-        "allocated_bytes_paged16": memory.allocated_bytes(spec, t, b, dt, block_size=16, tp=tp),
+        "allocated_bytes_step256": memory.allocated_bytes(spec, t, b, dt, step=DEFAULT_STEP, tp=tp),
+        "allocated_bytes_paged16": memory.allocated_bytes(spec, t, b, dt, block_size=DEFAULT_BLOCK_SIZE, tp=tp),
         "read_bytes_per_step": memory.read_bytes_per_step(spec, t, b, dt, tp, args.state_dtype),
         "layers": [{k: row[k] for k in ("index", "kind", "window_tokens", "kept_tokens", "kv_bytes", "state_bytes")}
                    for row in memory.layer_table(spec, t, b, dt, tp, args.state_dtype)],
@@ -125,9 +135,9 @@ def summary(spec: ModelSpec, args) -> dict:
 def _capacity(spec, args) -> dict | None:
     if args.gpu is None and args.gpu_memory is None:
         return None
-    from .weights import weights_bytes
+    from .calc.weights import weights_bytes
     if args.gpu is not None:
-        from .hardware import get_accelerator
+        from .calc.hardware import get_accelerator
         acc = get_accelerator(args.gpu)
         name, mem = acc.name, acc.memory_bytes
     else:
@@ -146,7 +156,7 @@ def _capacity(spec, args) -> dict | None:
 
 
 def _print_calc(s: dict, cap: dict | None):
-    fb = memory.format_bytes
+    fb = units.format_bytes
     print(f"{s['model']} ({s['model_type']}): {s['layer_kinds']}")
     print(f"  tokens {s['tokens']:,} × batch {s['batch']}, KV dtype {s['kv_dtype']}" + (f", tp {s['tp']}" if s["tp"] > 1 else ""))
     print(f"  bytes per token     {s['bytes_per_token']:>18,} B  ({fb(s['bytes_per_token'])})")
@@ -165,7 +175,7 @@ def _print_calc(s: dict, cap: dict | None):
 
 
 def _print_compare(rows: list[dict]):
-    fb = memory.format_bytes
+    fb = units.format_bytes
     name_w = max(len(r["model"]) for r in rows) + 2
     head = f"{'model':<{name_w}}{'layers':>8}{'bytes/token':>14}{'KV cache':>12}{'state':>12}{'total':>12}"
     print(head)
@@ -181,10 +191,10 @@ def _print_compare(rows: list[dict]):
 def run(argv) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "models":
-        from .registry import model_names
+        from .calc.registry import model_names
         print("\n".join(model_names()))
     elif args.command == "gpus":
-        from .hardware import accelerator_names
+        from .calc.hardware import accelerator_names
         print("\n".join(accelerator_names()))
     elif args.command == "calc":
         spec = _load(args.model)
@@ -195,12 +205,23 @@ def run(argv) -> int:
         else:
             _print_calc(s, cap)
             if args.explain:
-                from .explain import explain
+                from .calc.explain import explain
                 print(explain(spec, args.tokens, args.batch, _kv_dtype(args), args.tp, args.state_dtype).text)
     else:
         rows = [summary(_load(m), args) for m in args.models]
         print(json.dumps(rows, indent=2)) if args.json else _print_compare(rows)
     return 0
+
+
+def run_cli(command: str, timeout_seconds: float = 60) -> str:
+    """Output of ``kvsim <command>`` run in a subprocess (a leading ``kvsim`` word is optional)."""
+    args = shlex.split(command)
+    if args[:1] == ["kvsim"]:
+        args = args[1:]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "kvsim", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout_seconds)
+    return (proc.stdout + proc.stderr).rstrip("\n")
 
 
 def main(argv=None) -> int:

@@ -29,9 +29,10 @@ import json
 
 import matplotlib.pyplot as plt
 
-from kvsim import memory
-from kvsim.registry import load_model
-from kvsim.widgets.start import draw_slider_demo, run_cli
+from kvsim.calc import memory
+from kvsim.calc.registry import load_model
+from kvsim.widgets.start import draw_slider_demo
+from kvsim.cli import run_cli
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

@@ -28,11 +28,12 @@ import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 
-from kvsim import memory
+from kvsim.calc import memory
 from kvsim.model import build_model, toy_spec
-from kvsim.tables import format_table
-from kvsim.widgets.recompute import (CACHED, UNCACHED, decode_with_and_without_cache, draw_decode_time,
-                                     draw_tokens_fed, fed_rows)
+from kvsim.calc.tables import format_table
+from kvsim.calc.tokens_fed import CACHED, UNCACHED, fed_rows, tokens_fed
+from kvsim.measure.cache_speedup import decode_with_and_without_cache
+from kvsim.widgets.recompute import draw_decode_time, draw_tokens_fed
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -80,7 +81,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 
 # %%
 print(format_table(fed_rows(prompt_tokens=1000, answer_tokens=1000)))
-un, ca = memory.tokens_fed(1000, 1000, cached=False), memory.tokens_fed(1000, 1000, cached=True)
+un, ca = tokens_fed(1000, 1000, cached=False), tokens_fed(1000, 1000, cached=True)
 print(f"ratio {un:,} / {ca:,} = {un / ca:.0f}")
 
 # %% [markdown]
@@ -177,13 +178,13 @@ print("bytes per token:", memory.bytes_per_token(run.spec, run.kv_dtype))
 # ## Check yourself
 
 # %%
-assert memory.tokens_fed(1000, 1000, cached=False) == sum(999 + k for k in range(1, 1001)) == 1_499_500
-assert memory.tokens_fed(1000, 1000, cached=True) == 1000 + 999 == 1_999
+assert tokens_fed(1000, 1000, cached=False) == sum(999 + k for k in range(1, 1001)) == 1_499_500
+assert tokens_fed(1000, 1000, cached=True) == 1000 + 999 == 1_999
 assert round(1_499_500 / 1_999) == 750
 # the real runs: same answer, same logits, positions counted = formula
 assert run.same_tokens() and run.max_logit_difference() < 1e-4
-assert run.uncached.positions_fed == memory.tokens_fed(32, 96, cached=False) == 96 * 32 + 96 * 95 // 2 == 7_632
-assert run.cached.positions_fed == memory.tokens_fed(32, 96, cached=True) == 127
+assert run.uncached.positions_fed == tokens_fed(32, 96, cached=False) == 96 * 32 + 96 * 95 // 2 == 7_632
+assert run.cached.positions_fed == tokens_fed(32, 96, cached=True) == 127
 # prefill fed the prompt, every later step one token; the cache grew by M_token per step
 assert [s.positions_fed for s in run.cached.trace] == [32] + [1] * 95
 assert all(s.cache_used_bytes == (32 + s.step) * 1024 for s in run.cached.trace)

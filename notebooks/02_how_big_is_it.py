@@ -28,12 +28,12 @@ import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 
-from kvsim import capacity, memory
-from kvsim.explain import explain
-from kvsim.registry import load_model
-from kvsim.tables import format_table
-from kvsim.variants import as_mha, attention_variants
-from kvsim.weights import weights_bytes
+from kvsim.calc import capacity, memory, units
+from kvsim.calc.explain import explain
+from kvsim.calc.registry import load_model
+from kvsim.calc.tables import format_table
+from kvsim.calc.counterfactual import as_mha, attention_variants
+from kvsim.calc.weights import weights_bytes
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -91,8 +91,8 @@ for name in ("llama-3-8b", "llama-3-70b"):
         "model": name, "layers": spec.num_hidden_layers, "query heads": spec.num_attention_heads,
         "KV heads": layer.num_key_value_heads, "d_h": layer.head_dim,
         "bytes/token (bf16)": memory.bytes_per_token(spec, "bf16"),
-        "= ": memory.format_bytes(memory.bytes_per_token(spec, "bf16")),
-        "if MHA": memory.format_bytes(memory.bytes_per_token(as_mha(spec), "bf16")),
+        "= ": units.format_bytes(memory.bytes_per_token(spec, "bf16")),
+        "if MHA": units.format_bytes(memory.bytes_per_token(as_mha(spec), "bf16")),
     })
 print(format_table(rows))
 
@@ -109,7 +109,7 @@ print(format_table(rows))
 llama31 = load_model("llama-3.1-8b")
 points = [("one 8K request", 8192, 1), ("16 × 8K requests", 8192, 16), ("one 128K request", 131_072, 1)]
 print(format_table([{"case": c, "tokens": t, "batch": b, "KV bytes": memory.kv_bytes(llama31, t, b),
-                     "= ": memory.format_bytes(memory.kv_bytes(llama31, t, b))} for c, t, b in points]))
+                     "= ": units.format_bytes(memory.kv_bytes(llama31, t, b))} for c, t, b in points]))
 cross = capacity.crossover_tokens(llama31)
 cross_mha = capacity.crossover_tokens(as_mha(llama31))
 print(f"weights {weights_bytes(llama31, 'bf16'):,} B; the cache equals them at {cross:,} tokens ({cross_mha:,} if MHA)")

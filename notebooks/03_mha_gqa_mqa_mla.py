@@ -31,12 +31,13 @@ import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 
-from kvsim import memory
-from kvsim.registry import load_model
-from kvsim.tables import format_table
-from kvsim.variants import attention_variants, equivalent_gqa_groups
-from kvsim.widgets.variants import (compare_mla_paths, decodable_variants, draw_measured_bytes, measure_variants,
-                                    variant_rows)
+from kvsim.calc import memory
+from kvsim.calc.registry import load_model
+from kvsim.calc.tables import format_table
+from kvsim.calc.counterfactual import attention_variants, equivalent_gqa_groups
+from kvsim.measure.variant_decode import compare_mla_paths, measure_variants
+from kvsim.calc.counterfactual import decodable_variants, variant_rows
+from kvsim.widgets.variants import draw_measured_bytes
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

@@ -31,14 +31,14 @@ import importlib.metadata as md
 import matplotlib.pyplot as plt
 import numpy as np
 
-from kvsim import memory, windows
+from kvsim.calc import memory, units, window_bytes as windows
 from kvsim.cache import ChunkedKVCache, RotatingKVCache
-from kvsim.growth import measure_nbytes
+from kvsim.measure.growth import measure_nbytes
 from kvsim.plots.windows import plot_measured_vs_formula
-from kvsim.registry import load_model
-from kvsim.ringview import decode_positions
-from kvsim.tables import format_table
-from kvsim.variants import full_attention
+from kvsim.calc.registry import load_model
+from kvsim.measure.ring_slots import decode_positions
+from kvsim.calc.tables import format_table
+from kvsim.calc.counterfactual import full_attention
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -83,8 +83,8 @@ print({k: mistral.config[k] for k in ("num_hidden_layers", "num_key_value_heads"
 rows = []
 for t in (2048, 4096, 8192, 16384, 32768):
     s = windows.window_savings(mistral, t)
-    rows.append({"tokens": t, "real KV": memory.format_bytes(s["real_bytes"]),
-                 "windows ignored": memory.format_bytes(s["windows_ignored_bytes"]), "ratio": round(s["ratio"], 2)})
+    rows.append({"tokens": t, "real KV": units.format_bytes(s["real_bytes"]),
+                 "windows ignored": units.format_bytes(s["windows_ignored_bytes"]), "ratio": round(s["ratio"], 2)})
 print(format_table(rows))
 
 # %% [markdown]
@@ -108,8 +108,8 @@ for name in ("mistral-7b-v0.1", "gemma-3-27b", "gemma-3-4b", "gpt-oss-20b", "gpt
     at32k, at128k = windows.window_savings(spec, 32_768), windows.window_savings(spec, 131_072)
     rows.append({"model": name, "pattern": windows.pattern_period(spec), "layers": spec.num_hidden_layers,
                  "kinds": ", ".join(f"{n} {k}" for k, n in spec.kinds.items()), "W or C": windows.largest_window_tokens(spec),
-                 "KV @32K": memory.format_bytes(at32k["real_bytes"]), "ignored @32K": memory.format_bytes(at32k["windows_ignored_bytes"]),
-                 "KV @128K": memory.format_bytes(at128k["real_bytes"]), "ratio @128K": round(at128k["ratio"], 2)})
+                 "KV @32K": units.format_bytes(at32k["real_bytes"]), "ignored @32K": units.format_bytes(at32k["windows_ignored_bytes"]),
+                 "KV @128K": units.format_bytes(at128k["real_bytes"]), "ratio @128K": round(at128k["ratio"], 2)})
 print(format_table(rows))
 
 # %% [markdown]
@@ -118,7 +118,7 @@ print(format_table(rows))
 # %%
 gemma = load_model("gemma-3-27b")
 split = windows.bytes_by_kind(gemma, 131_072)
-print(format_table([{"kind": k, "layers": gemma.count(k), "bytes": v, "= ": memory.format_bytes(v),
+print(format_table([{"kind": k, "layers": gemma.count(k), "bytes": v, "= ": units.format_bytes(v),
                      "share %": round(100 * v / sum(split.values()), 1)} for k, v in split.items()]))
 
 # %% [markdown]

@@ -31,12 +31,12 @@ import importlib.metadata as md
 import matplotlib.pyplot as plt
 import numpy as np
 
-from kvsim import hybrid, memory, windows
-from kvsim.growth import cache_classes, decode_layer_bytes
+from kvsim.calc import hybrid, memory, units, window_bytes as windows
+from kvsim.measure.growth import cache_classes, decode_layer_bytes
 from kvsim.model import build_model
 from kvsim.plots.hybrids import plot_layer_bytes
-from kvsim.registry import load_model
-from kvsim.tables import format_table
+from kvsim.calc.registry import load_model
+from kvsim.calc.tables import format_table
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -99,9 +99,9 @@ rows = []
 for spec in (jamba, mixtral):
     split = hybrid.cache_split(spec, 262_144, kv_dtype="bf16")
     rows.append({"model": spec.name, "attention layers": spec.num_hidden_layers - spec.count("recurrent"),
-                 "recurrent layers": spec.count("recurrent"), "KV @256K": memory.format_bytes(split["kv"]),
-                 "KV (GB)": round(split["kv"] / 1e9, 2), "recurrent state": memory.format_bytes(split["state"]),
-                 "total": memory.format_bytes(split["total"])})
+                 "recurrent layers": spec.count("recurrent"), "KV @256K": units.format_bytes(split["kv"]),
+                 "KV (GB)": round(split["kv"] / 1e9, 2), "recurrent state": units.format_bytes(split["state"]),
+                 "total": units.format_bytes(split["total"])})
 print(format_table(rows))
 
 # %% [markdown]
@@ -124,9 +124,9 @@ for name in ("jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b", "mamba2-2.
     at4k, at256k = hybrid.cache_split(spec, 4096), hybrid.cache_split(spec, 262_144)
     has_attention = spec.count("recurrent") < spec.num_hidden_layers
     rows.append({"model": name, "mixers": ", ".join(f"{n} {k}" for k, n in hybrid.mixers(spec).items()),
-                 "state": memory.format_bytes(at4k["state"]), "KV @4K": memory.format_bytes(at4k["kv"]),
-                 "KV @256K": memory.format_bytes(at256k["kv"]), "total @256K": memory.format_bytes(at256k["total"]),
-                 "all-attention @256K": memory.format_bytes(memory.kv_bytes(hybrid.all_attention(spec), 262_144)) if has_attention else "-"})
+                 "state": units.format_bytes(at4k["state"]), "KV @4K": units.format_bytes(at4k["kv"]),
+                 "KV @256K": units.format_bytes(at256k["kv"]), "total @256K": units.format_bytes(at256k["total"]),
+                 "all-attention @256K": units.format_bytes(memory.kv_bytes(hybrid.all_attention(spec), 262_144)) if has_attention else "-"})
 print(format_table(rows))
 
 # %% [markdown]

@@ -31,11 +31,13 @@ import importlib.metadata as md
 import matplotlib.pyplot as plt
 import mlx.core as mx
 
-from kvsim import memory, quantization
+from kvsim.calc import memory
+from kvsim.calc import quant_bytes
+from kvsim.measure import quant_error
 from kvsim.cache import QuantizedKVCache
 from kvsim.plots.quantized import plot_error_vs_bits, plot_error_vs_bytes
-from kvsim.registry import load_model
-from kvsim.tables import format_table
+from kvsim.calc.registry import load_model
+from kvsim.calc.tables import format_table
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -85,7 +87,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # | $R$ | newest tokens kept unquantized | the cache setting (`full_precision_tokens` in kvsim) |
 #
 # kvsim computes this in `memory.parse_kv_dtype(name, group_size, scale_dtype, full_precision_tokens)` and
-# `memory.layer_token_bytes`; `quantization.token_bytes_split` splits it into data and metadata.
+# `memory.layer_token_bytes`; `quant_bytes.token_bytes_split` splits it into data and metadata.
 
 # %% [markdown]
 # ## Llama 3 8B at every setting
@@ -96,7 +98,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 
 # %%
 llama8b = load_model("llama-3-8b")
-print(format_table(quantization.bytes_table(llama8b, tokens=8192), digits=1))
+print(format_table(quant_bytes.bytes_table(llama8b, tokens=8192), digits=1))
 
 # %% [markdown]
 # FP8 halves the cache exactly (it has no metadata). 2-bit data is an eighth of fp16, but with groups of 32 the
@@ -129,7 +131,7 @@ counts = [1, 256, 257, 1000, 4096]
 rows = []
 for recent in (0, 128):
     dt = memory.parse_kv_dtype("q4", group_size=64, scale_dtype="bf16", full_precision_tokens=recent)
-    measured = quantization.measure_quantized_nbytes(layer, counts, bits=4, group_size=64, full_precision_tokens=recent)
+    measured = quant_error.measure_quantized_nbytes(layer, counts, bits=4, group_size=64, full_precision_tokens=recent)
     allocated = memory.layer_kv_bytes(layer, measured.tokens, dt, view="allocated")
     theoretical = memory.layer_kv_bytes(layer, measured.tokens, dt)
     rows += [{"R": recent, "tokens": int(t), "nbytes (MLX)": int(n), "allocated formula": int(a),
@@ -156,21 +158,21 @@ print(format_table(rows))
 # $d_h$ = 128, 4 query heads per KV head, rope_theta 500,000 as in Llama 3; computed in float32.
 
 # %%
-qkv = quantization.synthetic_qkv(tokens=1024, queries=8)
+qkv = quant_error.synthetic_qkv(tokens=1024, queries=8)
 print("q", tuple(qkv.q.shape), "k", tuple(qkv.k.shape), "v", tuple(qkv.v.shape))
-share_128 = quantization.recent_attention_share(qkv, 128)
+share_128 = quant_error.recent_attention_share(qkv, 128)
 print(f"share of the attention on the newest 128 of 1,024 tokens: {100 * share_128:.0f} %")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-sweep = quantization.error_sweep(qkv, full_precision_tokens=(0, 128), progress=True)
-print(format_table(quantization.error_pivot(sweep, recent_tokens=0)))
+sweep = quant_error.error_sweep(qkv, full_precision_tokens=(0, 128), progress=True)
+print(format_table(quant_error.error_pivot(sweep, recent_tokens=0)))
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
-plot_error_vs_bits(ax, {f"group {g}": c for g, c in quantization.errors_by([r for r in sweep if r["recent R"] == 0]).items()},
+plot_error_vs_bits(ax, {f"group {g}": c for g, c in quant_error.errors_by([r for r in sweep if r["recent R"] == 0]).items()},
                    dashed={f"group {g}, newest 128 exact": c
-                           for g, c in quantization.errors_by([r for r in sweep if r["recent R"] == 128]).items()},
+                           for g, c in quant_error.errors_by([r for r in sweep if r["recent R"] == 128]).items()},
                    title="attention error of a real QuantizedKVCache (1,024 tokens, structured K/V)")
 plt.show()
 
@@ -181,7 +183,7 @@ plt.show()
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-plot_error_vs_bytes(ax, quantization.tradeoff_points(llama8b, sweep),
+plot_error_vs_bytes(ax, quant_error.tradeoff_points(llama8b, sweep),
                     title="Llama 3 8B: bytes per token (with bf16 scales and biases) against error")
 plt.show()
 
@@ -199,7 +201,7 @@ plt.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-window_rows = quantization.recent_window_table(llama8b, qkv, bits=4, group_size=64, progress=True)
+window_rows = quant_error.recent_window_table(llama8b, qkv, bits=4, group_size=64, progress=True)
 print(format_table(window_rows))
 
 # %% [markdown]
@@ -227,11 +229,11 @@ quantized_kv_view()
 fp16 = memory.bytes_per_token(llama8b, "fp16")
 q2 = memory.parse_kv_dtype("q2", group_size=64)
 assert memory.bytes_per_token(llama8b, "fp8") * 2 == fp16 == 131_072                     # FP8 halves
-assert quantization.token_bytes_split(llama8b, q2)["data"] * 8 == fp16                   # 2-bit: an eighth before metadata
+assert quant_bytes.token_bytes_split(llama8b, q2)["data"] * 8 == fp16                   # 2-bit: an eighth before metadata
 assert memory.bytes_per_token(llama8b, q2) == fp16 // 8 + 32 * 8 * 2 * (2 * 2 * 2)       # + 2 groups × scale, bias × 2 B
 assert all(r["nbytes (MLX)"] == r["allocated formula"] and r["used_bytes (MLX)"] == r["theoretical formula"] for r in rows)
 assert memory.kv_bytes(llama8b, 4096, kv_dtype=memory.parse_kv_dtype("q4", group_size=64)) == 144 * 2**20
-errors = quantization.errors_by([r for r in sweep if r["recent R"] == 0])
+errors = quant_error.errors_by([r for r in sweep if r["recent R"] == 0])
 for g, (bits, err) in errors.items():
     assert all(err[i] > err[i + 1] for i in range(len(err) - 1)), f"group {g}: error must fall with bits"
 assert errors[32][1][-1] < 0.02 and errors[128][1][0] > 0.3                             # 8-bit ~1 %, 2-bit tens of %
@@ -251,10 +253,10 @@ print("all checks passed")
 #
 # ## Exercises
 # 1. DeepSeek-V3 caches a 512-element latent and a 64-element RoPE key per layer (lesson 03). Which group sizes can
-#    quantize the RoPE key? Compute its bytes per token at q4 with `quantization.token_bytes_split`.
-# 2. Set `outlier_channels=0` in `quantization.synthetic_qkv` and rerun the sweep. Which group size gains most, and why?
+#    quantize the RoPE key? Compute its bytes per token at q4 with `quant_bytes.token_bytes_split`.
+# 2. Set `outlier_channels=0` in `quant_error.synthetic_qkv` and rerun the sweep. Which group size gains most, and why?
 # 3. From which context length on is a Llama 3 8B cache at q4, $g$ = 64, $R$ = 256 smaller than half of the bf16 cache?
 #    Use `memory.kv_bytes` with `memory.parse_kv_dtype(..., full_precision_tokens=256)` on a range of token counts.
 
 # %%
-# Exercise 2 - your answer here: quantization.error_sweep(quantization.synthetic_qkv(tokens=1024, queries=8, outlier_channels=0))
+# Exercise 2 - your answer here: quant_error.error_sweep(quant_error.synthetic_qkv(tokens=1024, queries=8, outlier_channels=0))

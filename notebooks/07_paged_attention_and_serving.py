@@ -33,11 +33,13 @@ import matplotlib.pyplot as plt
 
 from dataclasses import replace
 
-from kvsim import blockview, fragmentation, memory, paged_check, serving, sim
+from kvsim.serving import blockview, fragmentation, capacity_tables as serving, sim
+from kvsim.calc import memory
+from kvsim.measure import paged_check
 from kvsim.plots.paged import plot_policy_split
-from kvsim.registry import load_model
-from kvsim.tables import format_table
-from kvsim.weights import weights_bytes
+from kvsim.calc.registry import load_model
+from kvsim.calc.tables import format_table
+from kvsim.calc.weights import weights_bytes
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

@@ -32,12 +32,12 @@ import importlib.metadata as md
 import matplotlib.pyplot as plt
 import numpy as np
 
-from kvsim import memory, techniques
-from kvsim.bandwidth import measure_copy_bandwidth
+from kvsim.calc import memory, techniques
+from kvsim.measure.bandwidth import measure_copy_bandwidth
 from kvsim.model import build_model
-from kvsim.registry import load_model
-from kvsim.tables import format_table
-from kvsim.variants import as_mha, attention_variants
+from kvsim.calc.registry import load_model
+from kvsim.calc.tables import format_table
+from kvsim.calc.counterfactual import as_mha, attention_variants
 from kvsim.widgets import decode_speed
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| numpy", md.version("numpy"))

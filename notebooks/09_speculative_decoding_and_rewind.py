@@ -34,7 +34,7 @@ import mlx.core as mx
 from kvsim.cache import RotatingKVCache, make_caches
 from kvsim.decode import generate, speculative_generate
 from kvsim.model import build_model, perturbed, toy_spec
-from kvsim.tables import format_table
+from kvsim.calc.tables import format_table
 from kvsim.widgets import speculative
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvsim.attention import quantized_sdpa, sdpa
+from kvsim.cache.sdpa import quantized_sdpa, sdpa
 
 
 def _naive(q, k, v, mask, scale):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvsim.bandwidth import MiB, Throughput, measure_copy_bandwidth
+from kvsim.measure.bandwidth import MiB, Throughput, measure_copy_bandwidth
 
 
 def test_copy_counts_read_and_write_and_takes_the_fastest_run():

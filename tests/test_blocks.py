@@ -7,7 +7,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvsim.blocks import BlockAllocator, OutOfBlocks, RequestTooLarge, block_hash
+from kvsim.serving.blocks import (
+    BlockAllocator,
+    OutOfBlocks,
+    RequestTooLarge,
+    block_hash,
+)
 
 
 def snapshot(a: BlockAllocator) -> dict:

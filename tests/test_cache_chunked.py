@@ -7,13 +7,12 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant
-
-from kvsim.cache import ChunkedKVCache
-from kvsim.cache.reference import Lockstep, ReferenceCache, fingerprint
-from kvsim.config import LayerSpec
-from kvsim.memory import allocated_slots, kept_tokens, layer_kv_bytes
-
 from lockstep import LockstepMachine, position_kv, random_kv
+from reference_cache import Lockstep, ReferenceCache, fingerprint
+
+from kvsim.cache import ChunkedKVCache, load_cache, save_cache
+from kvsim.calc.config import LayerSpec
+from kvsim.calc.memory import allocated_slots, kept_tokens, layer_kv_bytes
 
 
 class ChunkedMachine(LockstepMachine):
@@ -54,8 +53,8 @@ def test_save_load_restores_offset_after_300_decode_steps(tmp_path):
     cache = ChunkedKVCache(4)
     for t in range(300):
         cache.update_and_fetch(*random_kv(1, seed=t))
-    cache.save(tmp_path / "c.safetensors")
-    loaded = ChunkedKVCache.load(tmp_path / "c.safetensors")
+    save_cache(tmp_path / "c.safetensors", cache)
+    loaded = load_cache(tmp_path / "c.safetensors", ChunkedKVCache)
     assert loaded.offset == 300 and loaded.start_position == 296
     assert fingerprint(loaded) == fingerprint(cache)
     a = cache.update_and_fetch(*random_kv(3, seed=9))

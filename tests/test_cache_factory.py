@@ -4,10 +4,22 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from kvsim.cache import (ChunkedKVCache, KVCache, LatentCache, QuantizedKVCache, RecurrentStateCache,
-                         RotatingKVCache, make_caches)
-from kvsim.config import LayerSpec, ModelSpec, from_hf_config
-from kvsim.memory import allocated_bytes, fixed_state_bytes, kv_bytes, parse_kv_dtype
+from kvsim.cache import (
+    ChunkedKVCache,
+    KVCache,
+    LatentCache,
+    QuantizedKVCache,
+    RecurrentStateCache,
+    RotatingKVCache,
+    make_caches,
+)
+from kvsim.calc.config import LayerSpec, ModelSpec, from_hf_config
+from kvsim.calc.memory import (
+    allocated_bytes,
+    fixed_state_bytes,
+    kv_bytes,
+    parse_kv_dtype,
+)
 
 BASE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
         "vocab_size": 100}

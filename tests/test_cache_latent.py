@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvsim.cache import load_cache, save_cache
 from kvsim.cache.latent import LatentCache
-from kvsim.config import LayerSpec, from_hf_config
-from kvsim.memory import layer_kv_bytes
+from kvsim.calc.config import LayerSpec, from_hf_config
+from kvsim.calc.memory import layer_kv_bytes
 
 
 def _np(a):
@@ -58,8 +59,8 @@ def test_matches_concatenation_and_calculator(B, r, rope, step, inplace, dtype, 
                     cache = LatentCache.from_state(cache.state, cache.meta_state)
                 else:
                     path = Path(tmp) / f"l{i}.safetensors"
-                    cache.save(path)
-                    cache = LatentCache.load(path)
+                    save_cache(path, cache)
+                    cache = load_cache(path, LatentCache)
                 assert (cache.meta_state, cache.nbytes) == before
                 assert (cache.kv_lora_rank, cache.qk_rope_head_dim) == (r, rope)
             peak = max(peak, cache.offset)

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvsim.attention import sdpa
-from kvsim.blocks import RequestTooLarge
-from kvsim.cache import ChunkedKVCache, KVCache, RotatingKVCache
+from kvsim.cache import ChunkedKVCache, KVCache, RotatingKVCache, load_cache, save_cache
 from kvsim.cache.paged import PagedKVCache, PagedKVPool
-from kvsim.config import LayerSpec
+from kvsim.cache.sdpa import sdpa
+from kvsim.calc.config import LayerSpec
+from kvsim.serving.blocks import RequestTooLarge
 
 H, D, HQ, BS = 2, 8, 4, 4
 WINDOWS = {"full": None, "sliding": 7, "chunked": 6}
@@ -234,8 +234,8 @@ def test_save_and_load_round_trip(tmp_path):
     cache = pool.caches(0)[0]
     for i in range(5):
         cache.update_and_fetch(rows(i, 3), rows(i + 50, 3))
-    cache.save(tmp_path / "paged.safetensors")
-    loaded = PagedKVCache.load(tmp_path / "paged.safetensors")
+    save_cache(tmp_path / "paged.safetensors", cache)
+    loaded = load_cache(tmp_path / "paged.safetensors", PagedKVCache)
     assert (loaded.offset, loaded.size(), loaded.nbytes) == (cache.offset, cache.size(), cache.nbytes)
     q, k, v = queries(7, 1), rows(8, 1), rows(9, 1)
     assert mx.allclose(step(loaded, k, v, q), step(cache, k, v, q))

@@ -6,12 +6,23 @@ import mlx.core as mx
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from kvsim.cache import RecurrentStateCache
-from kvsim.cache.pool import CachePool, PoolFullError, SequenceInfo, UnknownSequenceError
-from kvsim.config import from_hf_config
-from kvsim.memory import allocated_bytes, fixed_state_bytes, parse_kv_dtype
+from kvsim.cache.pool import (
+    CachePool,
+    PoolFullError,
+    SequenceInfo,
+    UnknownSequenceError,
+)
+from kvsim.calc.config import from_hf_config
+from kvsim.calc.memory import allocated_bytes, fixed_state_bytes, parse_kv_dtype
 
 # attention every 2nd layer (1 KV head of 32 dims), Mamba state on the others: a tiny Jamba
 HYBRID = from_hf_config({

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_cache import ReferenceCache
 
-from kvsim.attention import quantized_sdpa, sdpa
+from kvsim.cache import load_cache, save_cache
 from kvsim.cache.base import dtype_name
 from kvsim.cache.quantized import QuantizedKV, QuantizedKVCache
-from kvsim.cache.reference import ReferenceCache
-from kvsim.config import LayerSpec
-from kvsim.memory import layer_kv_bytes, layer_vector_bytes, parse_kv_dtype
+from kvsim.cache.sdpa import quantized_sdpa, sdpa
+from kvsim.calc.config import LayerSpec
+from kvsim.calc.memory import layer_kv_bytes, layer_token_bytes, parse_kv_dtype
 
 SCALE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
@@ -140,16 +141,16 @@ def test_matches_reference_and_calculator(bits, group_size, dims, B, H, step, R,
             else:
                 path = Path(tmp) / f"c{i}.safetensors"
                 before = _snapshot(cache)
-                cache.save(path)
-                cache = QuantizedKVCache.load(path)
+                save_cache(path, cache)
+                cache = load_cache(path, QuantizedKVCache)
                 assert _same(before, _snapshot(cache))
             peak = max(peak, ref.offset)
             assert cache.offset == ref.offset and cache.size() == held
             if kvd is not None:  # the calculator's allocated view, to the byte
                 assert cache.nbytes == layer_kv_bytes(layer, peak, kvd, B, "allocated", step)
                 n_fp = max(0, ref.offset - max(fp_from, ref.offset - held))
-                used = B * ((held - n_fp) * layer_vector_bytes(layer, kvd)
-                            + n_fp * layer_vector_bytes(layer, kvd, full_precision=True))
+                used = B * ((held - n_fp) * layer_token_bytes(layer, kvd)
+                            + n_fp * layer_token_bytes(layer, kvd, full_precision=True))
                 assert cache.used_bytes == used
 
 

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvsim.cache import load_cache, save_cache
 from kvsim.cache.recurrent import RecurrentSnapshot, RecurrentStateCache
-from kvsim.config import from_hf_config
-from kvsim.memory import state_bytes
+from kvsim.calc.config import from_hf_config
+from kvsim.calc.memory import state_bytes
 
 TINY_CONFIGS = {
     "mamba": {"model_type": "mamba", "num_hidden_layers": 2, "hidden_size": 16, "intermediate_size": 32,
@@ -140,8 +141,8 @@ def test_save_load_round_trip():
     cache.advance(17)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "state.safetensors"
-        cache.save(path)
-        loaded = RecurrentStateCache.load(path)
+        save_cache(path, cache)
+        loaded = load_cache(path, RecurrentStateCache)
     assert _equal(_fingerprint(loaded), _fingerprint(cache))
     assert loaded.shapes == cache.shapes and loaded.nbytes == cache.nbytes and loaded.dtype == mx.bfloat16
     again = RecurrentStateCache.from_state(cache.state, cache.meta_state)

@@ -7,13 +7,12 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant
+from lockstep import LockstepMachine, position_kv, random_kv
+from reference_cache import Lockstep, ReferenceCache, attention, fingerprint
 
 from kvsim.cache import RotatingKVCache
-from kvsim.cache.reference import Lockstep, ReferenceCache, attention, fingerprint
-from kvsim.config import LayerSpec
-from kvsim.memory import allocated_slots, layer_kv_bytes
-
-from lockstep import LockstepMachine, position_kv, random_kv
+from kvsim.calc.config import LayerSpec
+from kvsim.calc.memory import allocated_slots, layer_kv_bytes
 
 
 def _lockstep(max_size, keep, step, rewind, ordered=True):

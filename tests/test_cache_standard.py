@@ -9,13 +9,12 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from lockstep import random_kv
+from reference_cache import Lockstep, ReferenceCache, attention, fingerprint
 
 from kvsim.cache import KVCache
-from kvsim.cache.reference import Lockstep, ReferenceCache, attention, fingerprint
-from kvsim.config import LayerSpec
-from kvsim.memory import allocated_slots, layer_kv_bytes, layer_token_bytes
-
-from lockstep import random_kv
+from kvsim.calc.config import LayerSpec
+from kvsim.calc.memory import allocated_slots, layer_kv_bytes, layer_token_bytes
 
 LAYER = LayerSpec(kind="full", num_key_value_heads=2, head_dim=4, v_head_dim=3)
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from kvsim import capacity, memory
-from kvsim.registry import load_model
-from kvsim.variants import as_mha
+from kvsim.calc import capacity, memory
+from kvsim.calc.counterfactual import as_mha
+from kvsim.calc.registry import load_model
 
 
 def test_budget_and_concurrency_arithmetic():
@@ -45,7 +45,7 @@ def test_tensor_parallel_splits_weights_and_heads():
     eight = capacity.max_concurrent_sequences(spec, 8192, 80 * 2**30, 0.9, tp=8, weights_bytes=0)
     assert one == budget // per_seq and eight == budget // (per_seq // 8)  # 1 of 8 KV heads per rank
     w = load_model("llama-3-70b")
-    from kvsim.weights import weights_bytes
+    from kvsim.calc.weights import weights_bytes
     full = capacity.max_concurrent_sequences(w, 8192, 80 * 2**30, 0.9, tp=8)
     assert full == capacity.kv_budget_bytes(80 * 2**30, 0.9, weights_bytes(w) // 8) // (per_seq // 8)
 

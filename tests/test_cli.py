@@ -16,7 +16,7 @@ def run(*argv, capsys):
 
 
 def test_models_lists_the_registry(capsys):
-    from kvsim.registry import model_names
+    from kvsim.calc.registry import model_names
     code, out, _ = run("models", capsys=capsys)
     assert code == 0 and out.split() == model_names() and len(model_names()) >= 24
 
@@ -41,7 +41,7 @@ def test_calc_hybrid_json_has_state_and_per_layer_kinds(capsys):
 
 
 def test_calc_config_path_and_gpu_capacity(tmp_path, capsys):
-    from kvsim.registry import data_dir
+    from kvsim.calc.registry import data_dir
     path = data_dir() / "models" / "llama-3-8b.json"
     code, out, _ = run("calc", str(path), "--tokens", "8192", "--gpu", "A100 80GB", "--json", capsys=capsys)
     d = json.loads(out)

@@ -9,9 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kvsim.config as config_module
-from kvsim.config import SUPPORTED_MODEL_TYPES, ConfigError, LayerSpec, from_hf_config, load_config, text_config
-from kvsim.registry import data_dir, model_names
+import kvsim.calc.config as config_module
+from kvsim.calc.config import (
+    SUPPORTED_MODEL_TYPES,
+    ConfigError,
+    LayerSpec,
+    from_hf_config,
+    load_config,
+    text_config,
+)
+from kvsim.calc.registry import data_dir, model_names
 
 MODELS = data_dir() / "models"
 

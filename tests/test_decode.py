@@ -5,11 +5,17 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from kvsim import memory
 from kvsim.cache import make_caches
 from kvsim.cache.pool import CachePool
-from kvsim.decode import (batched_generate, cache_dtypes, generate, kv_dtype_spec, positions_fed,
-                          speculative_generate)
+from kvsim.calc import memory
+from kvsim.decode import (
+    batched_generate,
+    cache_dtypes,
+    generate,
+    kv_dtype_spec,
+    positions_fed,
+    speculative_generate,
+)
 from kvsim.model import TOY_KINDS, build_model, perturbed, toy_spec
 
 PROMPT = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]

@@ -4,16 +4,27 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from kvsim import memory
 from kvsim.cache import RecurrentStateCache
-from kvsim.hardware import get_accelerator
+from kvsim.calc import memory
+from kvsim.calc.hardware import get_accelerator
+from kvsim.calc.registry import model_names
+from kvsim.calc.speed_floor import speed_floor, stored_vs_read
+from kvsim.calc.weights import param_count
+from kvsim.measure.step_time import (
+    fill_caches,
+    measure_step_times,
+    measure_variants,
+    step_rows,
+    weights_read_bytes,
+)
 from kvsim.model import build_model, toy_spec
-from kvsim.registry import model_names
-from kvsim.weights import param_count
-from kvsim.widgets.decode_speed import (KV_DTYPES, draw_decode_speed_limit, draw_step_time_vs_bytes,
-                                        draw_step_time_vs_context, draw_stored_vs_read, fill_caches,
-                                        measure_step_times, measure_variants, speed_floor, step_rows,
-                                        stored_vs_read, weights_read_bytes)
+from kvsim.widgets.decode_speed import (
+    KV_DTYPES,
+    draw_decode_speed_limit,
+    draw_step_time_vs_bytes,
+    draw_step_time_vs_context,
+    draw_stored_vs_read,
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +107,7 @@ def test_stored_vs_read_dense_reads_what_it_stores():
 def test_speed_floor_is_bytes_over_bandwidth():
     acc = get_accelerator("H100 80GB")
     t, w_s, step_s = speed_floor("llama-3.1-8b", "H100 80GB", batch=1, tokens=8192, points=3)
-    from kvsim.registry import load_model
+    from kvsim.calc.registry import load_model
     spec = load_model("llama-3.1-8b")
     w = param_count(spec).active * 2
     assert w_s == w / acc.memory_bandwidth_bytes_per_s

@@ -5,7 +5,12 @@ import re
 
 import pytest
 
-from kvsim.hardware import Accelerator, accelerator_names, accelerators, get_accelerator
+from kvsim.calc.hardware import (
+    Accelerator,
+    accelerator_names,
+    accelerators,
+    get_accelerator,
+)
 
 GiB = 2**30
 
@@ -64,8 +69,8 @@ def test_accelerator_is_frozen():
 
 
 def test_seconds_to_read_the_weights_of_llama_3_8b_on_an_h100():
-    from kvsim.registry import load_model
-    from kvsim.weights import weights_bytes
+    from kvsim.calc.registry import load_model
+    from kvsim.calc.weights import weights_bytes
     h100 = get_accelerator("H100 80GB")
     t = h100.seconds_to_read(weights_bytes(load_model("llama-3-8b")))
     assert t == pytest.approx(16_060_522_496 / 3.35e12) and 0.004 < t < 0.005  # ~4.8 ms per decode step

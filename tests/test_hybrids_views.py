@@ -6,13 +6,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvsim import hybrid, memory
+from kvsim.calc import hybrid, memory
+from kvsim.calc.registry import load_model
 from kvsim.decode import generate
-from kvsim.growth import cache_classes, decode_layer_bytes
+from kvsim.measure.growth import cache_classes, decode_layer_bytes
 from kvsim.model import build_model, toy_spec
 from kvsim.plots.hybrids import plot_layer_bytes
-from kvsim.registry import load_model
-from kvsim.widgets.hybrids import draw_hybrid_cache, draw_state_vs_kv, hybrid_models, hybrid_view
+from kvsim.widgets.hybrids import (
+    draw_hybrid_cache,
+    draw_state_vs_kv,
+    hybrid_models,
+    hybrid_view,
+)
 
 # ---------------------------------------------------------------- arithmetic
 

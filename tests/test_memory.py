@@ -5,10 +5,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvsim import memory
-from kvsim.config import LayerSpec, ModelSpec
-from kvsim.registry import load_model
-from kvsim.variants import as_mha, attention_variants, equivalent_gqa_groups, full_attention
+from kvsim.calc import memory, units
+from kvsim.calc.config import LayerSpec, ModelSpec
+from kvsim.calc.counterfactual import (
+    as_mha,
+    attention_variants,
+    equivalent_gqa_groups,
+    full_attention,
+)
+from kvsim.calc.registry import load_model
+from kvsim.calc.tokens_fed import tokens_fed
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
@@ -38,7 +44,7 @@ def test_8k_request_is_1_gib_and_16x8k_equals_one_128k_request():
     assert memory.kv_bytes(spec, 8192) == 1 * GiB
     assert memory.kv_bytes(spec, 8192, batch=16) == 16 * GiB
     assert memory.kv_bytes(spec, 131_072) == 16 * GiB
-    assert memory.format_bytes(memory.kv_bytes(spec, 131_072)) == "16 GiB"
+    assert units.format_bytes(memory.kv_bytes(spec, 131_072)) == "16 GiB"
 
 
 # ------------------------------------------------------------ seed 001: DeepSeek-V3 geometry table
@@ -50,7 +56,7 @@ def test_deepseek_v3_attention_variant_table():
     assert per_layer == {"MHA": 32_768, "GQA-8": 2_048, "MQA": 256, "MLA": 576}
     total = {k: memory.elements_per_token(v) for k, v in variants.items()}
     assert total == {"MHA": 1_998_848, "GQA-8": 124_928, "MQA": 15_616, "MLA": 35_136}
-    shown = {k: memory.format_bytes(memory.bytes_per_token(v, "bf16")) for k, v in variants.items()}
+    shown = {k: units.format_bytes(memory.bytes_per_token(v, "bf16")) for k, v in variants.items()}
     assert shown == {"MHA": "3.81 MiB", "GQA-8": "244 KiB", "MQA": "30.5 KiB", "MLA": "68.6 KiB"}
     pct = {k: round(100 * total[k] / total["MHA"], 2) for k in total}
     assert pct == {"MHA": 100.0, "GQA-8": 6.25, "MQA": 0.78, "MLA": 1.76}
@@ -80,9 +86,9 @@ def test_fp8_halves_and_2bit_is_an_eighth_before_metadata():
 
 
 def test_tokens_fed_with_and_without_cache():
-    assert memory.tokens_fed(1000, 1000, cached=False) == 1_499_500
-    assert memory.tokens_fed(1000, 1000, cached=True) == 1_999
-    assert memory.tokens_fed(1000, 1000, False) == sum(999 + k for k in range(1, 1001))
+    assert tokens_fed(1000, 1000, cached=False) == 1_499_500
+    assert tokens_fed(1000, 1000, cached=True) == 1_999
+    assert tokens_fed(1000, 1000, False) == sum(999 + k for k in range(1, 1001))
 
 
 # ------------------------------------------------------------ primary-source tables

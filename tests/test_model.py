@@ -7,9 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvsim.cache import LatentCache, RecurrentStateCache, make_caches
-from kvsim.model import (TOY_KINDS, Rows, build_model, perturbed, reference_mask, select_layers,
-                         toy_spec)
-from kvsim.registry import load_model, model_names
+from kvsim.calc.registry import load_model, model_names
+from kvsim.model import (
+    TOY_KINDS,
+    Rows,
+    build_model,
+    perturbed,
+    reference_mask,
+    select_layers,
+    toy_spec,
+)
 
 TOKENS = mx.array([[3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]])
 

@@ -8,11 +8,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from kvsim import fragmentation, sim  # noqa: E402
-from kvsim.blocks import BlockAllocator, cdiv  # noqa: E402
-from kvsim.blockview import sharing_savings, sharing_scenario, snapshot  # noqa: E402
-from kvsim.plots.paged import (plot_block_tables, plot_policy_split, plot_split_over_time,  # noqa: E402
-                               sequence_colors)
+from kvsim.plots.paged import (  # noqa: E402
+    plot_block_tables,
+    plot_policy_split,
+    plot_split_over_time,
+    sequence_colors,
+)
+from kvsim.serving import fragmentation, sim  # noqa: E402
+from kvsim.serving.blocks import BlockAllocator, cdiv  # noqa: E402
+from kvsim.serving.blockview import sharing_savings, sharing_scenario, snapshot  # noqa: E402
 from kvsim.widgets import VIEWS  # noqa: E402
 from kvsim.widgets.paged import draw_block_tables, draw_serving  # noqa: E402
 
@@ -122,8 +126,8 @@ def test_views_are_registered():
 
 # ---------------------------------------------------------------- paged vs dense on MLX
 
-from kvsim.config import LayerSpec  # noqa: E402
-from kvsim.paged_check import paged_vs_dense, summarize  # noqa: E402
+from kvsim.calc.config import LayerSpec  # noqa: E402
+from kvsim.measure.paged_check import paged_vs_dense, summarize  # noqa: E402
 
 
 @pytest.mark.parametrize("layer", [

@@ -8,12 +8,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from kvsim import memory, quantization  # noqa: E402
-from kvsim.config import LayerSpec  # noqa: E402
-from kvsim.plots.quantized import plot_bytes_bars, plot_error_vs_bits, plot_error_vs_bytes  # noqa: E402
-from kvsim.registry import load_model  # noqa: E402
+from kvsim.calc import memory, quant_bytes
+from kvsim.calc.config import LayerSpec  # noqa: E402
+from kvsim.calc.quant_bytes import quantized_bars  # noqa: E402
+from kvsim.calc.registry import load_model  # noqa: E402
+from kvsim.measure import quant_error  # noqa: E402
+from kvsim.plots.quantized import (  # noqa: E402
+    plot_bytes_bars,
+    plot_error_vs_bits,
+    plot_error_vs_bytes,
+)
 from kvsim.widgets import VIEWS  # noqa: E402
-from kvsim.widgets.quantized import draw_quantized_kv, quantized_bars  # noqa: E402
+from kvsim.widgets.quantized import draw_quantized_kv
 
 SMALL = dict(tokens=256, queries=4, num_attention_heads=4, num_key_value_heads=2)
 
@@ -26,13 +32,13 @@ SMALL = dict(tokens=256, queries=4, num_attention_heads=4, num_key_value_heads=2
 ])
 def test_split_adds_up_to_the_calculator(model, kv_dtype):
     spec = load_model(model)
-    split = quantization.token_bytes_split(spec, kv_dtype)
+    split = quant_bytes.token_bytes_split(spec, kv_dtype)
     assert split["data"] + split["metadata"] == split["total"] == memory.bytes_per_token(spec, kv_dtype)
     assert (split["metadata"] > 0) == memory.parse_kv_dtype(kv_dtype).quantized
 
 
 def test_llama3_8b_seed_ratios_before_metadata():
-    rows = {(r["kv dtype"], r["group"]): r for r in quantization.bytes_table(load_model("llama-3-8b"))}
+    rows = {(r["kv dtype"], r["group"]): r for r in quant_bytes.bytes_table(load_model("llama-3-8b"))}
     assert rows[("fp16", None)]["bytes/token"] == 131_072
     assert rows[("fp8", None)]["% of fp16 (all)"] == 50.0
     assert rows[("q2", 64)]["data only"] * 8 == 131_072
@@ -46,7 +52,7 @@ def test_llama3_8b_seed_ratios_before_metadata():
 def test_sequence_split_sums_to_kv_bytes(model, tokens, recent):
     spec = load_model(model)
     dt = memory.parse_kv_dtype("q4", group_size=64, full_precision_tokens=recent)
-    parts = quantization.sequence_bytes_split(spec, tokens, dt)
+    parts = quant_bytes.sequence_bytes_split(spec, tokens, dt)
     assert sum(parts.values()) == memory.kv_bytes(spec, tokens, kv_dtype=dt)
     assert parts["full-precision recent"] == (0 if recent == 0 else
                                              memory.kv_bytes(spec, min(tokens, recent), kv_dtype="bf16"))
@@ -59,7 +65,7 @@ def test_sequence_split_sums_to_kv_bytes(model, tokens, recent):
 def test_real_cache_bytes_equal_the_formula(bits, group, recent):
     layer = LayerSpec(kind="full", num_key_value_heads=2, head_dim=128)
     counts = [0, 1, 99, 256, 257, 600]
-    m = quantization.measure_quantized_nbytes(layer, counts, bits, group, recent, chunk_tokens=200)
+    m = quant_error.measure_quantized_nbytes(layer, counts, bits, group, recent, chunk_tokens=200)
     dt = memory.parse_kv_dtype(f"q{bits}", group_size=group, scale_dtype="bf16", full_precision_tokens=recent)
     assert m.nbytes.tolist() == memory.layer_kv_bytes(layer, m.tokens, dt, view="allocated").tolist()
     assert m.used_bytes.tolist() == memory.layer_kv_bytes(layer, m.tokens, dt).tolist()
@@ -67,11 +73,11 @@ def test_real_cache_bytes_equal_the_formula(bits, group, recent):
 
 def test_measure_rejects_bad_input():
     with pytest.raises(ValueError, match="kind"):
-        quantization.measure_quantized_nbytes(LayerSpec(kind="mla", kv_lora_rank=64, qk_rope_head_dim=32), [1])
+        quant_error.measure_quantized_nbytes(LayerSpec(kind="mla", kv_lora_rank=64, qk_rope_head_dim=32), [1])
     with pytest.raises(ValueError, match="ascending"):
-        quantization.measure_quantized_nbytes(LayerSpec(kind="full", num_key_value_heads=1, head_dim=64), [5, 2])
+        quant_error.measure_quantized_nbytes(LayerSpec(kind="full", num_key_value_heads=1, head_dim=64), [5, 2])
     with pytest.raises(ValueError, match="dtype"):
-        quantization.measure_quantized_nbytes(LayerSpec(kind="full", num_key_value_heads=1, head_dim=64), [1],
+        quant_error.measure_quantized_nbytes(LayerSpec(kind="full", num_key_value_heads=1, head_dim=64), [1],
                                               dtype="int8")
 
 
@@ -79,9 +85,9 @@ def test_measure_rejects_bad_input():
 
 
 def test_error_falls_with_bits_and_smaller_groups():
-    qkv = quantization.synthetic_qkv(**SMALL)
-    rows = quantization.error_sweep(qkv, bits=(2, 4, 8), group_sizes=(32, 128))
-    by = quantization.errors_by(rows)
+    qkv = quant_error.synthetic_qkv(**SMALL)
+    rows = quant_error.error_sweep(qkv, bits=(2, 4, 8), group_sizes=(32, 128))
+    by = quant_error.errors_by(rows)
     for g, (bits, err) in by.items():
         assert bits.tolist() == [2, 4, 8]
         assert np.all(np.diff(err) < 0), f"group {g}: error must fall as bits grow, got {err}"
@@ -90,15 +96,15 @@ def test_error_falls_with_bits_and_smaller_groups():
 
 
 def test_everything_full_precision_is_exact_and_recent_tokens_help():
-    qkv = quantization.synthetic_qkv(**SMALL)
-    assert quantization.attention_error(qkv, 2, 64, full_precision_tokens=256).relative_error < 1e-5
-    errs = [quantization.attention_error(qkv, 3, 64, full_precision_tokens=r).relative_error for r in (0, 64, 128)]
+    qkv = quant_error.synthetic_qkv(**SMALL)
+    assert quant_error.attention_error(qkv, 2, 64, full_precision_tokens=256).relative_error < 1e-5
+    errs = [quant_error.attention_error(qkv, 3, 64, full_precision_tokens=r).relative_error for r in (0, 64, 128)]
     assert errs[0] > errs[1] > errs[2]
 
 
 def test_error_result_reports_the_real_cache_bytes():
-    qkv = quantization.synthetic_qkv(**SMALL)
-    res = quantization.attention_error(qkv, 4, 64, full_precision_tokens=16)
+    qkv = quant_error.synthetic_qkv(**SMALL)
+    res = quant_error.attention_error(qkv, 4, 64, full_precision_tokens=16)
     layer = LayerSpec(kind="full", num_key_value_heads=2, head_dim=128)
     dt = memory.parse_kv_dtype("q4", group_size=64, scale_dtype="fp32", full_precision_tokens=16)
     assert res.nbytes == memory.layer_kv_bytes(layer, 256, dt, view="allocated")
@@ -106,22 +112,22 @@ def test_error_result_reports_the_real_cache_bytes():
 
 
 def test_recent_attention_share():
-    qkv = quantization.synthetic_qkv(**SMALL)
-    shares = [quantization.recent_attention_share(qkv, r) for r in (0, 16, 64, 256)]
+    qkv = quant_error.synthetic_qkv(**SMALL)
+    shares = [quant_error.recent_attention_share(qkv, r) for r in (0, 16, 64, 256)]
     assert shares[0] == 0.0 and abs(shares[-1] - 1.0) < 1e-5
     assert shares[1] < shares[2] < shares[3]
-    flat = quantization.synthetic_qkv(**SMALL, recency=0.0)
-    assert quantization.recent_attention_share(flat, 16) < shares[1]  # recency makes recent tokens matter
+    flat = quant_error.synthetic_qkv(**SMALL, recency=0.0)
+    assert quant_error.recent_attention_share(flat, 16) < shares[1]  # recency makes recent tokens matter
 
 
 def test_synthetic_qkv_is_seeded_and_checked():
-    a, b = quantization.synthetic_qkv(**SMALL, seed=3), quantization.synthetic_qkv(**SMALL, seed=3)
+    a, b = quant_error.synthetic_qkv(**SMALL, seed=3), quant_error.synthetic_qkv(**SMALL, seed=3)
     assert all(np.array_equal(np.array(x), np.array(y)) for x, y in zip(a, b))
     assert a.q.shape == (1, 4, 4, 128) and a.k.shape == a.v.shape == (1, 2, 256, 128)
     with pytest.raises(ValueError, match="queries"):
-        quantization.synthetic_qkv(tokens=4, queries=5)
+        quant_error.synthetic_qkv(tokens=4, queries=5)
     with pytest.raises(ValueError, match="num_attention_heads"):
-        quantization.synthetic_qkv(tokens=8, queries=1, num_attention_heads=3, num_key_value_heads=2)
+        quant_error.synthetic_qkv(tokens=8, queries=1, num_attention_heads=3, num_key_value_heads=2)
 
 
 # ---------------------------------------------------------------- drawing and the view
@@ -154,16 +160,16 @@ def test_view_is_registered():
 
 
 def test_tables_built_from_a_sweep():
-    qkv = quantization.synthetic_qkv(**SMALL)
-    rows = quantization.error_sweep(qkv, bits=(2, 8), group_sizes=(32, 64), full_precision_tokens=(0, 16))
+    qkv = quant_error.synthetic_qkv(**SMALL)
+    rows = quant_error.error_sweep(qkv, bits=(2, 8), group_sizes=(32, 64), full_precision_tokens=(0, 16))
     assert len(rows) == 8
-    pivot = quantization.error_pivot(rows, recent_tokens=16)
+    pivot = quant_error.error_pivot(rows, recent_tokens=16)
     assert [r["bits"] for r in pivot] == [2, 8] and set(pivot[0]) == {"bits", "g32 error %", "g64 error %"}
-    points = quantization.tradeoff_points(load_model("llama-3-8b"), rows)
+    points = quant_error.tradeoff_points(load_model("llama-3-8b"), rows)
     b, e, names = points["g64"]
     assert names == ["q2", "q8"] and b == [20_480, 69_632] and e[0] > e[1]
     spec = load_model("llama-3-8b")
-    table = quantization.recent_window_table(spec, qkv, bits=3, group_size=64, recent=(0, 64), long_tokens=1000)
+    table = quant_error.recent_window_table(spec, qkv, bits=3, group_size=64, recent=(0, 64), long_tokens=1000)
     assert table[0]["error %"] > table[1]["error %"] and table[0]["attention on newest R %"] == 0
     dt = memory.parse_kv_dtype("q3", group_size=64, full_precision_tokens=64)
     assert table[1]["MiB at 1,000"] == round(memory.kv_bytes(spec, 1000, kv_dtype=dt) / 2**20, 1)

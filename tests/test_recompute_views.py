@@ -6,12 +6,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from kvsim import memory
+from kvsim.calc import memory
+from kvsim.calc.registry import load_model
+from kvsim.calc.tokens_fed import CACHED, UNCACHED, fed_curves, fed_rows, tokens_fed
+from kvsim.cli import run_cli
+from kvsim.measure.cache_speedup import decode_with_and_without_cache
 from kvsim.model import build_model, toy_spec
-from kvsim.registry import load_model
-from kvsim.widgets.recompute import (CACHED, UNCACHED, decode_with_and_without_cache, draw_decode_time,
-                                     draw_tokens_fed, fed_curves, fed_rows)
-from kvsim.widgets.start import draw_slider_demo, run_cli
+from kvsim.widgets.recompute import draw_decode_time, draw_tokens_fed
+from kvsim.widgets.start import draw_slider_demo
 
 
 def test_seed_table_1000_plus_1000():
@@ -47,8 +49,8 @@ def test_real_decode_counts_match_formula_and_answers_agree(comparison):
     assert comparison.same_tokens()
     assert comparison.max_logit_difference() < 1e-4
     rows = {r["mode"]: r for r in comparison.rows()}
-    assert rows[UNCACHED]["positions fed (counted)"] == memory.tokens_fed(8, 12, False) == 12 * 8 + 66
-    assert rows[CACHED]["positions fed (counted)"] == memory.tokens_fed(8, 12, True) == 19
+    assert rows[UNCACHED]["positions fed (counted)"] == tokens_fed(8, 12, False) == 12 * 8 + 66
+    assert rows[CACHED]["positions fed (counted)"] == tokens_fed(8, 12, True) == 19
     assert comparison.uncached.caches is None and comparison.cached.caches is not None
 
 

@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 import kvsim
-from kvsim.config import ConfigError, load_config
-from kvsim.registry import data_dir, load_model, model_info, model_names, source_keys
+from kvsim.calc.config import ConfigError, load_config
+from kvsim.calc.registry import (
+    data_dir,
+    load_model,
+    model_info,
+    model_names,
+    source_keys,
+)
 
 NAMES = ["deepseek-v2", "deepseek-v2-lite", "deepseek-v3", "falcon-mamba-7b", "gemma-2-9b", "gemma-3-27b",
          "gemma-3-4b", "gpt-oss-120b", "gpt-oss-20b", "jamba-v0.1", "llama-3-70b", "llama-3-8b", "llama-3.1-405b",
@@ -97,7 +103,7 @@ def test_data_is_found_in_an_installed_layout(tmp_path):
     pkg = tmp_path / "site" / "kvsim"
     shutil.copytree(Path(kvsim.__file__).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(data_dir(), pkg / "_data")
-    code = ("import kvsim.registry as r, kvsim.hardware as h; "
+    code = ("import kvsim.calc.registry as r, kvsim.calc.hardware as h; "
             "print(r.data_dir()); print(len(r.model_names()), r.load_model('jamba-v0.1').count('full'), "
             "h.get_accelerator('a100 40gb').memory_bytes)")
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}

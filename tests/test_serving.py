@@ -2,11 +2,18 @@
 
 import pytest
 
-from kvsim import weights
-from kvsim.hardware import get_accelerator
-from kvsim.registry import load_model
-from kvsim.serving import (ACCELERATORS, CONTEXTS, MODELS, capacity_rows, capacity_table,
-                           plan_tp, to_markdown)
+from kvsim.calc import weights
+from kvsim.calc.hardware import get_accelerator
+from kvsim.calc.registry import load_model
+from kvsim.serving.capacity_tables import (
+    ACCELERATORS,
+    CONTEXTS,
+    MODELS,
+    capacity_rows,
+    capacity_table,
+    plan_tp,
+    to_markdown,
+)
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,18 @@
 import numpy as np
 import pytest
 
-from kvsim import memory, weights
-from kvsim.registry import load_model
-from kvsim.sim import (LENGTHS, POLICIES, SPLIT, _ceil_sum, _Extents, capacity_tokens_for,
-                       make_workload, simulate)
+from kvsim.calc import memory, weights
+from kvsim.calc.registry import load_model
+from kvsim.serving.sim import (
+    LENGTHS,
+    POLICIES,
+    SPLIT,
+    _ceil_sum,
+    _Extents,
+    capacity_tokens_for,
+    make_workload,
+    simulate,
+)
 
 
 def test_workload_is_seeded_and_respects_limits():

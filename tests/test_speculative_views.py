@@ -7,11 +7,19 @@ import numpy as np
 import pytest
 
 from kvsim.cache import KVCache, RotatingKVCache
+from kvsim.calc.speculation import expected_speedup, expected_tokens_per_pass
+from kvsim.measure.rewind import (
+    padded_prefill_refusal,
+    padded_prefill_rows,
+    rewind_limits,
+    slots,
+    snapshot_restore,
+    trim_walkthrough,
+    try_trim,
+)
+from kvsim.measure.speculation_runs import speculation_sweep
 from kvsim.model import build_model, perturbed, toy_spec
-from kvsim.widgets.speculative import (draw_expected_speedup, draw_tokens_per_pass, expected_speedup,
-                                       expected_tokens_per_pass, padded_prefill_refusal, padded_prefill_rows,
-                                       rewind_limits, slots, snapshot_restore, speculation_sweep,
-                                       trim_walkthrough, try_trim)
+from kvsim.widgets.speculative import draw_expected_speedup, draw_tokens_per_pass
 
 PROMPT = [5, 17, 3, 99, 42, 8, 61, 23, 7, 70, 11, 2, 88]
 

@@ -3,11 +3,17 @@
 import numpy as np
 import pytest
 
-from kvsim import memory
-from kvsim.config import LayerSpec
-from kvsim.registry import load_model
-from kvsim.techniques import (cache_read_intensity, dsa_indexer_key_bytes, nsa_read_tokens, sparse_bytes,
-                              technique_table, weight_read_intensity)
+from kvsim.calc import memory
+from kvsim.calc.config import LayerSpec
+from kvsim.calc.registry import load_model
+from kvsim.calc.techniques import (
+    cache_read_intensity,
+    dsa_indexer_key_bytes,
+    nsa_read_tokens,
+    sparse_bytes,
+    technique_table,
+    weight_read_intensity,
+)
 
 
 @pytest.fixture(scope="module")

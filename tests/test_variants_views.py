@@ -5,10 +5,14 @@ from dataclasses import replace
 import matplotlib.pyplot as plt
 import pytest
 
-from kvsim import memory
-from kvsim.variants import attention_variants
-from kvsim.widgets.variants import (compare_mla_paths, decodable_variants, draw_measured_bytes, draw_variant_bytes,
-                                    measure_variants, variant_rows)
+from kvsim.calc import memory
+from kvsim.calc.counterfactual import (
+    attention_variants,
+    decodable_variants,
+    variant_rows,
+)
+from kvsim.measure.variant_decode import compare_mla_paths, measure_variants
+from kvsim.widgets.variants import draw_measured_bytes, draw_variant_bytes
 
 
 def test_seed_table_at_deepseek_v3_sizes():

@@ -7,16 +7,30 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvsim import memory, windows
 from kvsim.cache import ChunkedKVCache, KVCache, RotatingKVCache
-from kvsim.config import ModelSpec
-from kvsim.growth import layer_cache, measure_nbytes
+from kvsim.calc import memory
+from kvsim.calc import window_bytes as windows
+from kvsim.calc.config import ModelSpec
+from kvsim.calc.counterfactual import full_attention
+from kvsim.calc.registry import load_model
+from kvsim.measure.growth import layer_cache, measure_nbytes
+from kvsim.measure.ring_slots import (
+    EMPTY,
+    decode_positions,
+    position_tensor,
+    slot_positions,
+    write_positions,
+)
 from kvsim.model import toy_spec
-from kvsim.registry import load_model
-from kvsim.ringview import EMPTY, decode_positions, position_tensor, slot_positions, write_positions
-from kvsim.variants import full_attention
-from kvsim.widgets.windows import (chunk_view, draw_chunks, draw_ring_buffer, draw_window_bytes,
-                                   ring_buffer_view, window_bytes_view, windowed_models)
+from kvsim.widgets.windows import (
+    chunk_view,
+    draw_chunks,
+    draw_ring_buffer,
+    draw_window_bytes,
+    ring_buffer_view,
+    window_bytes_view,
+    windowed_models,
+)
 
 # ---------------------------------------------------------------- windows (pure arithmetic)
 

@@ -4,13 +4,13 @@ Layouts: KVCache (standard), RotatingKVCache (sliding window), ChunkedKVCache (L
 QuantizedKVCache (``mx.quantize`` storage), LatentCache (MLA), RecurrentStateCache (fixed
 state), PagedKVCache (fixed-size blocks of a shared PagedKVPool); CachePool owns per-sequence
 cache sets; make_caches picks one cache per layer.
-Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pickle).
+Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pickle); attention over what a cache returns: :mod:`.sdpa`.
 """
 
 from .base import BaseCache
 from .chunked import ChunkedKVCache
 from .factory import make_caches
-from .io import load_caches, save_caches
+from .io import load_cache, load_caches, save_cache, save_caches
 from .latent import LatentCache
 from .paged import PagedKVCache, PagedKVPool
 from .pool import CachePool
@@ -21,4 +21,4 @@ from .standard import KVCache
 
 __all__ = ["BaseCache", "KVCache", "RotatingKVCache", "ChunkedKVCache", "QuantizedKVCache",
            "LatentCache", "RecurrentStateCache", "PagedKVCache", "PagedKVPool", "CachePool", "make_caches",
-           "save_caches", "load_caches"]
+           "save_cache", "load_cache", "save_caches", "load_caches"]

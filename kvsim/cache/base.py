@@ -24,27 +24,26 @@ Contract
   and what is expected; the cache is unchanged. Shapes and dtype are fixed by the first update.
 - Persistence: ``state`` is a tuple of arrays (only filled tokens), ``meta_state`` a tuple of
   strings; ``from_state(state, meta_state)`` rebuilds the cache with the same offset, capacity
-  and nbytes. ``save(path)`` / ``load(path)`` write/read safetensors (see :mod:`kvsim.cache.io`);
-  subclasses register by class name automatically, so loading never unpickles anything.
+  and nbytes. :mod:`kvsim.cache.io` writes and reads them as safetensors (``save_cache`` /
+  ``load_cache``), through an explicit table of cache classes, so loading never unpickles anything.
 """
 
 from __future__ import annotations
 
 import mlx.core as mx
 
-DEFAULT_STEP = 256
-FLOAT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
-CACHE_CLASSES: dict[str, type] = {}  # class name -> class, filled by __init_subclass__
+from ..calc.units import DEFAULT_STEP, dtype_key, positive_int
+
+# kvsim's float dtype names -> MLX dtypes, built once: {"fp32": mx.float32, "bf16": ..., "fp16": ...}
+MX_DTYPES = {dtype_key(d): d for d in (mx.float32, mx.bfloat16, mx.float16)}
 
 
-MX_DTYPES = {"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}  # kvsim's names -> MLX
-
-
-def mx_dtype(name: str):
-    """The MLX dtype for ``fp32``, ``bf16`` or ``fp16``; ValueError naming the accepted ones otherwise."""
-    if name not in MX_DTYPES:
+def mx_dtype(name) -> mx.Dtype:
+    """The MLX dtype for ``fp32``, ``bf16`` or ``fp16`` (or a long name such as 'bfloat16')."""
+    key = dtype_key(name)
+    if key not in MX_DTYPES:
         raise ValueError(f"dtype {name!r} is not one of {', '.join(MX_DTYPES)}")
-    return MX_DTYPES[name]
+    return MX_DTYPES[key]
 
 
 def dtype_name(dtype) -> str:
@@ -54,16 +53,14 @@ def dtype_name(dtype) -> str:
 
 def dtype_from_name(name: str):
     """Inverse of :func:`dtype_name`; ValueError for anything but a float dtype."""
-    for d in FLOAT_DTYPES:
+    for d in MX_DTYPES.values():
         if dtype_name(d) == name:
             return d
     raise ValueError(f"dtype {name!r} is not one of float32, float16, bfloat16")
 
 
 def check_step(step) -> int:
-    if not isinstance(step, int) or isinstance(step, bool) or step < 1:
-        raise ValueError(f"step must be a positive integer, got {step!r}")
-    return step
+    return positive_int("step", step)
 
 
 def check_kv(keys, values, expected: dict | None = None) -> dict:
@@ -77,7 +74,7 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
             raise ValueError(f"{name} must be an mx.array, got {type(a).__name__}")
         if a.ndim != 4:
             raise ValueError(f"{name} must be 4-D (B, n_kv_heads, T, head_dim), got shape {tuple(a.shape)}")
-        if a.dtype not in FLOAT_DTYPES:
+        if a.dtype not in MX_DTYPES.values():
             raise ValueError(f"{name}.dtype must be float32, float16 or bfloat16, got {dtype_name(a.dtype)}")
     if keys.shape[:3] != values.shape[:3]:
         raise ValueError(f"values.shape[:3] (B, n_kv_heads, T) must equal keys.shape[:3] "
@@ -124,10 +121,6 @@ class BaseCache:
 
     step: int = DEFAULT_STEP
     offset: int = 0
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        CACHE_CLASSES[cls.__name__] = cls
 
     # ------------------------------------------------------------ storage
     def update_and_fetch(self, keys, values):
@@ -224,20 +217,6 @@ class BaseCache:
     def from_state(cls, state, meta_state):
         """Rebuild a cache from ``state`` (arrays; tuples may come back as lists) and ``meta_state``."""
         raise NotImplementedError
-
-    def save(self, path, metadata: dict | None = None) -> None:
-        """Write this cache to a safetensors file (arrays + string metadata incl. class name)."""
-        from .io import save_cache
-        save_cache(path, self, metadata)
-
-    @classmethod
-    def load(cls, path):
-        """Read a cache written by :meth:`save`; ValueError if the file holds another class."""
-        from .io import load_cache
-        cache = load_cache(path)
-        if cls is not BaseCache and not isinstance(cache, cls):
-            raise ValueError(f"{path} holds a {type(cache).__name__}, not a {cls.__name__}")
-        return cache
 
     def __repr__(self):
         return (f"{type(self).__name__}(offset={self.offset}, size={self.size()}, "

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from ..config import ModelSpec
-from ..memory import parse_kv_dtype
-from .base import DEFAULT_STEP
+from ..calc.config import ModelSpec
+from ..calc.memory import parse_kv_dtype
+from ..calc.units import DEFAULT_STEP
 from .chunked import ChunkedKVCache
 from .latent import LatentCache
 from .quantized import QuantizedKVCache

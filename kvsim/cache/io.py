@@ -7,11 +7,11 @@ Contract
   and string metadata ``"kvsim.layers"``, ``"<layer>.class"`` (class name or ``"None"``),
   ``"<layer>.meta_state"`` (a JSON list of the cache's meta_state strings) and ``"user.<key>"``.
 - ``load_caches(path) -> (caches, metadata)`` rebuilds each cache with ``cls.from_state(state,
-  meta_state)``; the class is looked up by name among registered kvsim caches, so only kvsim
-  cache classes can ever be constructed. Loaded caches have the same offset, held tokens,
+  meta_state)``; the class is looked up by name in :data:`CACHE_CLASSES`, an explicit table, so
+  only kvsim cache classes can ever be constructed. Loaded caches have the same offset, held tokens,
   capacity and nbytes as the saved ones (``state`` holds only the filled rows; ``from_state``
   re-allocates the slack).
-- ``save_cache`` / ``load_cache``: the same for a single cache (``BaseCache.save`` / ``.load``).
+- ``save_cache`` / ``load_cache``: the same for a single cache.
 - Errors: ValueError with the file and the bad field; writing goes to ``path`` directly.
 """
 
@@ -23,9 +23,19 @@ from pathlib import Path
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
-from .base import CACHE_CLASSES, BaseCache
+from .base import BaseCache
+from .chunked import ChunkedKVCache
+from .latent import LatentCache
+from .paged import PagedKVCache
+from .quantized import QuantizedKVCache
+from .recurrent import RecurrentStateCache
+from .rotating import RotatingKVCache
+from .standard import KVCache
 
 FORMAT = "kvsim-cache-1"
+# class name as written in a file -> the class that rebuilds it; nothing else can be loaded
+CACHE_CLASSES = {cls.__name__: cls for cls in (KVCache, RotatingKVCache, ChunkedKVCache, QuantizedKVCache,
+                                               LatentCache, RecurrentStateCache, PagedKVCache)}
 
 
 def _path(path) -> str:
@@ -100,9 +110,11 @@ def save_cache(path, cache, metadata: dict | None = None) -> None:
     save_caches(path, [cache], metadata)
 
 
-def load_cache(path):
-    """Read a file holding exactly one cache."""
+def load_cache(path, cls: type | None = None):
+    """Read a file holding exactly one cache; ValueError if it is not a ``cls`` (when given)."""
     caches, _ = load_caches(path)
     if len(caches) != 1 or caches[0] is None:
         raise ValueError(f"{path} holds {len(caches)} layers; use load_caches for a list")
+    if cls is not None and not isinstance(caches[0], cls):
+        raise ValueError(f"{path} holds a {type(caches[0]).__name__}, not a {cls.__name__}")
     return caches[0]

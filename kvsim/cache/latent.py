@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from .base import DEFAULT_STEP
+from ..calc.units import DEFAULT_STEP
 from .standard import KVCache
 
 

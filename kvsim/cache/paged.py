@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from ..attention import sdpa
-from ..blocks import DEFAULT_BLOCK_SIZE, BlockAllocator, OutOfBlocks, cdiv
+from ..calc.units import DEFAULT_BLOCK_SIZE
+from ..serving.blocks import BlockAllocator, OutOfBlocks, cdiv
 from .base import BaseCache, check_kv, dtype_from_name, dtype_name
+from .sdpa import sdpa
 
 KINDS = ("full", "sliding", "chunked")
 

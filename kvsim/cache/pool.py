@@ -26,8 +26,8 @@ from typing import NewType
 
 import mlx.core as mx
 
-from ..config import ModelSpec
-from .base import DEFAULT_STEP
+from ..calc.config import ModelSpec
+from ..calc.units import DEFAULT_STEP
 
 SequenceId = NewType("SequenceId", int)
 

@@ -30,11 +30,9 @@ from typing import NamedTuple
 
 import mlx.core as mx
 
-from ..memory import allocated_slots
-from .base import BaseCache, DEFAULT_STEP, check_kv, check_step, dtype_from_name, dtype_name
-
-BITS = (2, 3, 4, 6, 8)
-GROUP_SIZES = (32, 64, 128)
+from ..calc.memory import allocated_slots
+from ..calc.units import BITS, DEFAULT_STEP, GROUP_SIZES
+from .base import BaseCache, check_kv, check_step, dtype_from_name, dtype_name
 
 
 class QuantizedTensor(NamedTuple):

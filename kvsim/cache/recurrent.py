@@ -23,14 +23,14 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from .base import FLOAT_DTYPES, BaseCache, dtype_from_name, dtype_name
+from .base import MX_DTYPES, BaseCache, dtype_from_name, dtype_name
 
 _DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def as_float_dtype(dtype):
     """An mx float dtype from an mx dtype or a name (fp32/bf16/fp16/float32/bfloat16/float16)."""
-    if dtype in FLOAT_DTYPES:
+    if dtype in MX_DTYPES.values():
         return dtype
     if isinstance(dtype, str):
         return dtype_from_name(_DTYPE_ALIASES.get(dtype, dtype))

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from ..memory import allocated_slots
-from .base import DEFAULT_STEP, BufferedCache, check_kv, check_step, grow_buffer
+from ..calc.memory import allocated_slots
+from ..calc.units import DEFAULT_STEP
+from .base import BufferedCache, check_kv, check_step, grow_buffer
 from .standard import _geometry
-
 
 NOT_HELD = 2**31 - 1  # key position of a slot that holds no live token (masked for every query)
 

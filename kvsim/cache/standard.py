@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from ..memory import allocated_slots
-from .base import DEFAULT_STEP, BufferedCache, check_kv, check_step, grow_buffer
+from ..calc.memory import allocated_slots
+from ..calc.units import DEFAULT_STEP
+from .base import BufferedCache, check_kv, check_step, grow_buffer
 
 
 def _geometry(keys, values) -> dict:

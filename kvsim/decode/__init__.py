@@ -7,8 +7,17 @@
 """
 
 from .batched import batched_generate
-from .generate import (Generation, StepTrace, cache_dtypes, check_padded_prefill, generate,
-                       kv_dtype_spec, pick_token, positions_fed, prefill)
+from .generate import (
+                       Generation,
+                       StepTrace,
+                       cache_dtypes,
+                       check_padded_prefill,
+                       generate,
+                       kv_dtype_spec,
+                       pick_token,
+                       positions_fed,
+                       prefill,
+)
 from .speculative import Speculation, speculative_generate
 
 __all__ = ["Generation", "StepTrace", "Speculation", "generate", "speculative_generate",

@@ -18,14 +18,23 @@ import time
 import mlx.core as mx
 
 from ..cache.pool import CachePool
+from ..calc.units import DEFAULT_STEP
 from ..model import Rows
-from .generate import Generation, StepTrace, cache_dtypes, pick_token, prefill, prompt_list, snapshot_bytes
+from .generate import (
+    Generation,
+    StepTrace,
+    cache_dtypes,
+    pick_token,
+    prefill,
+    prompt_list,
+    snapshot_bytes,
+)
 
 __all__ = ["batched_generate"]
 
 
 def batched_generate(model, prompts, max_new_tokens, pool=None, *, kv_dtype: str | None = None,
-                     step: int = 256) -> list[Generation]:
+                     step: int = DEFAULT_STEP) -> list[Generation]:
     """Decode several sequences of different lengths together through a CachePool.
 
     Each prompt gets its own cache set (``pool.allocate``) and is prefilled alone; every later step

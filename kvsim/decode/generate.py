@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from ..cache import QuantizedKVCache, make_caches
-from ..memory import parse_kv_dtype, tokens_fed
-from ..model import MX_DTYPES
+from ..cache.base import MX_DTYPES, mx_dtype
+from ..calc.memory import parse_kv_dtype
+from ..calc.tokens_fed import tokens_fed
+from ..calc.units import DEFAULT_STEP, QUANT_BITS, dtype_key
 
 __all__ = ["Generation", "StepTrace", "generate", "positions_fed", "prefill", "check_padded_prefill",
            "cache_dtypes", "kv_dtype_spec", "pick_token", "snapshot_bytes", "prompt_list"]
@@ -95,13 +97,9 @@ def positions_fed(prompt, answer, cached: bool) -> int:
 def kv_dtype_spec(kv_dtype, model, group_size: int = 64, full_precision_tokens: int = 0,
                   scale_dtype: str | None = None):
     """The calculator's :class:`~kvsim.memory.KVDtype` for what :func:`generate` stores."""
-    scale = scale_dtype or _dtype_name(model.dtype)
-    return parse_kv_dtype(kv_dtype or _dtype_name(model.dtype), group_size=group_size,
+    scale = scale_dtype or dtype_key(model.dtype)
+    return parse_kv_dtype(kv_dtype or dtype_key(model.dtype), group_size=group_size,
                           scale_dtype=scale, full_precision_tokens=full_precision_tokens)
-
-
-def _dtype_name(dtype) -> str:
-    return {v: k for k, v in MX_DTYPES.items()}[dtype]
 
 
 def cache_dtypes(model, kv_dtype, scale_dtype: str | None = None):
@@ -110,11 +108,11 @@ def cache_dtypes(model, kv_dtype, scale_dtype: str | None = None):
         return model.dtype, model.dtype
     dt = parse_kv_dtype(kv_dtype)
     if dt.quantized:
-        written = MX_DTYPES[scale_dtype] if scale_dtype else model.dtype
+        written = mx_dtype(scale_dtype) if scale_dtype else model.dtype
         return written, model.dtype
     if dt.name not in MX_DTYPES:
         raise ValueError(f"kv_dtype {kv_dtype!r} cannot be stored by MLX; accepted: "
-                         f"{', '.join(MX_DTYPES)}, q8, q6, q4, q3, q2")
+                         f"{', '.join([*MX_DTYPES, *QUANT_BITS])}")
     return MX_DTYPES[dt.name], MX_DTYPES[dt.name]
 
 
@@ -194,7 +192,7 @@ def prefill(model, prompt: list[int], caches, kv_dtype=None, pad_multiple: int |
 
 def generate(model, prompt, max_new_tokens: int, caches="auto", *, temperature: float = 0.0,
              seed: int = 0, kv_dtype: str | None = None, group_size: int = 64,
-             full_precision_tokens: int = 0, scale_dtype: str | None = None, step: int = 256,
+             full_precision_tokens: int = 0, scale_dtype: str | None = None, step: int = DEFAULT_STEP,
              pad_multiple: int | None = None, trace: bool = True) -> Generation:
     """Prefill + decode (``caches="auto"`` or a list) or the no-cache baseline (``caches=None``)."""
     prompt = prompt_list(prompt, model.spec.vocab_size)

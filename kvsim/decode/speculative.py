@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from ..cache import ChunkedKVCache, QuantizedKVCache, RecurrentStateCache, make_caches
+from ..calc.units import DEFAULT_STEP
 from .generate import cache_dtypes, prompt_list
 
 __all__ = ["Speculation", "speculative_generate"]
@@ -106,7 +107,7 @@ def _greedy(model, tokens: list[int], caches, kv_dtype) -> list[int]:
 
 
 def speculative_generate(target, draft, prompt, max_new_tokens: int, num_draft: int = 4,
-                         kv_dtype: str | None = None, step: int = 256) -> Speculation:
+                         kv_dtype: str | None = None, step: int = DEFAULT_STEP) -> Speculation:
     """Draft proposes ``num_draft`` tokens per round, the target verifies them in one pass.
 
     Invariant per round: both models' caches hold the context minus its last token ``last``.

@@ -12,8 +12,15 @@ Griffin's block-diagonal gates and reset at position 0 (dense gates here).
 """
 
 from .layers import Rows, reference_mask
-from .transformer import (MX_DTYPES, TOY_KINDS, BuildInfo, Model, build_model, perturbed,
-                          select_layers, toy_spec)
+from .transformer import (
+                          TOY_KINDS,
+                          BuildInfo,
+                          Model,
+                          build_model,
+                          perturbed,
+                          select_layers,
+                          toy_spec,
+)
 
 __all__ = ["Model", "BuildInfo", "Rows", "build_model", "perturbed", "select_layers", "toy_spec", "TOY_KINDS",
-           "MX_DTYPES", "reference_mask"]
+           "reference_mask"]

@@ -22,8 +22,8 @@ from __future__ import annotations
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..config import LayerSpec
-from .layers import WeightInit, Rows, attend, attend_cached, reference_mask, rope
+from ..calc.config import LayerSpec
+from .layers import Rows, WeightInit, attend, attend_cached, reference_mask, rope
 
 __all__ = ["Attention"]
 

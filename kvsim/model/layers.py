@@ -21,8 +21,8 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from ..attention import quantized_sdpa, sdpa
 from ..cache.quantized import QuantizedKV
+from ..cache.sdpa import quantized_sdpa, sdpa
 
 __all__ = ["WeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
            "attend_cached"]

@@ -23,10 +23,10 @@ from __future__ import annotations
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..config import LayerSpec
-from ..attention import sdpa
 from ..cache.quantized import QuantizedKV
-from .layers import WeightInit, Rows, reference_mask, rms_norm, rope
+from ..cache.sdpa import sdpa
+from ..calc.config import LayerSpec
+from .layers import Rows, WeightInit, reference_mask, rms_norm, rope
 
 __all__ = ["MLA", "MLA_PATHS"]
 

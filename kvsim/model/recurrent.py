@@ -26,8 +26,8 @@ import math
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..config import LayerSpec
-from .layers import WeightInit, Rows, rms_norm
+from ..calc.config import LayerSpec
+from .layers import WeightInit, rms_norm
 from .state import load_states, save_states
 
 __all__ = ["Mamba", "Mamba2", "GatedDeltaNet", "RGLRU", "MIXERS"]

@@ -26,15 +26,15 @@ from dataclasses import dataclass, replace
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..cache.base import MX_DTYPES, mx_dtype
-from ..config import LayerSpec, ModelSpec, from_hf_config
+from ..cache.base import mx_dtype
+from ..calc.config import LayerSpec, ModelSpec, from_hf_config
 from .attention import Attention
-from .layers import MLP, WeightInit, Rows, rms_norm
+from .layers import MLP, WeightInit, rms_norm
 from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
 
 __all__ = ["Model", "Block", "BuildInfo", "build_model", "perturbed", "select_layers", "toy_spec",
-           "TOY_KINDS", "MX_DTYPES"]
+           "TOY_KINDS"]
 
 
 
@@ -180,7 +180,7 @@ def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: i
     info = BuildInfo(spec.name, spec.num_hidden_layers, indices, seed, dtype)
     model = Model(reduced, ffn, info, WeightInit(seed))
     if dtype != "fp32":
-        model.set_dtype(MX_DTYPES[dtype])
+        model.set_dtype(mx_dtype(dtype))
     mx.eval(model.parameters())
     return model
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.ticker import FuncFormatter
+
 from .style import decorate
 
 _STYLES = {"without a cache": ("tab:red", "-"), "with a cache": ("tab:blue", "-")}

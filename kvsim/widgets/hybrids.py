@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import hybrid, memory
+from ..calc import hybrid, memory, units
+from ..calc.registry import load_model, model_names
 from ..plots.hybrids import plot_state_vs_kv
-from ..registry import load_model, model_names
 from .base import dropdown, log_slider, make_view
 
 COMPARE = ("mixtral-8x7b", "jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b",
@@ -33,7 +33,7 @@ def draw_hybrid_cache(ax, model="jamba-v0.1", tokens=262_144, batch=1, kv_dtype=
             hybrid.all_attention(spec), t, batch, kv_dtype)
     end = int(split["total"][-1])
     plot_state_vs_kv(ax, t, growing, {f"recurrent state of {n_rec} layers": split["state"]},
-                     unit="GiB" if end >= 2**30 else "MiB", points={memory.format_bytes(end): (tokens, end)},
+                     unit="GiB" if end >= 2**30 else "MiB", points={units.format_bytes(end): (tokens, end)},
                      title=f"{spec.name}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
                      + f"; batch {batch}, {kv_dtype}")
     return ax

@@ -8,9 +8,9 @@ from functools import lru_cache
 
 import ipywidgets as widgets
 
-from .. import fragmentation, sim
-from ..blockview import sharing_scenario
 from ..plots.paged import plot_block_tables, plot_split_over_time, sequence_colors
+from ..serving import fragmentation, sim
+from ..serving.blockview import sharing_scenario
 from .base import dropdown, int_slider, make_view
 
 VIEW_REQUESTS = 200          # requests per simulated run in the view (a redraw stays well under a second)

@@ -1,182 +1,20 @@
-"""Lesson 09: speculative decoding and rewinding caches, on real MLX caches and models.
+"""Lesson 09 views: measured tokens per target pass, and the expected speedup of speculative decoding.
 
 Contract
-- :func:`trim_walkthrough`: a real KVCache with one layer's real geometry; every element of a
-  token's key holds that token's id, so the slots can be read back. Rows after each action (write,
-  trim, write): offset, capacity, nbytes, used_bytes and what the first slots hold ('|' marks the
-  offset; slots after it are stale rows that the next write overwrites).
-- :func:`rewind_limits`: a RotatingKVCache written one token at a time; how far ``trim`` can go
-  (``trimmable_tokens``) before and after the ring wraps, with and without ``rewind_tokens`` slots.
-- :func:`try_trim`: trims and returns what happened as text, the ValueError message included
-  (lesson cells must not raise).
-- :func:`snapshot_restore`: a hybrid's RecurrentStateCache cannot trim; snapshot, feed, restore.
-- :func:`speculation_sweep`: :func:`kvsim.decode.speculative_generate` for every draft model and
-  draft length k, each checked against plain greedy decoding of the target.
-- :func:`padded_prefill_rows`: a prompt prefilled padded to a multiple and trimmed back vs unpadded.
-- :func:`expected_tokens_per_pass` (Leviathan et al., 2023, with i.i.d. acceptance α):
-  E[tokens per target pass] = (1 − α^(k+1)) / (1 − α); with a draft step costing c target steps and
-  a verification pass costing one step (decode is memory-bound: k+1 tokens read the same bytes),
-  speedup = E / (k·c + 1). :func:`speculation_view` puts sliders on it.
+- :func:`draw_tokens_per_pass`: a :func:`kvsim.measure.speculation_runs.speculation_sweep`'s tokens per
+  target pass against k, beside the i.i.d. expectation from the measured acceptance at k = 1.
+- :func:`draw_expected_speedup` / :func:`speculation_view`: :mod:`kvsim.calc.speculation` with sliders.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import mlx.core as mx
+import ipywidgets as widgets
 import numpy as np
 
-from ..cache import KVCache, RotatingKVCache, make_caches
-from ..cache.base import mx_dtype
-from ..decode import Speculation, generate, prefill, speculative_generate
+from ..calc.speculation import expected_speedup, expected_tokens_per_pass
+from ..measure.speculation_runs import SpeculationRun
 from ..plots.speculative import plot_against_k
-from ..registry import load_model
 from .base import int_slider, make_view
-
-
-
-# ---------------------------------------------------------------- trim on a real cache
-
-
-def _rows_of(cache, tokens, dtype, H, D):
-    """(1, H, len, D) keys and values whose every element is the token id."""
-    x = mx.broadcast_to(mx.array(tokens, dtype=dtype)[None, None, :, None], (1, H, len(tokens), D))
-    return x, x
-
-
-def slots(cache, show: int) -> str:
-    """Token ids held in the first ``show`` slots of a KVCache's buffer, '|' at the offset, '.' unwritten."""
-    held = [] if cache.keys is None else cache.keys[0, 0, :show, 0].astype(mx.float32).tolist()
-    cells = [str(int(v)) if v else "." for v in held] + ["."] * (show - len(held))
-    cells.insert(min(cache.offset, show), "|")
-    return " ".join(cells)
-
-
-def trim_walkthrough(model: str = "llama-3-8b", dtype: str = "bf16", written=(11, 12, 13, 14, 15, 16),
-                     rejected: int = 2, replacement=(42,), step: int = 256, show: int = 8) -> list[dict]:
-    """Write tokens, ``trim(rejected)``, write the replacement: one row per state of a real KVCache."""
-    layer = load_model(model).layers[0]
-    H, D, dt = layer.num_key_value_heads, layer.head_dim, mx_dtype(dtype)
-    cache = KVCache(step=step)
-    rows = []
-
-    def record(action):
-        rows.append({"action": action, "offset": cache.offset, "capacity": cache.capacity, "nbytes": cache.nbytes,
-                     "used_bytes": cache.used_bytes, f"slots 0-{show - 1}": slots(cache, show)})
-
-    record("empty cache")
-    cache.update_and_fetch(*_rows_of(cache, list(written), dt, H, D))
-    record(f"write {len(written)} tokens")
-    cache.trim(rejected)
-    record(f"trim({rejected})")
-    cache.update_and_fetch(*_rows_of(cache, list(replacement), dt, H, D))
-    record(f"write {len(replacement)} token")
-    return rows
-
-
-def try_trim(cache, n: int) -> str:
-    """``cache.trim(n)`` as text: 'trimmed n: offset a -> b' or the error message (cache unchanged)."""
-    before = cache.offset
-    try:
-        done = cache.trim(n)
-    except ValueError as err:
-        return f"refused: {err}"
-    return f"trimmed {done}: offset {before} -> {cache.offset}"
-
-
-def rewind_limits(max_size: int = 8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 10, 12, 20), step: int = 4,
-                  head_dim: int = 4) -> list[dict]:
-    """trimmable_tokens of a RotatingKVCache(max_size, rewind_tokens=R) after each offset, one token per write."""
-    rows = []
-    for r in rewind_tokens:
-        cache = RotatingKVCache(max_size, rewind_tokens=r, step=step)
-        for t in range(max(offsets)):
-            cache.update_and_fetch(*_rows_of(cache, [t + 1], mx.float32, 1, head_dim))
-            if t + 1 in offsets:
-                rows.append({"rewind_tokens": r, "offset": cache.offset, "slots": cache.capacity,
-                             "tokens held": cache.size(), "trimmable_tokens": cache.trimmable_tokens})
-    return rows
-
-
-def snapshot_restore(model, prompt, extra=(1, 2, 3)) -> list[dict]:
-    """A recurrent layer's cache: trim refused; snapshot, feed ``extra`` tokens, restore: the state is back."""
-    from ..cache import RecurrentStateCache
-
-    caches = make_caches(model.spec)
-    model(mx.array([list(prompt)]), caches)
-    layer = next(i for i, c in enumerate(caches) if isinstance(c, RecurrentStateCache))
-    cache = caches[layer]
-    before = [mx.array(cache[n]) for n in cache.names]
-    rows = [{"action": f"prefill {len(prompt)} tokens", "offset": cache.offset, "nbytes": cache.nbytes,
-             "state = after prefill": True}]
-
-    def same():
-        return all(bool(mx.array_equal(a, cache[n]).item()) for a, n in zip(before, cache.names))
-
-    refused = try_trim(cache, len(extra)).startswith("refused")
-    rows.append({"action": f"trim({len(extra)})" + (" refused" if refused else ""), "offset": cache.offset,
-                 "nbytes": cache.nbytes, "state = after prefill": same()})
-    snap = cache.snapshot()
-    model(mx.array([list(extra)]), caches)
-    rows.append({"action": f"snapshot, feed {len(extra)} tokens", "offset": cache.offset, "nbytes": cache.nbytes,
-                 "state = after prefill": same()})
-    cache.restore(snap)
-    rows.append({"action": "restore(snapshot)", "offset": cache.offset, "nbytes": cache.nbytes,
-                 "state = after prefill": same()})
-    return rows
-
-
-# ---------------------------------------------------------------- speculative decoding
-
-
-@dataclass(frozen=True)
-class SpeculationRun:
-    """One speculative decode: which draft, how many tokens it proposed per round, the result."""
-
-    draft: str
-    num_draft: int
-    result: Speculation
-    same_as_greedy: bool
-
-    def row(self) -> dict:
-        r = self.result
-        return {"draft": self.draft, "k": self.num_draft, "proposed": r.proposed, "accepted": r.accepted,
-                "acceptance rate": round(r.acceptance_rate, 3), "target passes": r.rounds,
-                "tokens per pass": round(len(r.tokens) / r.rounds, 2),
-                "target positions fed": r.target_positions_fed, "= greedy": self.same_as_greedy}
-
-
-def speculation_sweep(target, drafts: dict, prompt, max_new_tokens: int = 48, ks=(1, 2, 3, 4, 6, 8),
-                      progress: bool = True) -> list[SpeculationRun]:
-    """Speculative decoding for every {label: draft model} and k, each compared with greedy decoding."""
-    from tqdm.auto import tqdm
-
-    greedy = generate(target, prompt, max_new_tokens, trace=False).tokens
-    runs = []
-    with tqdm(total=len(drafts) * len(ks), desc="speculative decode", unit="run", disable=not progress) as bar:
-        for label, draft in drafts.items():
-            for k in ks:
-                res = speculative_generate(target, draft, prompt, max_new_tokens, num_draft=k)
-                runs.append(SpeculationRun(label, k, res, res.tokens == greedy))
-                bar.update(1)
-    return runs
-
-
-def expected_tokens_per_pass(acceptance: float, k):
-    """Tokens one target pass yields with k drafts accepted i.i.d. with probability α: (1 − α^(k+1)) / (1 − α)."""
-    if not 0 <= acceptance <= 1:
-        raise ValueError(f"acceptance must be in [0, 1], got {acceptance!r}")
-    k = np.asarray(k, dtype=float)
-    if acceptance == 1:
-        return k + 1
-    return (1 - acceptance ** (k + 1)) / (1 - acceptance)
-
-
-def expected_speedup(acceptance: float, k, draft_cost: float):
-    """Speedup over plain decoding: E[tokens per pass] / (k·c + 1), c = draft step time / target step time."""
-    if draft_cost < 0:
-        raise ValueError(f"draft_cost must be >= 0, got {draft_cost!r}")
-    return expected_tokens_per_pass(acceptance, k) / (np.asarray(k, dtype=float) * draft_cost + 1)
 
 
 def draw_tokens_per_pass(ax, runs: list[SpeculationRun]):
@@ -208,8 +46,6 @@ def draw_expected_speedup(ax, acceptance=0.7, draft_cost=0.1, max_draft=12):
 
 def speculation_view(acceptance=0.7, draft_cost=0.1, max_draft=12):
     """Sliders for acceptance, draft cost and the largest k over :func:`draw_expected_speedup`."""
-    import ipywidgets as widgets
-
     return make_view(draw_expected_speedup, {
         "acceptance": widgets.FloatSlider(value=acceptance, min=0.05, max=0.95, step=0.05, description="acceptance α",
                                           continuous_update=False),
@@ -217,33 +53,3 @@ def speculation_view(acceptance=0.7, draft_cost=0.1, max_draft=12):
                                           continuous_update=False),
         "max_draft": int_slider("largest k", max_draft, 2, 16),
     })
-
-
-# ---------------------------------------------------------------- padded prefill
-
-
-def padded_prefill_rows(model, prompt, pad_multiples=(None, 8, 16), answer_tokens: int = 8) -> list[dict]:
-    """Prefill unpadded and padded (then trimmed back): tokens written, offset after, same answer as unpadded."""
-    prompt = list(prompt)
-    plain = generate(model, prompt, answer_tokens, trace=False)
-    rows = []
-    for m in pad_multiples:
-        caches = make_caches(model.spec)
-        prefill(model, prompt, caches, pad_multiple=m)
-        offsets = sorted({c.offset for c in caches if c is not None})
-        run = generate(model, prompt, answer_tokens, pad_multiple=m, trace=False)
-        diff = float(mx.max(mx.abs(run.logits - plain.logits)).item())
-        rows.append({"pad_multiple": "none" if m is None else m,
-                     "tokens in the prefill pass": len(prompt) + (0 if m is None else -len(prompt) % m),
-                     "offset after trim": ", ".join(map(str, offsets)), "same tokens": run.tokens == plain.tokens,
-                     "logits within 1e-5": diff < 1e-5})
-    return rows
-
-
-def padded_prefill_refusal(model, prompt, pad_multiple: int = 16) -> str:
-    """Why a padded prefill is refused for this model (the ValueError message), or 'accepted'."""
-    try:
-        prefill(model, list(prompt), make_caches(model.spec), pad_multiple=pad_multiple)
-    except ValueError as err:
-        return f"refused: {err}"
-    return "accepted"

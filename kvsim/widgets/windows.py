@@ -1,23 +1,22 @@
 """Lesson 04 views: a real ring buffer and a real chunk buffer step by step, and KV bytes by layer kind.
 
-The slot pictures are read from real caches (:mod:`kvsim.ringview`): every redraw builds a fresh
-RotatingKVCache / ChunkedKVCache, decodes ``step`` tokens into it and draws what its buffer holds.
+The slot pictures are read from real caches (:mod:`kvsim.measure.ring_slots`): every redraw builds a
+fresh RotatingKVCache / ChunkedKVCache, decodes ``step`` tokens into it and draws what its buffer holds.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import memory, windows
-from ..cache import ChunkedKVCache, RotatingKVCache
+from ..calc import memory, units
+from ..calc import window_bytes as windows
+from ..calc.counterfactual import full_attention
+from ..calc.registry import load_model, model_names
+from ..measure.ring_slots import chunk_history, ring_history
 from ..plots.windows import plot_bytes_by_kind, plot_slot_history
-from ..registry import load_model, model_names
-from ..ringview import decode_positions
-from ..variants import full_attention
 from .base import dropdown, int_slider, log_slider, make_view
 
 ROWS = 12  # decode steps shown (the most recent)
-FLOAT_DTYPES = ("bf16", "fp16", "fp32", "fp8")
 
 
 def _span(vis) -> str:
@@ -30,11 +29,10 @@ def _span(vis) -> str:
     return ", ".join(runs)
 
 
-def _draw_history(ax, cache, step, sinks, name):
-    h = decode_positions(cache, step)
+def _draw_history(ax, name, h, step, sinks):
     keep = slice(max(0, step - ROWS), step)
     vis = h.visible[-1]
-    title = (f"{name}: after token {h.positions[-1]}, {cache.capacity} slots = {h.nbytes[-1]} B;\n"
+    title = (f"{name}: after token {h.positions[-1]}, {h.capacity[-1]} slots = {h.nbytes[-1]} B;\n"
              f"its query attended to positions {_span(list(vis))} ({len(vis)} keys)")
     return plot_slot_history(ax, h.positions[keep], h.slots[keep], h.visible_mask()[keep], h.written[keep],
                              sinks=sinks, title=title)
@@ -42,8 +40,8 @@ def _draw_history(ax, cache, step, sinks, name):
 
 def draw_ring_buffer(ax, step=11, window=6, sinks=0):
     """A real RotatingKVCache(max_size=window+sinks, keep=sinks) after ``step`` decode steps."""
-    cache = RotatingKVCache(window + sinks, keep=sinks)
-    return _draw_history(ax, cache, step, sinks, f"RotatingKVCache(max_size={window + sinks}, keep={sinks})")
+    name, history = ring_history(window, sinks, step)
+    return _draw_history(ax, name, history, step, sinks)
 
 
 def ring_buffer_view(step=11, window=6, sinks=0):
@@ -57,7 +55,8 @@ def ring_buffer_view(step=11, window=6, sinks=0):
 
 def draw_chunks(ax, step=12, chunk_size=8):
     """A real ChunkedKVCache(chunk_size) after ``step`` decode steps: stale rows of the old chunk in grey."""
-    return _draw_history(ax, ChunkedKVCache(chunk_size), step, 0, f"ChunkedKVCache(chunk_size={chunk_size})")
+    name, history = chunk_history(chunk_size, step)
+    return _draw_history(ax, name, history, step, 0)
 
 
 def chunk_view(step=12, chunk_size=8):
@@ -82,7 +81,7 @@ def draw_window_bytes(ax, model="gemma-3-27b", tokens=131_072, kv_dtype="bf16", 
     plot_bytes_by_kind(
         ax, t, windows.bytes_by_kind(spec, t, kv_dtype=kv_dtype),
         reference={"windows ignored (every layer full)": memory.kv_bytes(ignored, t, kv_dtype=kv_dtype)},
-        points={memory.format_bytes(s["real_bytes"]): (tokens, s["real_bytes"])},
+        points={units.format_bytes(s["real_bytes"]): (tokens, s["real_bytes"])},
         title=f"{spec.name}: layers {windows.pattern_period(spec)} repeated, {kv_dtype}\n"
               f"{s['ratio']:.1f}× smaller than a window-ignoring calculator at {tokens:,} tokens")
     return ax
@@ -93,5 +92,5 @@ def window_bytes_view(model="gemma-3-27b", tokens=131_072, kv_dtype="bf16"):
     return make_view(draw_window_bytes, {
         "model": dropdown("model", windowed_models(), model),
         "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
-        "kv_dtype": dropdown("KV dtype", FLOAT_DTYPES, kv_dtype),
+        "kv_dtype": dropdown("KV dtype", tuple(units.DTYPE_BYTES), kv_dtype),
     })

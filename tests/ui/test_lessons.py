@@ -6,9 +6,8 @@ Run with `pytest tests/ui -m ui` (make test does). Screenshots: test-artifacts/s
 import re
 
 import pytest
-from playwright.sync_api import expect
-
 from conftest import NOTEBOOKS, lesson_notebooks
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui
 

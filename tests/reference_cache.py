@@ -19,6 +19,8 @@ import math
 import mlx.core as mx
 import numpy as np
 
+from kvsim.cache import load_cache, save_cache
+
 
 def visible(rule: str, q: np.ndarray, k: np.ndarray, max_size=None, keep=0, chunk_size=None):
     """Boolean array: may the query at position q attend to the key at position k?"""
@@ -158,13 +160,13 @@ class Lockstep:
 
     def save_load(self, path) -> None:
         """Round-trip through safetensors; the loaded cache replaces the original."""
-        self.cache.save(path)
-        loaded = type(self.cache).load(path)
+        save_cache(path, self.cache)
+        loaded = load_cache(path, type(self.cache))
         assert fingerprint(loaded) == fingerprint(self.cache), "save/load changed the cache"
         self.cache = loaded
 
     def check(self) -> None:
-        from ..memory import layer_kv_bytes
+        from kvsim.calc.memory import layer_kv_bytes
         c, (B, H, k_dim, v_dim) = self.cache, self.shape
         assert c.offset == self.ref.offset
         assert c.capacity == self.slots(self.peak, c.offset), f"capacity {c.capacity} at peak {self.peak}"

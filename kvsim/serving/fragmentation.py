@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..calc.units import DEFAULT_BLOCK_SIZE
 from . import sim
 
 KWON_FIGURE2 = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}
@@ -32,7 +33,7 @@ def kwon_setup_capacity_tokens(memory_bytes: int = 40 * 10**9, kv_share: float =
 
 
 def compare_policies(workload: sim.Workload, capacity_tokens: int, policies=sim.POLICIES,
-                     block_size: int = 16, progress: bool = False, **kwargs) -> dict:
+                     block_size: int = DEFAULT_BLOCK_SIZE, progress: bool = False, **kwargs) -> dict:
     """{policy: SimResult} for one workload; ``kwargs`` go to :func:`kvsim.sim.simulate`."""
     it = policies
     if progress:

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import memory
 from .config import ModelSpec
-from .variants import full_attention
+from .counterfactual import full_attention
 
 CACHE_KINDS = ("sliding", "chunked", "full", "mla")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import memory
+from . import memory, units
 from .config import LayerSpec, ModelSpec
 
 
@@ -43,9 +43,9 @@ def _tex(x) -> str:
 def _elem(dt: memory.KVDtype, dim: int) -> tuple[str, str]:
     """How one stored vector of ``dim`` elements is costed, as (text, latex)."""
     if not dt.quantized:
-        b = memory.DTYPE_BYTES[dt.name]
+        b = units.DTYPE_BYTES[dt.name]
         return f"{dim} × {b} B", f"{dim} \\times {b}\\,\\text{{B}}"
-    s = memory.DTYPE_BYTES[dt.scale_dtype]
+    s = units.DTYPE_BYTES[dt.scale_dtype]
     t = f"({dim}·{dt.bits}/8 + 2·{dim}/{dt.group_size}·{s}) B"
     x = f"\\left({dim}\\cdot\\tfrac{{{dt.bits}}}{{8}} + 2\\cdot\\tfrac{{{dim}}}{{{dt.group_size}}}\\cdot {s}\\right)\\text{{B}}"
     return t, x
@@ -76,7 +76,7 @@ def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: i
     total = count * per_tok
     kept_note = "" if kept == tokens else f", keeping {_n(kept)} of {_n(tokens)} tokens"
     bytes_at_t = count * memory.layer_kv_bytes(layer, tokens, dt, batch, tp=tp)
-    text += f" = {_n(total)} B/token{kept_note} → {memory.format_bytes(bytes_at_t)}"
+    text += f" = {_n(total)} B/token{kept_note} → {units.format_bytes(bytes_at_t)}"
     tex += f" &= {_tex(total)}\\,\\text{{B/token}}"
     return text, tex
 
@@ -95,7 +95,7 @@ def explain(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: i
             ex.latex_lines.append(line[1])
         elif layer.kind == "recurrent":
             shapes = " + ".join(f"{name} {'×'.join(map(str, shape))}" for name, shape in layer.state_shapes)
-            b = memory.DTYPE_BYTES[state_dtype]
+            b = units.DTYPE_BYTES[state_dtype]
             per_seq = count * memory.state_bytes(layer, state_dtype)
             ex.text_lines.append(f"  {count} {layer.recurrent_family} layers × ({shapes}) elements × {b} B"
                                  f" = {_n(per_seq)} B per sequence (fixed, independent of T)")
@@ -104,9 +104,9 @@ def explain(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: i
     per_token = memory.bytes_per_token(spec, dt, tp)
     kv = memory.kv_bytes(spec, tokens, batch, dt, tp)
     state = memory.fixed_state_bytes(spec, batch, state_dtype)
-    ex.text_lines.append(f"  M_token = {_n(per_token)} B ({memory.format_bytes(per_token)}) per token per sequence")
-    ex.text_lines.append(f"  KV at T={_n(tokens)}, B={batch}: {_n(kv)} B = {memory.format_bytes(kv)}"
-                         + (f"; + recurrent state {memory.format_bytes(state)}" if state else ""))
+    ex.text_lines.append(f"  M_token = {_n(per_token)} B ({units.format_bytes(per_token)}) per token per sequence")
+    ex.text_lines.append(f"  KV at T={_n(tokens)}, B={batch}: {_n(kv)} B = {units.format_bytes(kv)}"
+                         + (f"; + recurrent state {units.format_bytes(state)}" if state else ""))
     ex.latex_lines.append(f"M_{{\\text{{token}}}} &= {_tex(per_token)}\\,\\text{{B}}")
     ex.latex_lines.append(f"M_{{\\text{{total}}}}(T={_tex(tokens)}, B={batch}) &= {_tex(kv + state)}\\,\\text{{B}}")
     return ex

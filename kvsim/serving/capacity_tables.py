@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import capacity, hardware, registry, weights
+from ..calc import capacity, hardware, registry, weights
+from ..calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP
 from .sim import make_workload
 
 MODELS = ("llama-3-8b", "llama-3-70b", "deepseek-v3", "gemma-3-27b")
@@ -51,7 +52,7 @@ def _chat_lengths(context: int, samples: int = 4096) -> np.ndarray:
 
 
 def capacity_rows(model: str, accelerator: str, contexts=CONTEXTS, kv_dtype: str = "bf16",
-                  quantized_kv: str = "q8", block_size: int = 16,
+                  quantized_kv: str = "q8", block_size: int = DEFAULT_BLOCK_SIZE,
                   utilization: float | None = None, tp: int | None = None) -> list[dict]:
     """One row per context length for one model on one accelerator (see module docstring)."""
     spec = registry.load_model(model)
@@ -77,7 +78,7 @@ def capacity_rows(model: str, accelerator: str, contexts=CONTEXTS, kv_dtype: str
             "model": model, "accelerator": acc.name, "kind": acc.kind, "tp": tp,
             "weights_dtype": w_dtype, "utilization": util, "context_tokens": T,
             "kv_budget_gib": round(budget / 2**30, 1),
-            "dense": fit(T, step=256),
+            "dense": fit(T, step=DEFAULT_STEP),
             "paged": fit(T, block_size=block_size),
             "paged_chat": fit(_chat_lengths(T), block_size=block_size),
             "quantized": fit(T, quantized_kv, block_size=block_size),

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-DEFAULT_BLOCK_SIZE = 16
+from ..calc.units import DEFAULT_BLOCK_SIZE
 
 
 class OutOfBlocks(RuntimeError):

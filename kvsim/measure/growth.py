@@ -23,14 +23,14 @@ from dataclasses import dataclass, replace
 import mlx.core as mx
 import numpy as np
 
-from .cache import make_caches
-from .cache.base import mx_dtype
-from .config import ModelSpec
-from .hybrid import allocated_layer_bytes
+from ..cache import make_caches
+from ..cache.base import mx_dtype
+from ..calc.config import ModelSpec
+from ..calc.hybrid import allocated_layer_bytes
+from ..calc.units import DEFAULT_STEP
 
 
-
-def layer_cache(spec: ModelSpec, layer_index: int, batch: int = 1, dtype: str = "bf16", step: int = 256):
+def layer_cache(spec: ModelSpec, layer_index: int, batch: int = 1, dtype: str = "bf16", step: int = DEFAULT_STEP):
     """The cache ``make_caches`` gives layer ``layer_index`` of ``spec`` (None for a cache-less layer)."""
     if not isinstance(layer_index, int) or not 0 <= layer_index < spec.num_hidden_layers:
         raise ValueError(f"layer_index must be in [0, {spec.num_hidden_layers - 1}], got {layer_index!r}")
@@ -48,7 +48,7 @@ def cache_classes(spec: ModelSpec) -> dict[str, int]:
 
 
 def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int = 1, dtype: str = "bf16",
-                   chunk_tokens: int = 512, step: int = 256, seed: int = 0, progress: bool = False) -> np.ndarray:
+                   chunk_tokens: int = 512, step: int = DEFAULT_STEP, seed: int = 0, progress: bool = False) -> np.ndarray:
     """``cache.nbytes`` of layer ``layer_index``'s real cache after each of ``token_counts`` tokens (ascending)."""
     counts = np.asarray(token_counts, dtype=np.int64)
     if counts.ndim != 1 or len(counts) == 0 or np.any(counts < 0) or np.any(np.diff(counts) < 0):
@@ -93,11 +93,11 @@ class DecodeBytes:
 
 
 def decode_layer_bytes(models: dict, prompt_tokens: int = 64, new_tokens: int = 48, kv_dtype: str = "bf16",
-                       step: int = 256, progress: bool = False) -> dict[str, DecodeBytes]:
+                       step: int = DEFAULT_STEP, progress: bool = False) -> dict[str, DecodeBytes]:
     """Greedy-decode ``new_tokens`` after a ``prompt_tokens`` prompt with each model; measure every layer's nbytes."""
     from tqdm.auto import tqdm
 
-    from .decode import generate
+    from ..decode import generate
 
     if not isinstance(prompt_tokens, int) or prompt_tokens < 1 or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"prompt_tokens and new_tokens must be positive integers, got {prompt_tokens!r}, {new_tokens!r}")

@@ -1,17 +1,27 @@
 """Counterfactual model specs: the same geometry with another way of storing K and V.
 
-Contract: pure functions that return new :class:`~kvsim.config.ModelSpec` objects; they never
+Contract: pure functions that return new :class:`~kvsim.calc.config.ModelSpec` objects; they never
 modify their input. Used for "what if this model were MHA" lines and for the MHA / GQA / MQA /
-MLA comparison at one fixed attention geometry (the seed's DeepSeek-V3 table).
+MLA comparison at one fixed attention geometry (the seed's DeepSeek-V3 table):
+- :func:`variant_rows`: that table (elements per layer, over all layers, bytes, share of MHA);
+- :func:`decodable_variants`: the same four specs, the MLA one carrying DeepSeek-V3's MLA fields
+  (``qk_nope_head_dim``, ``v_head_dim``, ``q_lora_rank``) so :func:`kvsim.model.build_model` can
+  run it. ``q_lora_rank`` only shapes the query projection, never what is cached.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from . import memory, units
 from .config import LayerSpec, ModelSpec
+from .registry import load_model
 
 ATTENTION_KINDS = ("full", "sliding", "chunked")
+MLA_FIELDS = ("qk_nope_head_dim", "v_head_dim", "q_lora_rank")
+_FORMULAS = {"MHA": "2·n_h·d_h", "GQA": "2·n_g·d_h", "MQA": "2·d_h", "MLA": "d_c + d_h^R"}
 
 
 def with_kv_heads(spec: ModelSpec, num_key_value_heads: int, name: str | None = None) -> ModelSpec:
@@ -62,3 +72,42 @@ def equivalent_gqa_groups(spec: ModelSpec, head_dim: int) -> float:
     if not mla:
         raise ValueError(f"{spec.name} has no MLA layer")
     return mla[0].elements_per_token / (2 * head_dim)
+
+
+def _formula(name: str) -> str:
+    return _FORMULAS[name.split("-")[0]]
+
+
+def variant_rows(variants: dict[str, ModelSpec] | None = None, kv_dtype="bf16") -> list[dict]:
+    """Per variant: cached elements per token in one layer and in all layers, bytes, and % of MHA."""
+    variants = variants or attention_variants()
+    mha = memory.bytes_per_token(variants["MHA"], kv_dtype)
+    rows = []
+    for name, spec in variants.items():
+        per_layer = spec.layers[0].elements_per_token
+        b = memory.bytes_per_token(spec, kv_dtype)
+        rows.append({"variant": name, "per layer": _formula(name), "elements/layer": per_layer,
+                     f"× {spec.num_hidden_layers} layers": memory.elements_per_token(spec),
+                     f"bytes ({kv_dtype})": b, "=": units.format_bytes(b), "% of MHA": round(100 * b / mha, 2)})
+    return rows
+
+
+def decodable_variants(source: str = "deepseek-v3", q_lora_rank: int | None = None) -> dict[str, ModelSpec]:
+    """attention_variants() with the MLA spec given ``source``'s MLA config (q_lora_rank may be overridden)."""
+    cfg = {k: load_model(source).config.get(k) for k in MLA_FIELDS}
+    cfg["q_lora_rank"] = q_lora_rank
+    variants = attention_variants()
+    variants["MLA"] = replace(variants["MLA"], config=cfg)
+    return variants
+
+
+def kv_curves(model: str, tokens: int, batch: int = 1, kv_dtype: str = "bf16", points: int = 256):
+    """x (tokens per sequence), the model's KV bytes for the batch, and its MHA counterfactual."""
+    spec = load_model(model)
+    t = np.linspace(0, tokens, points).astype(np.int64)
+    curves = {f"{spec.name} (B={batch})": memory.kv_bytes(spec, t, batch, kv_dtype)}
+    if any(layer.kind in ("full", "sliding", "chunked") for layer in spec.layers):
+        mha = as_mha(spec)
+        if mha.layers != spec.layers:
+            curves[f"same model if MHA ({spec.num_attention_heads} KV heads)"] = memory.kv_bytes(mha, t, batch, kv_dtype)
+    return t, curves

@@ -8,21 +8,25 @@ Contract (pure arithmetic, no MLX)
 - ``max_concurrent_sequences`` = ⌊budget / per-sequence bytes⌋;
   ``max_context_tokens`` = the largest T whose batch fits (None when no T is too long, i.e. every
   cache layer is windowed); ``crossover_tokens`` = the first T at which the cache equals the weights.
+- :func:`memory_split`: one accelerator's memory shared by the weights, the KV of the sequences that
+  fit, the unused KV budget and the reserve (lesson 02's bar).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import memory
+from . import memory, weights
 from .config import ModelSpec
+from .hardware import get_accelerator
+from .registry import load_model
+from .units import DEFAULT_STEP
 
 _T_MAX = 2**40  # search bound for contexts; far beyond any real context
 
 
 def _weights_bytes(spec: ModelSpec, weights_dtype, tp):
-    from .weights import weights_bytes  # same layer, imported late to keep memory-only users light
-    return weights_bytes(spec, weights_dtype) // tp
+    return weights.weights_bytes(spec, weights_dtype) // tp
 
 
 def kv_budget_bytes(memory_bytes: float, utilization: float = 0.9, weights_bytes: float = 0) -> int:
@@ -35,7 +39,7 @@ def kv_budget_bytes(memory_bytes: float, utilization: float = 0.9, weights_bytes
 
 
 def per_sequence_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", tp: int = 1, view: str = "theoretical",
-                       block_size: int | None = None, step: int = 256, state_dtype="bf16"):
+                       block_size: int | None = None, step: int = DEFAULT_STEP, state_dtype="bf16"):
     """Bytes one sequence of T tokens needs on one rank: KV (in ``view``) + recurrent state."""
     kv = memory.model_kv_bytes(spec, tokens, 1, kv_dtype, view, step, block_size, tp)
     return np.asarray(kv, dtype=np.int64) + memory.fixed_state_bytes(spec, 1, state_dtype)
@@ -85,3 +89,15 @@ def crossover_tokens(spec: ModelSpec, kv_dtype="bf16", weights_dtype="bf16", bat
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if batch * int(memory.kv_bytes(spec, mid, 1, kv_dtype)) >= w else (mid, hi)
     return hi
+
+
+def memory_split(model: str, accelerator: str, tokens: int, utilization: float = 0.9, kv_dtype="bf16"):
+    """Device memory split into weights, KV of the sequences that fit, unused KV budget and reserve."""
+    spec, acc = load_model(model), get_accelerator(accelerator)
+    w = weights.weights_bytes(spec, "bf16")
+    n = max_concurrent_sequences(spec, tokens, acc.memory_bytes, utilization, kv_dtype, weights_bytes=w)
+    budget = kv_budget_bytes(acc.memory_bytes, utilization, w)
+    used = n * int(per_sequence_bytes(spec, tokens, kv_dtype))
+    parts = {"weights (bf16)": min(w, acc.memory_bytes), f"KV of {n} sequences": used,
+             "KV budget left": budget - used, "reserve / activations": acc.memory_bytes - max(budget, 0) - min(w, acc.memory_bytes)}
+    return acc.memory_bytes, {k: max(v, 0) for k, v in parts.items()}, n

@@ -25,78 +25,14 @@ from typing import NamedTuple
 import mlx.core as mx
 import numpy as np
 
-from .attention import quantized_sdpa, sdpa
-from .cache.base import mx_dtype
-from .cache.quantized import BITS, GROUP_SIZES, QuantizedKVCache
-from .config import LayerSpec, ModelSpec
-from .memory import kept_tokens, kv_bytes, layer_groups, parse_kv_dtype
-from .model.layers import reference_mask, rope
-
-
-
-# ---------------------------------------------------------------- bytes (pure)
-
-
-def _layer_dims(layer: LayerSpec) -> list[tuple[int, str]]:
-    """(dim, field) of every vector one token stores in one layer per KV head (MLA: per layer)."""
-    if layer.kind in ("full", "sliding", "chunked"):
-        return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads
-    if layer.kind == "mla":
-        return [(layer.kv_lora_rank, "kv_lora_rank"), (layer.qk_rope_head_dim, "qk_rope_head_dim")]
-    return []
-
-
-def token_bytes_split(spec: ModelSpec, kv_dtype="bf16") -> dict:
-    """Bytes per token per sequence: data = Σ d·bits/8 (or d·b), metadata = Σ 2·(d/g)·b_scale.
-
-    Returns {"data", "metadata", "total"}; total == memory.bytes_per_token(spec, kv_dtype).
-    """
-    dt = parse_kv_dtype(kv_dtype)
-    data = meta = 0
-    for layer, count in layer_groups(spec):
-        for dim, field in _layer_dims(layer):
-            d = dt.vector_bytes(dim, field, metadata=False)
-            data += count * d
-            meta += count * (dt.vector_bytes(dim, field) - d)
-    return {"data": data, "metadata": meta, "total": data + meta}
-
-
-def sequence_bytes_split(spec: ModelSpec, tokens: int, kv_dtype="bf16") -> dict:
-    """One sequence's theoretical KV bytes at T tokens in three parts (sum = memory.kv_bytes).
-
-    Per layer: kept = kept_tokens(T), R' = min(kept, R) newest tokens in ``scale_dtype``, the rest
-    quantized: packed data (kept − R')·Σd·bits/8, scales + biases (kept − R')·Σ2·(d/g)·b_scale.
-    """
-    dt = parse_kv_dtype(kv_dtype)
-    parts = {"packed data": 0, "scales + biases": 0, "full-precision recent": 0}
-    for layer, count in layer_groups(spec):
-        kept = int(kept_tokens(layer, tokens))
-        recent = min(kept, dt.full_precision_tokens) if dt.quantized else 0
-        for dim, field in _layer_dims(layer):
-            d = dt.vector_bytes(dim, field, metadata=False)
-            parts["packed data"] += count * (kept - recent) * d
-            parts["scales + biases"] += count * (kept - recent) * (dt.vector_bytes(dim, field) - d)
-            parts["full-precision recent"] += count * recent * dt.full_vector_bytes(dim, field)
-    return parts
-
-
-def bytes_table(spec: ModelSpec, kv_dtypes=("fp16", "fp8", "q8", "q6", "q4", "q3", "q2"),
-                group_sizes=GROUP_SIZES, tokens: int = 8192, scale_dtype: str = "bf16") -> list[dict]:
-    """One row per (kv dtype, group size): bytes/token with and without metadata, and vs fp16."""
-    base = token_bytes_split(spec, "fp16")["total"]
-    rows = []
-    for name in kv_dtypes:
-        quantized = name.startswith("q")
-        for g in group_sizes if quantized else (None,):
-            dt = parse_kv_dtype(name, group_size=g or 64, scale_dtype=scale_dtype)
-            split = token_bytes_split(spec, dt)
-            rows.append({"kv dtype": name, "group": g, "bytes/token": split["total"],
-                         "data only": split["data"], "metadata": split["metadata"],
-                         "% of fp16 (data)": round(100 * split["data"] / base, 1),
-                         "% of fp16 (all)": round(100 * split["total"] / base, 1),
-                         f"MiB at {tokens:,}": round(split["total"] * tokens / 2**20, 1)})
-    return rows
-
+from ..cache.base import mx_dtype
+from ..cache.quantized import QuantizedKVCache
+from ..cache.sdpa import quantized_sdpa, sdpa
+from ..calc.config import LayerSpec, ModelSpec
+from ..calc.memory import kv_bytes, parse_kv_dtype
+from ..calc.quant_bytes import token_bytes_split
+from ..calc.units import BITS, DEFAULT_STEP, GROUP_SIZES
+from ..model.layers import reference_mask, rope
 
 # ---------------------------------------------------------------- measured bytes (MLX)
 
@@ -110,7 +46,7 @@ class Measured(NamedTuple):
 
 
 def measure_quantized_nbytes(layer: LayerSpec, token_counts, bits: int = 4, group_size: int = 64,
-                             full_precision_tokens: int = 0, dtype: str = "bf16", step: int = 256,
+                             full_precision_tokens: int = 0, dtype: str = "bf16", step: int = DEFAULT_STEP,
                              chunk_tokens: int = 512, seed: int = 0) -> Measured:
     """Feed a real QuantizedKVCache (B=1, one layer's K/V heads) and read its bytes at each count."""
     if layer.kind != "full":
@@ -192,7 +128,7 @@ def exact_attention(qkv: QKV) -> mx.array:
 
 
 def attention_error(qkv: QKV, bits: int = 4, group_size: int = 64, full_precision_tokens: int = 0,
-                    step: int = 256, exact: mx.array | None = None) -> ErrorResult:
+                    step: int = DEFAULT_STEP, exact: mx.array | None = None) -> ErrorResult:
     """‖quantized_sdpa(q, cache) − sdpa(q, k, v)‖_F / ‖sdpa(q, k, v)‖_F on a real QuantizedKVCache.
 
     ``exact``: :func:`exact_attention` of ``qkv`` if already computed (sweeps reuse it).
@@ -297,3 +233,20 @@ def recent_window_table(spec: ModelSpec, qkv: QKV, bits: int = 4, group_size: in
                      f"MiB at {T:,}": round(kv_bytes(spec, T, kv_dtype=dt) / 2**20, 1),
                      f"MiB at {long_tokens:,}": round(kv_bytes(spec, long_tokens, kv_dtype=dt) / 2**20, 1)})
     return rows
+
+
+VIEW_HEADS = dict(queries=4, num_attention_heads=8, num_key_value_heads=2)  # small: a slider redraw stays quick
+
+
+@lru_cache(maxsize=8)
+def _view_sample(tokens: int):
+    qkv = synthetic_qkv(tokens, **VIEW_HEADS)
+    return qkv, exact_attention(qkv)
+
+
+@lru_cache(maxsize=256)
+def view_error(bits: int, group_size: int, recent_tokens: int, tokens: int) -> float:
+    """:func:`attention_error` on lesson 06's view sample (2 KV heads, seeded), memoized per setting."""
+    qkv, exact = _view_sample(tokens)
+    return attention_error(qkv, bits, group_size, recent_tokens, exact=exact).relative_error
+

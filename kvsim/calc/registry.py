@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .config import ConfigError, ModelSpec, load_config
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # the kvsim package folder
 
 
 def data_dir() -> Path:

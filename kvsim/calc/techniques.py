@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import hybrid, memory
+from . import hybrid, memory, units
 from .config import LayerSpec, ModelSpec
+from .counterfactual import as_mha, attention_variants, full_attention
 from .registry import load_model
-from .variants import as_mha, attention_variants, full_attention
 
 NSA = {"compress_stride": 16, "selected_blocks": 16, "block_tokens": 64, "window": 512}
 DSA = {"index_topk": 2048, "index_head_dim": 128, "scale_block": 128, "scale_bytes": 4}
@@ -104,7 +104,7 @@ def weight_read_intensity(batch: int = 1, weights_dtype: str = "bf16") -> float:
     """FLOPs per weight byte read in one decode step: 2 per parameter per sequence, B sequences per read: 2B / b."""
     if not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
-    return 2 * batch / memory.DTYPE_BYTES[weights_dtype]
+    return 2 * batch / units.DTYPE_BYTES[weights_dtype]
 
 
 # ---------------------------------------------------------------- the seed's table
@@ -153,7 +153,7 @@ def technique_table(nsa_tokens: int = 65_536, dsa_tokens: int = 131_072) -> list
     n_rec = jamba.count("recurrent")
     row("hybrid (Mamba + attention)", "n_layers -> attention layers",
         f"K/V of {jamba.num_hidden_layers - n_rec} layers + {n_rec} fixed states",
-        f"Jamba {memory.format_bytes(j)} vs Mixtral {memory.format_bytes(m)} at 256K", _pct(j, m),
+        f"Jamba {units.format_bytes(j)} vs Mixtral {units.format_bytes(m)} at 256K", _pct(j, m),
         _pct(memory.read_bytes_per_step(jamba, t), memory.read_bytes_per_step(mixtral, t)))
     dense = sparse_bytes(llama, nsa_tokens, "dense")
     nsa = sparse_bytes(llama, nsa_tokens, "nsa")
@@ -164,7 +164,7 @@ def technique_table(nsa_tokens: int = 65_536, dsa_tokens: int = 131_072) -> list
     row("DSA", "none", "every token's latent + indexer key", f"DeepSeek-V3 sizes at {dsa_tokens // 1024}K, top-2048",
         _pct(dsa["stored"], dense["stored"]), _pct(dsa["read"], dense["read"]))
     held, reserved = 500, 2048
-    paged = memory.allocated_bytes(llama, held, block_size=16)
+    paged = memory.allocated_bytes(llama, held, block_size=units.DEFAULT_BLOCK_SIZE)
     row("PagedAttention", "none", "the same K/V in 16-token blocks",
         f"{held} tokens held, {reserved} reserved: allocated", _pct(paged, memory.kv_bytes(llama, reserved)),
         _pct(memory.read_bytes_per_step(llama, held), memory.read_bytes_per_step(llama, held)))

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import capacity, hardware, memory, registry, weights
+from ..calc import capacity, hardware, memory, registry, weights
+from ..calc.units import DEFAULT_BLOCK_SIZE
 from .blocks import BlockAllocator, cdiv
 
 POLICIES = ("max", "pow2", "oracle", "paged")
@@ -157,7 +158,7 @@ def _reservation(policy, f, max_len):
 
 
 def simulate(workload: Workload, policy: str = "paged", capacity_tokens: int = 16384,
-             block_size: int = 16, prefix_sharing: bool = False, max_running: int = 256,
+             block_size: int = DEFAULT_BLOCK_SIZE, prefix_sharing: bool = False, max_running: int = 256,
              watermark: float = 0.01, jump: bool = True) -> SimResult:
     """Run the workload under one policy; shares are of capacity_tokens · iterations.
 

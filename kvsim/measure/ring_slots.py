@@ -10,6 +10,8 @@ Contract
 - :func:`decode_positions` runs decode steps (one token each) and records, after every step, the
   slot contents, the slot that step wrote, the positions ``update_and_fetch`` returned (what that
   token's query attends to) and ``nbytes``, as a :class:`SlotHistory`.
+- :func:`ring_history` / :func:`chunk_history`: the same on a fresh RotatingKVCache (window W plus
+  sink tokens) or ChunkedKVCache, what lesson 04's slot pictures draw.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
+
+from ..cache import ChunkedKVCache, RotatingKVCache
 
 EMPTY = -1  # slot never written
 
@@ -93,3 +97,14 @@ def decode_positions(cache, steps: int, dtype=mx.float32) -> SlotHistory:
         slots[i, : len(r)] = r
     return SlotHistory(np.array(pos), slots, np.array(written), tuple(visible),
                        np.array(nbytes, dtype=np.int64), np.array(cap, dtype=np.int64))
+
+
+def ring_history(window: int, sinks: int, steps: int) -> tuple[str, SlotHistory]:
+    """A fresh RotatingKVCache(max_size=window+sinks, keep=sinks) after ``steps`` decode steps: (name, history)."""
+    cache = RotatingKVCache(window + sinks, keep=sinks)
+    return f"RotatingKVCache(max_size={window + sinks}, keep={sinks})", decode_positions(cache, steps)
+
+
+def chunk_history(chunk_size: int, steps: int) -> tuple[str, SlotHistory]:
+    """A fresh ChunkedKVCache(chunk_size) after ``steps`` decode steps: (name, history)."""
+    return f"ChunkedKVCache(chunk_size={chunk_size})", decode_positions(ChunkedKVCache(chunk_size), steps)

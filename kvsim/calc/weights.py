@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ConfigError, ModelSpec
-from .memory import DTYPE_BYTES
+from .units import DTYPE_BYTES
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from .attention import sdpa
-from .blocks import cdiv
-from .cache import ChunkedKVCache, KVCache, RotatingKVCache
-from .cache.paged import PagedKVPool
-from .config import LayerSpec
+from ..cache import ChunkedKVCache, KVCache, RotatingKVCache
+from ..cache.paged import PagedKVPool
+from ..cache.sdpa import sdpa
+from ..calc.config import LayerSpec
+from ..calc.units import DEFAULT_BLOCK_SIZE
+from ..serving.blocks import cdiv
 
 
 def _dense(layer: LayerSpec):
@@ -32,7 +33,7 @@ def _dense(layer: LayerSpec):
 
 
 def paged_vs_dense(layer: LayerSpec, prompt_tokens: int = 100, decode_steps: int = 40,
-                   num_attention_heads: int | None = None, block_size: int = 16, seed: int = 0,
+                   num_attention_heads: int | None = None, block_size: int = DEFAULT_BLOCK_SIZE, seed: int = 0,
                    progress: bool = False) -> list[dict]:
     """One row per step: tokens so far, max |O_paged − O_dense|, blocks and bytes each cache holds."""
     if prompt_tokens < 1 or decode_steps < 0:

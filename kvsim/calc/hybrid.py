@@ -23,6 +23,7 @@ import numpy as np
 
 from . import memory
 from .config import ModelSpec
+from .units import DEFAULT_STEP
 
 ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
 _T_MAX = 2**40  # search bound, far beyond any context
@@ -70,7 +71,7 @@ def tokens_to_reach(spec: ModelSpec, target_bytes: int, kv_dtype="bf16", state_d
     return hi
 
 
-def allocated_layer_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", state_dtype="bf16", step: int = 256) -> np.ndarray:
+def allocated_layer_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", state_dtype="bf16", step: int = DEFAULT_STEP) -> np.ndarray:
     """(layers, len(tokens)) bytes per layer: allocated K/V (slots = min(⌈T/step⌉·step, W or C)) + fixed state."""
     t = np.atleast_1d(np.asarray(tokens, dtype=np.int64))
     return np.stack([np.asarray(memory.layer_kv_bytes(layer, t, kv_dtype, view="allocated", step=step), dtype=np.int64)

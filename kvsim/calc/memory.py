@@ -26,13 +26,18 @@ from functools import lru_cache
 import numpy as np
 
 from .config import LayerSpec, ModelSpec
+from .units import (
+    DEFAULT_STEP,
+    DTYPE_BYTES,
+    FLOAT_DTYPES,
+    GROUP_SIZES,
+    KV_DTYPES,
+    QUANT_BITS,
+    dtype_key,
+    nonnegative_int,
+    positive_int,
+)
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-QUANT_BITS = {"q8": 8, "q6": 6, "q4": 4, "q3": 3, "q2": 2}
-GROUP_SIZES = (32, 64, 128)
-KV_DTYPES = tuple(DTYPE_BYTES) + tuple(QUANT_BITS)
-_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
-            "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int8": "q8", "int4": "q4"}
 VIEWS = ("theoretical", "allocated", "read")
 
 
@@ -49,13 +54,6 @@ class KVDtype:
     @property
     def quantized(self) -> bool:
         return self.name in QUANT_BITS
-
-    @property
-    def element_bytes(self) -> float:
-        """Bytes per element including scale/bias metadata (fractional when quantized)."""
-        if not self.quantized:
-            return DTYPE_BYTES[self.name]
-        return self.bits / 8 + 2 * DTYPE_BYTES[self.scale_dtype] / self.group_size
 
     def vector_bytes(self, dim: int, field: str = "head_dim", metadata: bool = True) -> int:
         """Bytes of one stored vector of ``dim`` elements: d·b, or d·bits/8 + 2·(d/g)·b_scale.
@@ -84,19 +82,18 @@ def parse_kv_dtype(name, group_size: int = 64, scale_dtype: str = "bf16",
     """Parse ``fp32 bf16 fp16 fp8 q8 q6 q4 q3 q2`` (or pass a KVDtype through)."""
     if isinstance(name, KVDtype):
         return name
-    key = _ALIASES.get(str(name).lower(), str(name).lower())
+    key = dtype_key(name)
     if key in DTYPE_BYTES:
         return KVDtype(key, DTYPE_BYTES[key] * 8)
     if key not in QUANT_BITS:
         raise ValueError(f"kv dtype {name!r} is unknown; accepted: {', '.join(KV_DTYPES)}")
     if group_size not in GROUP_SIZES:
         raise ValueError(f"group_size {group_size!r} is not one of {', '.join(map(str, GROUP_SIZES))}")
-    scale = _ALIASES.get(str(scale_dtype).lower(), str(scale_dtype).lower())
-    if scale not in ("fp32", "bf16", "fp16"):
-        raise ValueError(f"scale_dtype {scale_dtype!r} is not one of fp32, bf16, fp16")
-    if not isinstance(full_precision_tokens, (int, np.integer)) or full_precision_tokens < 0:
-        raise ValueError(f"full_precision_tokens must be an integer >= 0, got {full_precision_tokens!r}")
-    return KVDtype(key, QUANT_BITS[key], group_size, scale, int(full_precision_tokens))
+    scale = dtype_key(scale_dtype)
+    if scale not in FLOAT_DTYPES:
+        raise ValueError(f"scale_dtype {scale_dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
+    fp_tokens = nonnegative_int("full_precision_tokens", full_precision_tokens)
+    return KVDtype(key, QUANT_BITS[key], group_size, scale, fp_tokens)
 
 
 # ---------------------------------------------------------------- per layer
@@ -116,18 +113,13 @@ def _out(value, like):
     return int(value) if np.ndim(like) == 0 else np.asarray(value, dtype=np.int64)
 
 
-def _check_tp(tp):
-    if not isinstance(tp, (int, np.integer)) or isinstance(tp, bool) or tp < 1:
-        raise ValueError(f"tp must be a positive integer, got {tp!r}")
-
-
 def heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
     """KV heads one tensor-parallel rank holds: max(1, n_kv // tp)."""
-    _check_tp(tp)
+    positive_int("tp", tp)
     return max(1, layer.num_key_value_heads // tp)
 
 
-def layer_vector_bytes(layer: LayerSpec, kv_dtype, tp: int = 1, full_precision=False) -> int:
+def layer_token_bytes(layer: LayerSpec, kv_dtype="bf16", tp: int = 1, full_precision: bool = False) -> int:
     """Bytes one token adds to one sequence in one layer: n_kv·(bytes(d_k)+bytes(d_v)) or MLA latent + RoPE key."""
     dt = parse_kv_dtype(kv_dtype)
     vec = dt.full_vector_bytes if full_precision else dt.vector_bytes
@@ -136,11 +128,6 @@ def layer_vector_bytes(layer: LayerSpec, kv_dtype, tp: int = 1, full_precision=F
     if layer.kind == "mla":
         return vec(layer.kv_lora_rank, "kv_lora_rank") + vec(layer.qk_rope_head_dim, "qk_rope_head_dim")
     return 0
-
-
-def layer_token_bytes(layer: LayerSpec, kv_dtype="bf16", tp: int = 1) -> int:
-    """Bytes one token adds to one sequence in one layer (quantized rate when quantized)."""
-    return layer_vector_bytes(layer, kv_dtype, tp)
 
 
 def kept_tokens(layer: LayerSpec, tokens):
@@ -158,10 +145,9 @@ def kept_tokens(layer: LayerSpec, tokens):
     return _out(kept, tokens)
 
 
-def allocated_slots(tokens, step: int = 256, limit=None):
+def allocated_slots(tokens, step: int = DEFAULT_STEP, limit=None):
     """Token slots a step-growing buffer holds: min(⌈T/step⌉·step, limit)."""
-    if not isinstance(step, (int, np.integer)) or step < 1:
-        raise ValueError(f"step must be a positive integer, got {step!r}")
+    positive_int("step", step)
     t = _tokens(tokens)
     slots = -(-t // step) * step
     if limit is not None:
@@ -171,8 +157,7 @@ def allocated_slots(tokens, step: int = 256, limit=None):
 
 def _span_blocks(tokens, kept, block_size):
     """Blocks covering positions [T-kept, T): ⌈T/N⌉ - ⌊(T-kept)/N⌋ (one extra when a window is misaligned)."""
-    if not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    positive_int("block_size", block_size)
     return np.where(kept > 0, -(-tokens // block_size) - (tokens - kept) // block_size, 0)
 
 
@@ -183,7 +168,7 @@ def _split_fp(dt: KVDtype, kept):
 
 
 def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, view: str = "theoretical",
-                   step: int = 256, block_size: int | None = None, tp: int = 1):
+                   step: int = DEFAULT_STEP, block_size: int | None = None, tp: int = 1):
     """K/V (or latent) bytes of one layer for ``batch`` sequences of ``tokens`` tokens, in one view.
 
     theoretical/read: kept·token_bytes·B. allocated: step growth (slots = min(⌈T/S⌉·S, W or C)), or
@@ -191,14 +176,14 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
     """
     if view not in VIEWS:
         raise ValueError(f"view {view!r} is not one of {', '.join(VIEWS)}")
-    _check_batch(batch)
+    positive_int("batch", batch)
     dt = parse_kv_dtype(kv_dtype)
     if layer.kind not in ("full", "sliding", "chunked", "mla"):
         return _out(np.zeros_like(_tokens(tokens)), tokens)
     t = _tokens(tokens)
     kept = _tokens(kept_tokens(layer, t))
-    q_bytes = layer_vector_bytes(layer, dt, tp)
-    f_bytes = layer_vector_bytes(layer, dt, tp, full_precision=True) if dt.quantized else 0
+    q_bytes = layer_token_bytes(layer, dt, tp)
+    f_bytes = layer_token_bytes(layer, dt, tp, full_precision=True) if dt.quantized else 0
     fp, quant = _split_fp(dt, kept)
     if view in ("theoretical", "read"):
         total = fp * f_bytes + quant * q_bytes
@@ -221,16 +206,11 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
 
 def state_bytes(layer: LayerSpec, state_dtype="bf16") -> int:
     """Fixed recurrent state of one layer for one sequence: Σ prod(shape) · b."""
-    if state_dtype not in ("fp32", "bf16", "fp16"):
-        state_dtype = parse_kv_dtype(state_dtype).name
-        if state_dtype not in ("fp32", "bf16", "fp16"):
-            raise ValueError(f"state_dtype {state_dtype!r} is not one of fp32, bf16, fp16")
+    key = dtype_key(state_dtype)
+    if key not in FLOAT_DTYPES:
+        raise ValueError(f"state_dtype {state_dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
+    state_dtype = key
     return layer.state_elements * DTYPE_BYTES[state_dtype]
-
-
-def _check_batch(batch):
-    if not isinstance(batch, (int, np.integer)) or isinstance(batch, bool) or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
 
 
 # ---------------------------------------------------------------- whole model
@@ -246,7 +226,7 @@ def layer_groups(spec: ModelSpec) -> tuple[tuple[LayerSpec, int], ...]:
 
 
 def model_kv_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", view="theoretical",
-                   step: int = 256, block_size: int | None = None, tp: int = 1):
+                   step: int = DEFAULT_STEP, block_size: int | None = None, tp: int = 1):
     """Σ over layers of :func:`layer_kv_bytes` (attention K/V and MLA latents; no recurrent state)."""
     t = _tokens(tokens)
     total = np.zeros_like(t)
@@ -261,7 +241,7 @@ def kv_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", tp: int =
     return model_kv_bytes(spec, tokens, batch, kv_dtype, "theoretical", tp=tp)
 
 
-def allocated_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", step: int = 256,
+def allocated_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", step: int = DEFAULT_STEP,
                     block_size: int | None = None, tp: int = 1):
     """Allocated KV bytes: step growth (default 256 tokens) or paged blocks when ``block_size`` is set."""
     return model_kv_bytes(spec, tokens, batch, kv_dtype, "allocated", step, block_size, tp)
@@ -279,7 +259,7 @@ def elements_per_token(spec: ModelSpec) -> int:
 
 def fixed_state_bytes(spec: ModelSpec, batch: int = 1, state_dtype="bf16") -> int:
     """Recurrent state for ``batch`` sequences: B · Σ_layers state_bytes, independent of T."""
-    _check_batch(batch)
+    positive_int("batch", batch)
     return batch * sum(count * state_bytes(layer, state_dtype) for layer, count in layer_groups(spec))
 
 
@@ -325,29 +305,3 @@ def tokens_fed(prompt_tokens: int, answer_tokens: int, cached: bool) -> int:
     if cached:
         return p + a - 1
     return a * p + a * (a - 1) // 2
-
-
-# ---------------------------------------------------------------- units
-
-
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def format_bytes(n, digits: int = 3) -> str:
-    """Binary units with ``digits`` significant digits: 131072 -> '128 KiB', 70272 -> '68.6 KiB'."""
-    n = float(n)
-    i = 0
-    while abs(n) >= 1024 and i < len(_UNITS) - 1:
-        n /= 1024
-        i += 1
-    if i == 0:
-        return f"{int(n):,} B"
-    text = f"{n:.{digits}g}"
-    if "e" in text:
-        text = f"{n:.0f}"
-    return f"{text} {_UNITS[i]}"
-
-
-def gib(n) -> float:
-    """Bytes to GiB (2**30)."""
-    return n / 2**30

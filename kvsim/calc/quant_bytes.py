@@ -1,0 +1,86 @@
+"""The bytes of a quantized KV cache, split into packed data, scales and biases, and exact recent tokens (pure).
+
+Contract
+- :func:`token_bytes_split`: the bytes one token adds to one sequence across a model's cache layers,
+  split into packed data (d·bits/8 per vector) and metadata (one scale and one bias per group:
+  2·(d/g)·b_scale); ``total`` equals :func:`kvsim.calc.memory.bytes_per_token`.
+- :func:`sequence_bytes_split`: one sequence at T tokens, with the newest R tokens in full precision.
+- :func:`bytes_table`: per KV dtype and group size, bytes per token with and without metadata.
+- :func:`quantized_bars`: lesson 06's two bars (bf16 vs one quantized setting) for one model.
+"""
+
+from __future__ import annotations
+
+from .config import LayerSpec, ModelSpec
+from .memory import kept_tokens, kv_bytes, layer_groups, parse_kv_dtype
+from .registry import load_model
+from .units import GROUP_SIZES
+
+
+def _layer_dims(layer: LayerSpec) -> list[tuple[int, str]]:
+    """(dim, field) of every vector one token stores in one layer per KV head (MLA: per layer)."""
+    if layer.kind in ("full", "sliding", "chunked"):
+        return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads
+    if layer.kind == "mla":
+        return [(layer.kv_lora_rank, "kv_lora_rank"), (layer.qk_rope_head_dim, "qk_rope_head_dim")]
+    return []
+
+
+def token_bytes_split(spec: ModelSpec, kv_dtype="bf16") -> dict:
+    """Bytes per token per sequence: data = Σ d·bits/8 (or d·b), metadata = Σ 2·(d/g)·b_scale.
+
+    Returns {"data", "metadata", "total"}; total == memory.bytes_per_token(spec, kv_dtype).
+    """
+    dt = parse_kv_dtype(kv_dtype)
+    data = meta = 0
+    for layer, count in layer_groups(spec):
+        for dim, field in _layer_dims(layer):
+            d = dt.vector_bytes(dim, field, metadata=False)
+            data += count * d
+            meta += count * (dt.vector_bytes(dim, field) - d)
+    return {"data": data, "metadata": meta, "total": data + meta}
+
+
+def sequence_bytes_split(spec: ModelSpec, tokens: int, kv_dtype="bf16") -> dict:
+    """One sequence's theoretical KV bytes at T tokens in three parts (sum = memory.kv_bytes).
+
+    Per layer: kept = kept_tokens(T), R' = min(kept, R) newest tokens in ``scale_dtype``, the rest
+    quantized: packed data (kept − R')·Σd·bits/8, scales + biases (kept − R')·Σ2·(d/g)·b_scale.
+    """
+    dt = parse_kv_dtype(kv_dtype)
+    parts = {"packed data": 0, "scales + biases": 0, "full-precision recent": 0}
+    for layer, count in layer_groups(spec):
+        kept = int(kept_tokens(layer, tokens))
+        recent = min(kept, dt.full_precision_tokens) if dt.quantized else 0
+        for dim, field in _layer_dims(layer):
+            d = dt.vector_bytes(dim, field, metadata=False)
+            parts["packed data"] += count * (kept - recent) * d
+            parts["scales + biases"] += count * (kept - recent) * (dt.vector_bytes(dim, field) - d)
+            parts["full-precision recent"] += count * recent * dt.full_vector_bytes(dim, field)
+    return parts
+
+
+def bytes_table(spec: ModelSpec, kv_dtypes=("fp16", "fp8", "q8", "q6", "q4", "q3", "q2"),
+                group_sizes=GROUP_SIZES, tokens: int = 8192, scale_dtype: str = "bf16") -> list[dict]:
+    """One row per (kv dtype, group size): bytes/token with and without metadata, and vs fp16."""
+    base = token_bytes_split(spec, "fp16")["total"]
+    rows = []
+    for name in kv_dtypes:
+        quantized = name.startswith("q")
+        for g in group_sizes if quantized else (None,):
+            dt = parse_kv_dtype(name, group_size=g or 64, scale_dtype=scale_dtype)
+            split = token_bytes_split(spec, dt)
+            rows.append({"kv dtype": name, "group": g, "bytes/token": split["total"],
+                         "data only": split["data"], "metadata": split["metadata"],
+                         "% of fp16 (data)": round(100 * split["data"] / base, 1),
+                         "% of fp16 (all)": round(100 * split["total"] / base, 1),
+                         f"MiB at {tokens:,}": round(split["total"] * tokens / 2**20, 1)})
+    return rows
+
+
+def quantized_bars(model: str, bits: int, group_size: int, recent_tokens: int, tokens: int) -> dict:
+    """{"bf16": {...}, "q<bits> g<group> R=<r>": {...}}: the parts of one sequence's KV bytes."""
+    spec = load_model(model)
+    dt = parse_kv_dtype(f"q{bits}", group_size=group_size, full_precision_tokens=recent_tokens)
+    return {"bf16": {"bf16": kv_bytes(spec, tokens, kv_dtype="bf16")},
+            f"q{bits} g{group_size} R={recent_tokens}": sequence_bytes_split(spec, tokens, dt)}
