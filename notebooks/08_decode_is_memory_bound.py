@@ -38,6 +38,8 @@ from kvsim.model import build_model
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.counterfactual import as_mha, attention_variants
+from kvsim.calc import speed_floor
+from kvsim.measure import step_time
 from kvsim.widgets import decode_speed
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| numpy", md.version("numpy"))
@@ -125,12 +127,12 @@ gqa_bytes = memory.bytes_per_token(models["GQA (Llama 3 8B)"].spec, "fp32")
 print(format_table([{"model": label, "layer": m.spec.layers[0].kind,
                      "cache bytes/token (fp32)": memory.bytes_per_token(m.spec, "fp32"),
                      "vs GQA": round(memory.bytes_per_token(m.spec, "fp32") / gqa_bytes, 3),
-                     "weights read per step": decode_speed.weights_read_bytes(m)} for label, m in models.items()]))
+                     "weights read per step": step_time.weights_read_bytes(m)} for label, m in models.items()]))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 contexts = [0, 2048, 4096, 8192]
-results = decode_speed.measure_variants(models, contexts, steps=3, progress=True)
+results = step_time.measure_variants(models, contexts, steps=3, progress=True)
 
 # %% [markdown]
 # What each step read, from the calculator and from the caches themselves (`used_bytes` after the last step):
@@ -145,7 +147,7 @@ print(format_table([{"model": r.label, "context": r.context_tokens, "cache read 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(format_table(decode_speed.step_rows(results)))
+print(format_table(step_time.step_rows(results)))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -194,7 +196,7 @@ print("FLOPs per cache byte, fp32:", {label: round(techniques.cache_read_intensi
 fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
 decode_speed.draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", batch=1, tokens=131_072)
 plt.show()
-t, w_s, step_s = decode_speed.speed_floor("llama-3.1-8b", "H100 80GB", batch=1, tokens=131_072)
+t, w_s, step_s = speed_floor.speed_floor("llama-3.1-8b", "H100 80GB", batch=1, tokens=131_072)
 print(f"weights alone {1e3 * w_s:.2f} ms per step; at 128K tokens {1e3 * step_s[-1]:.2f} ms = {1 / step_s[-1]:.0f} tokens/s")
 
 # %% [markdown]

@@ -35,6 +35,8 @@ from kvsim.cache import RotatingKVCache, make_caches
 from kvsim.decode import generate, speculative_generate
 from kvsim.model import build_model, perturbed, toy_spec
 from kvsim.calc.tables import format_table
+from kvsim.calc import speculation
+from kvsim.measure import rewind, speculation_runs
 from kvsim.widgets import speculative
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
@@ -81,7 +83,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # written). Six tokens are written; the last two are rejected; the target's own token, 42, is written next.
 
 # %%
-print(format_table(speculative.trim_walkthrough(model="llama-3-8b", dtype="bf16", written=(11, 12, 13, 14, 15, 16),
+print(format_table(rewind.trim_walkthrough(model="llama-3-8b", dtype="bf16", written=(11, 12, 13, 14, 15, 16),
                                                 rejected=2, replacement=(42,))))
 
 # %% [markdown]
@@ -111,7 +113,7 @@ print({k: target.spec.config[k] for k in ("num_hidden_layers", "num_attention_he
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-runs = speculative.speculation_sweep(target, drafts, prompt, max_new_tokens=40, ks=(1, 2, 4, 8), progress=True)
+runs = speculation_runs.speculation_sweep(target, drafts, prompt, max_new_tokens=40, ks=(1, 2, 4, 8), progress=True)
 
 # %%
 print(format_table([r.row() for r in runs]))
@@ -154,12 +156,12 @@ speculative.speculation_view()
 # $R + 1$; `speculative_generate` builds it with $R = k + 1$. (The table: $W$ = 8, written one token at a time.)
 
 # %%
-print(format_table(speculative.rewind_limits(max_size=8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 12, 20))))
+print(format_table(rewind.rewind_limits(max_size=8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 12, 20))))
 ring = RotatingKVCache(8)
 for t in range(12):
     ring.update_and_fetch(mx.ones((1, 1, 1, 4)), mx.ones((1, 1, 1, 4)))
-print("W=8, R=0, offset 12, trim(3):", speculative.try_trim(ring, 3))
-print("W=8, R=0, offset 12, trim(1):", speculative.try_trim(ring, 1))
+print("W=8, R=0, offset 12, trim(3):", rewind.try_trim(ring, 3))
+print("W=8, R=0, offset 12, trim(1):", rewind.try_trim(ring, 1))
 
 # %% [markdown]
 # A refused trim changes nothing (the offset is still 12 after the first attempt). With the spare slots, speculative
@@ -183,7 +185,7 @@ print("same as greedy:", spec_run.tokens == generate(sliding, prompt, 30, trace=
 
 # %%
 jamba = build_model(toy_spec("jamba"), seed=0)
-print(format_table(speculative.snapshot_restore(jamba, prompt[:8], extra=(1, 2, 3))))
+print(format_table(rewind.snapshot_restore(jamba, prompt[:8], extra=(1, 2, 3))))
 hybrid_run = speculative_generate(jamba, perturbed(jamba, 0.1, seed=5), prompt, 24, num_draft=3)
 plain_fed = len(prompt) - 1 + hybrid_run.proposed + hybrid_run.rounds
 print("same as greedy:", hybrid_run.tokens == generate(jamba, prompt, 24, trace=False).tokens,
@@ -202,8 +204,8 @@ print("same as greedy:", hybrid_run.tokens == generate(jamba, prompt, 24, trace=
 # A 12-token prompt, padded to 16:
 
 # %%
-print(format_table(speculative.padded_prefill_rows(target, prompt, pad_multiples=(None, 8, 16), answer_tokens=8)))
-print("Jamba:", speculative.padded_prefill_refusal(jamba, prompt, pad_multiple=16))
+print(format_table(rewind.padded_prefill_rows(target, prompt, pad_multiples=(None, 8, 16), answer_tokens=8)))
+print("Jamba:", rewind.padded_prefill_refusal(jamba, prompt, pad_multiple=16))
 
 # %% [markdown]
 # Recurrent layers refuse: the pads would already be mixed into the state, which no trim can undo (which is why the
@@ -213,7 +215,7 @@ print("Jamba:", speculative.padded_prefill_refusal(jamba, prompt, pad_multiple=1
 # ## Check yourself
 
 # %%
-walk = speculative.trim_walkthrough()
+walk = rewind.trim_walkthrough()
 assert [r["offset"] for r in walk] == [0, 6, 4, 5]
 assert walk[1]["nbytes"] == walk[2]["nbytes"] == walk[3]["nbytes"] == 256 * 2 * 8 * 128 * 2   # trim frees nothing
 assert walk[2]["used_bytes"] == 4 * 4096 and walk[3]["slots 0-7"].startswith("11 12 13 14 42 |")
@@ -224,16 +226,16 @@ noisy = {r.num_draft: r.result.acceptance_rate for r in runs if r.draft == "nois
 assert noisy[8] < noisy[1] < 1.0
 assert all(r.result.target_positions_fed == len(prompt) - 1 + r.result.proposed + r.result.rounds for r in runs)
 # rings: one token after the wrap, R + 1 with R spare slots; refusals change nothing
-limits = {(r["rewind_tokens"], r["offset"]): r["trimmable_tokens"] for r in speculative.rewind_limits()}
+limits = {(r["rewind_tokens"], r["offset"]): r["trimmable_tokens"] for r in rewind.rewind_limits()}
 assert limits[0, 20] == 1 and limits[4, 20] == 5
 assert ring.offset == 11
 assert spec_run.tokens == generate(sliding, prompt, 30, trace=False).tokens
 # hybrids: the state is restored exactly; the accepted tokens were fed again
-assert [r["state = after prefill"] for r in speculative.snapshot_restore(jamba, prompt[:8])] == [True, True, False, True]
+assert [r["state = after prefill"] for r in rewind.snapshot_restore(jamba, prompt[:8])] == [True, True, False, True]
 assert hybrid_run.tokens == generate(jamba, prompt, 24, trace=False).tokens and hybrid_run.target_positions_fed > plain_fed
 # padded prefill: same tokens, trimmed back to the true length
-assert all(r["same tokens"] and r["offset after trim"] == "12" for r in speculative.padded_prefill_rows(target, prompt))
-assert float(speculative.expected_tokens_per_pass(0.5, 3)) == 1 + 0.5 + 0.25 + 0.125
+assert all(r["same tokens"] and r["offset after trim"] == "12" for r in rewind.padded_prefill_rows(target, prompt))
+assert float(speculation.expected_tokens_per_pass(0.5, 3)) == 1 + 0.5 + 0.25 + 0.125
 print("all checks passed")
 
 # %% [markdown]
