@@ -45,6 +45,7 @@ def test_pip_block_names_extras_that_exist(env):
     assert requested <= check_env.pyproject_extras(ROOT / "pyproject.toml")
 
 
+@pytest.mark.slow  # about a minute: `make test-env`, its own stage of `make test`
 def test_pip_block_installs_into_a_fresh_venv(tmp_path, env):
     py = check_env.make_venv(tmp_path / "venv")
     check_env.install(ROOT / "environment.yml", py)

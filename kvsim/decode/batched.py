@@ -50,34 +50,42 @@ def batched_generate(model, prompts, max_new_tokens, pool=None, *, kv_dtype: str
     if pool is None:
         pool = CachePool(model.spec, len(prompts), kv_dtype=kv_dtype, step=step, dtype=state_dtype)
     ids = [pool.allocate(len(p)) for p in prompts]
-    results = []
-    for p, sid in zip(prompts, ids):                         # prefill: each prompt alone
-        start = time.perf_counter()
-        logits = prefill(model, p, pool.caches(sid), written)
-        mx.eval(logits)
-        results.append(Generation(p, [pick_token(logits)], [logits], len(p), True, [], pool.caches(sid)))
-        _trace(results[-1], pool.caches(sid), 0, len(p), time.perf_counter() - start)
-    active = [i for i, w in enumerate(wants) if w > 1]
+    results = [_prefill_alone(model, p, pool.caches(sid), written) for p, sid in zip(prompts, ids)]
     for step_i in range(1, max(wants)):
-        active = [i for i in active if len(results[i].tokens) < wants[i]]
+        active = [i for i, w in enumerate(wants) if len(results[i].tokens) < w]
         if not active:
             break
-        start = time.perf_counter()
-        tokens = mx.array([[results[i].tokens[-1]] for i in active])          # (B, 1)
-        rows = [Rows([pool.caches(ids[i])[layer] for i in active]) for layer in range(len(model.blocks))]
-        logits = model(tokens, rows, written)[:, -1]                             # (B, vocab)
-        mx.eval(logits)
-        seconds = time.perf_counter() - start
-        for r, i in enumerate(active):
-            res = results[i]
-            res.tokens.append(pick_token(logits[r]))
-            res.logits.append(logits[r])
-            res.positions_fed += 1
-            _trace(res, pool.caches(ids[i]), step_i, len(res.prompt) + step_i, seconds)
+        _decode_together(model, [results[i] for i in active], [pool.caches(ids[i]) for i in active],
+                         written, step_i)
     for res, sid in zip(results, ids):
         res.logits = mx.stack(res.logits)
         pool.release(sid)
     return results
+
+
+def _prefill_alone(model, prompt: list[int], caches, written) -> Generation:
+    """One sequence's prefill on its own caches; the Generation holds its first token."""
+    start = time.perf_counter()
+    logits = prefill(model, prompt, caches, written)
+    mx.eval(logits)
+    res = Generation(prompt, [pick_token(logits)], [logits], len(prompt), True, [], caches)
+    _trace(res, caches, 0, len(prompt), time.perf_counter() - start)
+    return res
+
+
+def _decode_together(model, results: list[Generation], cache_sets: list, written, step_i: int) -> None:
+    """ONE forward pass over the last token of every sequence, row r on its own caches."""
+    start = time.perf_counter()
+    tokens = mx.array([[res.tokens[-1]] for res in results])                    # (B, 1)
+    rows = [Rows([caches[layer] for caches in cache_sets]) for layer in range(len(model.blocks))]
+    logits = model(tokens, rows, written)[:, -1]                                 # (B, vocab)
+    mx.eval(logits)
+    seconds = time.perf_counter() - start
+    for r, (res, caches) in enumerate(zip(results, cache_sets)):
+        res.tokens.append(pick_token(logits[r]))
+        res.logits.append(logits[r])
+        res.positions_fed += 1
+        _trace(res, caches, step_i, len(res.prompt) + step_i, seconds)
 
 
 def _trace(res: Generation, caches, step: int, context: int, seconds: float) -> None:

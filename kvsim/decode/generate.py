@@ -207,27 +207,29 @@ def generate(model, prompt, max_new_tokens: int, caches="auto", *, temperature: 
         caches = make_caches(model.spec, kv_dtype=kv_dtype, step=step, dtype=state_dtype,
                              group_size=group_size, full_precision_tokens=full_precision_tokens)
     keys = mx.random.split(mx.random.key(seed), max_new_tokens) if temperature else [None] * max_new_tokens
-    n_layers = len(model.blocks)
     out, logits_seen, steps, fed = [], [], [], 0
     for i in range(max_new_tokens):
         start = time.perf_counter()
-        if caches is None:                                   # re-feed everything, every step
-            seq = prompt + out
-            logits = model(mx.array([seq]))[0, -1]
-            n_fed = len(seq)
-        elif i == 0:
-            logits = prefill(model, prompt, caches, written, pad_multiple)
-            n_fed = len(prompt)
-        else:
-            logits = model(mx.array([[out[-1]]]), caches, written)[0, -1]
-            n_fed = 1
+        logits, n_fed = _step_logits(model, prompt, out, caches, written, pad_multiple)
         mx.eval(logits)
-        token = pick_token(logits, temperature, keys[i])
+        out.append(pick_token(logits, temperature, keys[i]))
         seconds = time.perf_counter() - start
         fed += n_fed
-        out.append(token)
         logits_seen.append(logits)
         if trace:
-            nb, used = snapshot_bytes(caches, n_layers)
+            nb, used = snapshot_bytes(caches, len(model.blocks))
             steps.append(StepTrace(i, n_fed, len(prompt) + i, nb, used, seconds))
     return Generation(prompt, out, mx.stack(logits_seen), fed, caches is not None, steps, caches)
+
+
+def _step_logits(model, prompt: list[int], out: list[int], caches, written, pad_multiple):
+    """Logits (vocab,) for the next token and the positions fed to get them.
+
+    No cache: the whole sequence again. With caches: the prompt first (prefill), then the last token.
+    """
+    if caches is None:
+        seq = prompt + out
+        return model(mx.array([seq]))[0, -1], len(seq)
+    if not out:
+        return prefill(model, prompt, caches, written, pad_multiple), len(prompt)
+    return model(mx.array([[out[-1]]]), caches, written)[0, -1], 1

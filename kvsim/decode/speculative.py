@@ -131,21 +131,29 @@ def speculative_generate(target, draft, prompt, max_new_tokens: int, num_draft: 
     fed = len(prompt) - 1
     while len(out) < max_new_tokens:
         k = min(num_draft, max_new_tokens - len(out) - 1)
-        d_snaps, drafts = _snapshot(caches[1], k), []
-        for _ in range(k):                                   # draft: one token at a time
-            drafts.append(_greedy(draft, [drafts[-1] if drafts else last], caches[1], dtypes[1][0])[-1])
-        t_snaps, verify = _snapshot(caches[0], k + 1), [last] + drafts
-        t_tokens = _greedy(target, verify, caches[0], dtypes[0][0])   # k+1 positions, one pass
-        n = 0
-        while n < k and drafts[n] == t_tokens[n]:
-            n += 1
-        fed += len(verify) + _rewind(target, caches[0], t_snaps, verify, n + 1, dtypes[0][0])
-        _rewind(draft, caches[1], d_snaps, verify[:k], min(n + 1, k), dtypes[1][0])
-        if n == k and k:                                     # draft never saw its last proposal
-            draft(mx.array([[drafts[-1]]]), caches[1], dtypes[1][0])
-        out += drafts[:n] + [t_tokens[n]]
-        last = t_tokens[n]
+        tokens, n, round_fed = _round(models, caches, [d[0] for d in dtypes], last, k)
+        out, last, fed = out + tokens, tokens[-1], fed + round_fed
         proposed, accepted, rounds = proposed + k, accepted + n, rounds + 1
     return Speculation(out[:max_new_tokens], proposed, accepted, rounds, fed)
 
 
+def _round(models, caches, written, last: int, k: int) -> tuple[list[int], int, int]:
+    """One round: the draft proposes k tokens after ``last``, the target verifies them in one pass.
+
+    Returns (the accepted drafts plus the target's own next token, drafts accepted n, positions
+    the target was fed); both models' caches end holding the context minus its new last token.
+    """
+    (target, draft), (t_caches, d_caches), (t_dtype, d_dtype) = models, caches, written
+    d_snaps, drafts = _snapshot(d_caches, k), []
+    for _ in range(k):                                       # draft: one token at a time
+        drafts.append(_greedy(draft, [drafts[-1] if drafts else last], d_caches, d_dtype)[-1])
+    t_snaps, verify = _snapshot(t_caches, k + 1), [last] + drafts
+    t_tokens = _greedy(target, verify, t_caches, t_dtype)    # k+1 positions, one pass
+    n = 0
+    while n < k and drafts[n] == t_tokens[n]:
+        n += 1
+    fed = len(verify) + _rewind(target, t_caches, t_snaps, verify, n + 1, t_dtype)
+    _rewind(draft, d_caches, d_snaps, verify[:k], min(n + 1, k), d_dtype)
+    if n == k and k:                                         # draft never saw its last proposal
+        draft(mx.array([[drafts[-1]]]), d_caches, d_dtype)
+    return drafts[:n] + [t_tokens[n]], n, fed
