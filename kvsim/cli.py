@@ -2,13 +2,19 @@
 
 Contract
 - ``kvsim models`` lists the registry; ``kvsim calc MODEL|config.json`` sizes one model;
-  ``kvsim compare MODEL MODEL ...`` prints a side-by-side table.
+  ``kvsim compare MODEL MODEL ...`` prints a side-by-side table (:func:`kvsim.calc.tables.format_table`).
 - ``--json`` prints one JSON object (``kv_bytes``, ``bytes_per_token``, ``fixed_state_bytes``,
-  ``total_bytes``, ``layers`` ...), all computed by :mod:`kvsim.memory` / :mod:`kvsim.capacity`.
-- Bad input: one line on stderr naming the problem, exit status 2, never a traceback.
-- :func:`run_cli` runs ``kvsim <args>`` in a child process with the caller's own Python
-  (``python -m kvsim``), so a notebook can use it whether or not the ``kvsim`` script is on
-  ``PATH``; it returns what a terminal would show (stdout, then stderr).
+  ``total_bytes``, ``allocated_bytes`` with its ``allocated_step_tokens``, ``paged_bytes`` with its
+  ``paged_block_tokens``, ``layers`` ...), all computed by :mod:`kvsim.calc.memory` /
+  :mod:`kvsim.calc.capacity` (:func:`summary`). ``--step`` / ``--block-size`` default to
+  ``DEFAULT_STEP`` / ``DEFAULT_BLOCK_SIZE`` of :mod:`kvsim.calc.units`.
+- Bad input (a usage error, or kvsim's own :class:`~kvsim.calc.units.InputError`): one line on
+  stderr naming the problem, exit status 2, no traceback. Any other exception is a bug and raises
+  with its traceback.
+- ``python -m kvsim`` (:mod:`kvsim.__main__`) and the installed ``kvsim`` script both call :func:`main`.
+  :func:`run_cli` runs ``kvsim <args>`` as ``python -m kvsim`` in a child process with the caller's
+  own Python, so a notebook can use it whether or not the ``kvsim`` script is on ``PATH``; it returns
+  what a terminal would show (stdout, then stderr).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from pathlib import Path
 
 from .calc import capacity, memory, units
 from .calc.config import ConfigError, ModelSpec
-from .calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP
+from .calc.tables import format_table
+from .calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP, InputError
 
 _ROOT = Path(__file__).resolve().parents[1]  # the directory holding the kvsim package
 
@@ -74,6 +81,10 @@ def _add_sizing(p):
                    help="most recent tokens kept unquantized (default 0)")
     p.add_argument("--state-dtype", default="bf16", help="dtype of recurrent state: fp32, bf16, fp16 (default bf16)")
     p.add_argument("--tp", type=_pos_int("--tp"), default=1, help="tensor-parallel ranks (default 1)")
+    p.add_argument("--step", type=_pos_int("--step"), default=DEFAULT_STEP,
+                   help=f"token slots a growing cache adds at a time (default {DEFAULT_STEP})")
+    p.add_argument("--block-size", type=_pos_int("--block-size"), default=DEFAULT_BLOCK_SIZE,
+                   help=f"tokens per block of a paged cache (default {DEFAULT_BLOCK_SIZE})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,11 +119,22 @@ def _load(name) -> ModelSpec:
     return load_model(name)
 
 
-def summary(spec: ModelSpec, args) -> dict:
-    """The numbers ``calc`` and ``compare`` print, as a JSON-able dict."""
-    dt, t, b, tp = _kv_dtype(args), args.tokens, args.batch, args.tp
+def _sizing(args) -> dict:
+    """The keyword arguments of :func:`summary` given on the command line."""
+    return dict(tokens=args.tokens, batch=args.batch, kv_dtype=_kv_dtype(args), tp=args.tp,
+                state_dtype=args.state_dtype, step=args.step, block_size=args.block_size)
+
+
+def summary(spec: ModelSpec, *, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
+            state_dtype: str = "bf16", step: int = DEFAULT_STEP, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
+    """The numbers ``calc`` and ``compare`` print, as a JSON-able dict.
+
+    kv_bytes = Σ_layers kept(T)·token_bytes·B; total_bytes = kv_bytes + fixed_state_bytes; allocated_bytes
+    grows by ``step`` slots, paged_bytes by blocks of ``block_size`` tokens (:mod:`kvsim.calc.memory`).
+    """
+    dt, t, b = memory.parse_kv_dtype(kv_dtype), tokens, batch
     kv = memory.kv_bytes(spec, t, b, dt, tp)
-    state = memory.fixed_state_bytes(spec, b, args.state_dtype)
+    state = memory.fixed_state_bytes(spec, b, state_dtype)
     out = {
         "model": spec.name, "model_type": spec.model_type, "tokens": t, "batch": b,
         "kv_dtype": dt.name, "tp": tp, "layer_kinds": spec.kinds,
@@ -120,11 +142,13 @@ def summary(spec: ModelSpec, args) -> dict:
         "bytes_per_token": memory.bytes_per_token(spec, dt, tp),
         "fixed_state_bytes": state,
         "total_bytes": kv + state,
-        "allocated_bytes_step256": memory.allocated_bytes(spec, t, b, dt, step=DEFAULT_STEP, tp=tp),
-        "allocated_bytes_paged16": memory.allocated_bytes(spec, t, b, dt, block_size=DEFAULT_BLOCK_SIZE, tp=tp),
-        "read_bytes_per_step": memory.read_bytes_per_step(spec, t, b, dt, tp, args.state_dtype),
+        "allocated_bytes": memory.allocated_bytes(spec, t, b, dt, step=step, tp=tp),
+        "allocated_step_tokens": step,
+        "paged_bytes": memory.allocated_bytes(spec, t, b, dt, block_size=block_size, tp=tp),
+        "paged_block_tokens": block_size,
+        "read_bytes_per_step": memory.read_bytes_per_step(spec, t, b, dt, tp, state_dtype),
         "layers": [{k: row[k] for k in ("index", "kind", "window_tokens", "kept_tokens", "kv_bytes", "state_bytes")}
-                   for row in memory.layer_table(spec, t, b, dt, tp, args.state_dtype)],
+                   for row in memory.layer_table(spec, t, b, dt, tp, state_dtype)],
     }
     if dt.quantized:
         out.update(group_size=dt.group_size, scale_dtype=dt.scale_dtype,
@@ -143,7 +167,7 @@ def _capacity(spec, args) -> dict | None:
     else:
         name, mem = f"{args.gpu_memory:g} GiB", int(args.gpu_memory * 2**30)
     if args.utilization > 1:
-        raise ValueError(f"--utilization must be in (0, 1], got {args.utilization}")
+        raise InputError(f"--utilization must be in (0, 1], got {args.utilization}")
     w = weights_bytes(spec, args.weights_dtype) // args.tp
     kw = dict(utilization=args.utilization, kv_dtype=_kv_dtype(args), tp=args.tp, weights_bytes=w,
               state_dtype=args.state_dtype)
@@ -158,15 +182,18 @@ def _capacity(spec, args) -> dict | None:
 def _print_calc(s: dict, cap: dict | None):
     fb = units.format_bytes
     print(f"{s['model']} ({s['model_type']}): {s['layer_kinds']}")
-    print(f"  tokens {s['tokens']:,} × batch {s['batch']}, KV dtype {s['kv_dtype']}" + (f", tp {s['tp']}" if s["tp"] > 1 else ""))
-    print(f"  bytes per token     {s['bytes_per_token']:>18,} B  ({fb(s['bytes_per_token'])})")
-    print(f"  KV cache            {s['kv_bytes']:>18,} B  ({fb(s['kv_bytes'])})")
+    tp = f", tp {s['tp']}" if s["tp"] > 1 else ""
+    print(f"  tokens {s['tokens']:,} × batch {s['batch']}, KV dtype {s['kv_dtype']}{tp}")
+    lines = [("bytes per token", s["bytes_per_token"]), ("KV cache", s["kv_bytes"])]
     if s["fixed_state_bytes"]:
-        print(f"  recurrent state     {s['fixed_state_bytes']:>18,} B  ({fb(s['fixed_state_bytes'])})")
-    print(f"  total               {s['total_bytes']:>18,} B  ({fb(s['total_bytes'])})")
-    print(f"  allocated, step 256 {s['allocated_bytes_step256']:>18,} B  ({fb(s['allocated_bytes_step256'])})")
-    print(f"  allocated, paged 16 {s['allocated_bytes_paged16']:>18,} B  ({fb(s['allocated_bytes_paged16'])})")
-    print(f"  read per decode step{s['read_bytes_per_step']:>18,} B  ({fb(s['read_bytes_per_step'])})")
+        lines.append(("recurrent state", s["fixed_state_bytes"]))
+    lines += [("total", s["total_bytes"]),
+              (f"allocated, {s['allocated_step_tokens']}-token steps", s["allocated_bytes"]),
+              (f"paged, {s['paged_block_tokens']}-token blocks", s["paged_bytes"]),
+              ("read per decode step", s["read_bytes_per_step"])]
+    width = max(len(label) for label, _ in lines)
+    for label, n in lines:
+        print(f"  {label:<{width}} {n:>17,} B  ({fb(n)})")
     if cap:
         ctx = cap["max_context_tokens"]
         print(f"  on {cap['accelerator']} at {cap['utilization']:.0%}: KV budget {fb(cap['kv_budget_bytes'])}, "
@@ -174,18 +201,18 @@ def _print_calc(s: dict, cap: dict | None):
               f"max context {'unbounded' if ctx is None else f'{ctx:,}'} tokens at batch {s['batch']}")
 
 
+_COMPARE_BYTES = {"bytes/token": "bytes_per_token", "KV cache": "kv_bytes", "state": "fixed_state_bytes",
+                  "total": "total_bytes", "allocated": "allocated_bytes", "paged": "paged_bytes"}
+
+
 def _print_compare(rows: list[dict]):
-    fb = units.format_bytes
-    name_w = max(len(r["model"]) for r in rows) + 2
-    head = f"{'model':<{name_w}}{'layers':>8}{'bytes/token':>14}{'KV cache':>12}{'state':>12}{'total':>12}"
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        n = sum(r["layer_kinds"].values())
-        print(f"{r['model']:<{name_w}}{n:>8}{fb(r['bytes_per_token']):>14}{fb(r['kv_bytes']):>12}"
-              f"{fb(r['fixed_state_bytes']):>12}{fb(r['total_bytes']):>12}")
+    table = [{"model": r["model"], "layers": sum(r["layer_kinds"].values()),
+              **{column: r[key] for column, key in _COMPARE_BYTES.items()}} for r in rows]
+    print(format_table(table, formats=dict.fromkeys(_COMPARE_BYTES, units.format_bytes)))
     r = rows[0]
-    print(f"(tokens {r['tokens']:,}, batch {r['batch']}, KV dtype {r['kv_dtype']})")
+    tp = f", tp {r['tp']}" if r["tp"] > 1 else ""
+    print(f"(tokens {r['tokens']:,}, batch {r['batch']}, KV dtype {r['kv_dtype']}{tp}; allocated in "
+          f"{r['allocated_step_tokens']}-token steps, paged in {r['paged_block_tokens']}-token blocks)")
 
 
 def run(argv) -> int:
@@ -198,7 +225,7 @@ def run(argv) -> int:
         print("\n".join(accelerator_names()))
     elif args.command == "calc":
         spec = _load(args.model)
-        s = summary(spec, args)
+        s = summary(spec, **_sizing(args))
         cap = _capacity(spec, args)
         if args.json:
             print(json.dumps({**s, **({"capacity": cap} if cap else {})}, indent=2))
@@ -208,7 +235,7 @@ def run(argv) -> int:
                 from .calc.explain import explain
                 print(explain(spec, args.tokens, args.batch, _kv_dtype(args), args.tp, args.state_dtype).text)
     else:
-        rows = [summary(_load(m), args) for m in args.models]
+        rows = [summary(_load(m), **_sizing(args)) for m in args.models]
         print(json.dumps(rows, indent=2)) if args.json else _print_compare(rows)
     return 0
 
@@ -227,13 +254,9 @@ def run_cli(command: str, timeout_seconds: float = 60) -> str:
 def main(argv=None) -> int:
     try:
         return run(sys.argv[1:] if argv is None else argv)
-    except (UsageError, ConfigError, ValueError, KeyError) as e:
-        msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    except (UsageError, InputError, ConfigError) as e:  # ConfigError: until it subclasses InputError
+        msg = str(e)
         print(f"kvsim: error: {msg.splitlines()[0] if msg else type(e).__name__}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,8 +31,8 @@ import matplotlib.pyplot as plt
 
 from kvsim.calc import memory
 from kvsim.calc.registry import load_model
-from kvsim.widgets.start import draw_slider_demo
 from kvsim.cli import run_cli
+from kvsim.widgets.start import draw_slider_demo
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -131,6 +131,14 @@ print(run_cli("kvsim calc llama-3-8b --tokens 8192 --explain"))
 # %%
 calc = json.loads(run_cli("kvsim calc llama-3-8b --tokens 8192 --json"))
 print({k: calc[k] for k in ("model", "tokens", "batch", "kv_dtype", "bytes_per_token", "kv_bytes")})
+
+# %% [markdown]
+# The `allocated` and `paged` lines are what a real cache reserves: a growing cache adds slots 256 tokens at a time
+# (`--step`), a paged one holds 16 tokens per block (`--block-size`). At 8,192 tokens both fit exactly; at 8,100
+# the last step and the last block (here 64 tokens) are partly empty:
+
+# %%
+print(run_cli("kvsim calc llama-3-8b --tokens 8100 --block-size 64"))
 
 # %%
 print(run_cli("kvsim compare llama-3-8b mistral-7b-v0.1 deepseek-v3 --tokens 32768"))

@@ -1,12 +1,16 @@
 """The command line: real output for good input, one line and exit status 2 for bad input."""
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
-from kvsim.cli import main
+from kvsim.calc import memory
+from kvsim.calc.registry import load_model
+from kvsim.calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP, format_bytes
+from kvsim.cli import main, summary
 
 
 def run(*argv, capsys):
@@ -29,6 +33,31 @@ def test_calc_json_fields(capsys):
     assert d["fixed_state_bytes"] == 0 and d["total_bytes"] == 2**30
     assert len(d["layers"]) == 32 and {row["kind"] for row in d["layers"]} == {"full"}
     assert sum(row["kv_bytes"] for row in d["layers"]) == d["kv_bytes"]
+    assert d["allocated_step_tokens"] == DEFAULT_STEP and d["paged_block_tokens"] == DEFAULT_BLOCK_SIZE
+    assert d["allocated_bytes"] == d["paged_bytes"] == 2**30  # 8,192 is a multiple of both
+
+
+def test_calc_step_and_block_size_options(capsys):
+    code, out, _ = run("calc", "llama-3-8b", "--tokens", "8192", "--step", "100", "--block-size", "7", "--json",
+                       capsys=capsys)
+    d = json.loads(out)
+    assert code == 0 and d["allocated_step_tokens"] == 100 and d["paged_block_tokens"] == 7
+    assert d["allocated_bytes"] == 8200 * 131_072  # ⌈8192/100⌉·100 slots
+    assert d["paged_bytes"] == 1171 * 7 * 131_072  # ⌈8192/7⌉ blocks of 7
+    _, text, _ = run("calc", "llama-3-8b", "--tokens", "8192", "--step", "100", "--block-size", "7", capsys=capsys)
+    assert "100-token steps" in text and "7-token blocks" in text and "1,074,790,400 B" in text
+
+
+def test_summary_takes_keywords_and_matches_the_json(capsys):
+    spec = load_model("jamba-v0.1")
+    s = summary(spec, tokens=4096, batch=2, kv_dtype="q4", tp=2, state_dtype="fp32", step=128, block_size=32)
+    assert s["kv_bytes"] == memory.kv_bytes(spec, 4096, 2, memory.parse_kv_dtype("q4"), 2)
+    assert s["fixed_state_bytes"] == memory.fixed_state_bytes(spec, 2, "fp32")
+    assert s["allocated_bytes"] == memory.allocated_bytes(spec, 4096, 2, "q4", step=128, tp=2)
+    assert s["paged_bytes"] == memory.allocated_bytes(spec, 4096, 2, "q4", block_size=32, tp=2)
+    _, out, _ = run("calc", "jamba-v0.1", "--tokens", "4096", "--batch", "2", "--kv-dtype", "q4", "--tp", "2",
+                    "--state-dtype", "fp32", "--step", "128", "--block-size", "32", "--json", capsys=capsys)
+    assert json.loads(out) == json.loads(json.dumps(s))
 
 
 def test_calc_hybrid_json_has_state_and_per_layer_kinds(capsys):
@@ -54,8 +83,18 @@ def test_calc_explain_shows_the_numbers(capsys):
 
 
 def test_compare_table(capsys):
-    code, out, _ = run("compare", "llama-3-8b", "mistral-7b-v0.1", "gemma-3-27b", "--tokens", "32768", capsys=capsys)
-    assert code == 0 and out.count("\n") >= 5 and "mistral-7b-v0.1" in out
+    models = ("llama-3-8b", "mistral-7b-v0.1", "jamba-v0.1")
+    code, out, _ = run("compare", *models, "--tokens", "32768", "--block-size", "64", capsys=capsys)
+    _, js, _ = run("compare", *models, "--tokens", "32768", "--block-size", "64", "--json", capsys=capsys)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2 + len(models) + 1
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines]  # columns are 2+ spaces apart
+    assert cells[0] == ["model", "layers", "bytes/token", "KV cache", "state", "total", "allocated", "paged"]
+    for row_cells, row in zip(cells[2:], json.loads(js)):
+        keys = ("bytes_per_token", "kv_bytes", "fixed_state_bytes", "total_bytes", "allocated_bytes", "paged_bytes")
+        assert row_cells == [row["model"], str(sum(row["layer_kinds"].values())), *(format_bytes(row[k]) for k in keys)]
+        assert row["paged_block_tokens"] == 64
+    assert "256-token steps" in lines[-1] and "64-token blocks" in lines[-1]
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -71,6 +110,10 @@ def test_compare_table(capsys):
     (["calc", "llama-3-8b", "--gpu", "Z80"], "Z80"),
     (["calc", "llama-3-8b", "--gpu-memory", "-1"], "--gpu-memory"),
     (["calc", "llama-3-8b", "--gpu-memory", "80", "--utilization", "1.5"], "utilization"),
+    (["calc", "llama-3-8b", "--gpu-memory", "80", "--weights-dtype", "fp7"], "weights dtype"),
+    (["calc", "jamba-v0.1", "--state-dtype", "q4"], "state_dtype"),
+    (["calc", "llama-3-8b", "--step", "0"], "--step"),
+    (["compare", "llama-3-8b", "--block-size", "-16"], "--block-size"),
     (["frobnicate"], "frobnicate"),
     ([], "command"),
 ])
@@ -87,7 +130,30 @@ def test_malformed_json_file(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "not valid JSON" in err
 
 
-def test_console_entry_point_runs_as_a_process():
-    proc = subprocess.run([sys.executable, "-m", "kvsim.cli", "calc", "llama-3-8b", "--tokens", "-1"],
+@pytest.mark.parametrize("error", [ValueError("boom"), KeyError("boom")])
+@pytest.mark.parametrize("argv", [["calc", "llama-3-8b"], ["compare", "llama-3-8b", "mistral-7b-v0.1"]])
+def test_a_bug_is_not_bad_input(argv, error, monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise error
+    monkeypatch.setattr(memory, "kv_bytes", broken)  # a calculator bug, not the caller's input
+    with pytest.raises(type(error), match="boom"):
+        main(argv)
+    assert capsys.readouterr().err == ""
+
+
+def test_python_m_kvsim_runs_as_a_process():
+    proc = subprocess.run([sys.executable, "-m", "kvsim", "calc", "llama-3-8b", "--tokens", "-1"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    ok = subprocess.run([sys.executable, "-m", "kvsim", "calc", "llama-3-8b", "--json"], capture_output=True, text=True)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["kv_bytes"] == 2**30
+
+
+def test_a_bug_shows_its_traceback_in_a_process():
+    code = ("import sys, kvsim.calc.memory as m\n"
+            "def broken(*a, **k): raise ValueError('boom')\n"
+            "m.kv_bytes = broken\n"
+            "from kvsim.cli import main\n"
+            "sys.exit(main(['calc', 'llama-3-8b']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "ValueError: boom" in proc.stderr

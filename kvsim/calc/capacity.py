@@ -20,7 +20,7 @@ from . import memory, weights
 from .config import ModelSpec
 from .hardware import get_accelerator
 from .registry import load_model
-from .units import DEFAULT_STEP
+from .units import DEFAULT_STEP, InputError
 
 _T_MAX = 2**40  # search bound for contexts; far beyond any real context
 
@@ -32,9 +32,9 @@ def _weights_bytes(spec: ModelSpec, weights_dtype, tp):
 def kv_budget_bytes(memory_bytes: float, utilization: float = 0.9, weights_bytes: float = 0) -> int:
     """KV budget = memory · utilization − weights, at least 0."""
     if not 0 < utilization <= 1:
-        raise ValueError(f"utilization must be in (0, 1], got {utilization!r}")
+        raise InputError(f"utilization must be in (0, 1], got {utilization!r}")
     if memory_bytes <= 0:
-        raise ValueError(f"memory_bytes must be > 0, got {memory_bytes!r}")
+        raise InputError(f"memory_bytes must be > 0, got {memory_bytes!r}")
     return max(0, int(memory_bytes * utilization - weights_bytes))
 
 

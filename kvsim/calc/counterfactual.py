@@ -18,6 +18,7 @@ import numpy as np
 from . import memory, units
 from .config import LayerSpec, ModelSpec
 from .registry import load_model
+from .units import InputError
 
 ATTENTION_KINDS = ("full", "sliding", "chunked")
 MLA_FIELDS = ("qk_nope_head_dim", "v_head_dim", "q_lora_rank")
@@ -70,7 +71,7 @@ def equivalent_gqa_groups(spec: ModelSpec, head_dim: int) -> float:
     """GQA group count with the same cache as an MLA layer: (d_c + d_h^R) / (2·d_h); DeepSeek-V2: 2.25."""
     mla = [layer for layer in spec.layers if layer.kind == "mla"]
     if not mla:
-        raise ValueError(f"{spec.name} has no MLA layer")
+        raise InputError(f"{spec.name} has no MLA layer")
     return mla[0].elements_per_token / (2 * head_dim)
 
 

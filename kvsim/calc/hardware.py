@@ -6,7 +6,7 @@ Contract
   shows 40960 MiB in nvidia-smi). ``memory_bandwidth_bytes_per_s`` is decimal (GB/s × 10**9).
 - ``accelerator_names()`` lists the names; ``get_accelerator(name)`` matches case-insensitively,
   ignoring spaces, hyphens and underscores (``"a100-80gb"`` finds ``"A100 80GB"``); an unknown
-  name is a ValueError listing the known ones.
+  name is an InputError (a ValueError) listing the known ones.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .registry import data_dir
+from .units import InputError
 
 
 @dataclass(frozen=True)
@@ -67,5 +68,5 @@ def get_accelerator(name: str) -> Accelerator:
     """The accelerator called ``name`` (case, spaces, hyphens and underscores ignored)."""
     acc = _table().get(_key(name))
     if acc is None:
-        raise ValueError(f"unknown accelerator {name!r}; known: {', '.join(accelerator_names())}")
+        raise InputError(f"unknown accelerator {name!r}; known: {', '.join(accelerator_names())}")
     return acc

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import memory
 from .config import ModelSpec
-from .units import DEFAULT_STEP
+from .units import DEFAULT_STEP, InputError
 
 ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
 _T_MAX = 2**40  # search bound, far beyond any context
@@ -50,7 +50,7 @@ def all_attention(spec: ModelSpec) -> ModelSpec:
     """Every recurrent layer replaced by ``spec``'s first attention layer (the all-attention counterfactual)."""
     attention = [layer for layer in spec.layers if layer.kind in ATTENTION_KINDS]
     if not attention:
-        raise ValueError(f"{spec.name} has no attention layer to copy (it is purely recurrent)")
+        raise InputError(f"{spec.name} has no attention layer to copy (it is purely recurrent)")
     layers = tuple(attention[0] if layer.kind == "recurrent" else layer for layer in spec.layers)
     return replace(spec, name=f"{spec.name} if every layer were attention", layers=layers)
 

@@ -33,6 +33,7 @@ from .units import (
     GROUP_SIZES,
     KV_DTYPES,
     QUANT_BITS,
+    InputError,
     dtype_key,
     nonnegative_int,
     positive_int,
@@ -64,10 +65,10 @@ class KVDtype:
             return dim * DTYPE_BYTES[self.name]
         if dim % self.group_size:
             ok = [g for g in GROUP_SIZES if dim % g == 0]
-            raise ValueError(f"group_size {self.group_size} does not divide {field} {dim}; "
+            raise InputError(f"group_size {self.group_size} does not divide {field} {dim}; "
                              f"accepted: {', '.join(map(str, ok)) or 'none (use a float dtype)'}")
         if dim * self.bits % 32:
-            raise ValueError(f"{field} {dim} × {self.bits} bits is not a multiple of 32 "
+            raise InputError(f"{field} {dim} × {self.bits} bits is not a multiple of 32 "
                              f"(mx.quantize packs into uint32)")
         meta = 2 * (dim // self.group_size) * DTYPE_BYTES[self.scale_dtype] if metadata else 0
         return dim * self.bits // 8 + meta
@@ -86,12 +87,12 @@ def parse_kv_dtype(name, group_size: int = 64, scale_dtype: str = "bf16",
     if key in DTYPE_BYTES:
         return KVDtype(key, DTYPE_BYTES[key] * 8)
     if key not in QUANT_BITS:
-        raise ValueError(f"kv dtype {name!r} is unknown; accepted: {', '.join(KV_DTYPES)}")
+        raise InputError(f"kv dtype {name!r} is unknown; accepted: {', '.join(KV_DTYPES)}")
     if group_size not in GROUP_SIZES:
-        raise ValueError(f"group_size {group_size!r} is not one of {', '.join(map(str, GROUP_SIZES))}")
+        raise InputError(f"group_size {group_size!r} is not one of {', '.join(map(str, GROUP_SIZES))}")
     scale = dtype_key(scale_dtype)
     if scale not in FLOAT_DTYPES:
-        raise ValueError(f"scale_dtype {scale_dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
+        raise InputError(f"scale_dtype {scale_dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
     fp_tokens = nonnegative_int("full_precision_tokens", full_precision_tokens)
     return KVDtype(key, QUANT_BITS[key], group_size, scale, fp_tokens)
 
@@ -102,10 +103,10 @@ def parse_kv_dtype(name, group_size: int = 64, scale_dtype: str = "bf16",
 def _tokens(tokens):
     arr = np.asarray(tokens)
     if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.floor(arr))):
-        raise ValueError(f"tokens must be integers, got {tokens!r}")
+        raise InputError(f"tokens must be integers, got {tokens!r}")
     arr = arr.astype(np.int64)
     if np.any(arr < 0):
-        raise ValueError("tokens must be >= 0")
+        raise InputError("tokens must be >= 0")
     return arr
 
 
@@ -175,7 +176,7 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
     paged when ``block_size`` is set (per-sequence blocks spanning the kept range).
     """
     if view not in VIEWS:
-        raise ValueError(f"view {view!r} is not one of {', '.join(VIEWS)}")
+        raise InputError(f"view {view!r} is not one of {', '.join(VIEWS)}")
     positive_int("batch", batch)
     dt = parse_kv_dtype(kv_dtype)
     if layer.kind not in ("full", "sliding", "chunked", "mla"):
@@ -208,7 +209,7 @@ def state_bytes(layer: LayerSpec, state_dtype="bf16") -> int:
     """Fixed recurrent state of one layer for one sequence: Σ prod(shape) · b."""
     key = dtype_key(state_dtype)
     if key not in FLOAT_DTYPES:
-        raise ValueError(f"state_dtype {state_dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
+        raise InputError(f"state_dtype {state_dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
     state_dtype = key
     return layer.state_elements * DTYPE_BYTES[state_dtype]
 
@@ -299,7 +300,7 @@ def tokens_fed(prompt_tokens: int, answer_tokens: int, cached: bool) -> int:
     """
     p, a = int(prompt_tokens), int(answer_tokens)
     if p < 1 or a < 0:
-        raise ValueError("prompt_tokens must be >= 1 and answer_tokens >= 0")
+        raise InputError("prompt_tokens must be >= 1 and answer_tokens >= 0")
     if a == 0:
         return 0
     if cached:

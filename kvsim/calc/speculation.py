@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .units import InputError
+
 
 def expected_tokens_per_pass(acceptance: float, k):
     """Tokens one target pass yields with k drafts accepted i.i.d. with probability α: (1 − α^(k+1)) / (1 − α)."""
     if not 0 <= acceptance <= 1:
-        raise ValueError(f"acceptance must be in [0, 1], got {acceptance!r}")
+        raise InputError(f"acceptance must be in [0, 1], got {acceptance!r}")
     k = np.asarray(k, dtype=float)
     if acceptance == 1:
         return k + 1
@@ -25,5 +27,5 @@ def expected_tokens_per_pass(acceptance: float, k):
 def expected_speedup(acceptance: float, k, draft_cost: float):
     """Speedup over plain decoding: E[tokens per pass] / (k·c + 1), c = draft step time / target step time."""
     if draft_cost < 0:
-        raise ValueError(f"draft_cost must be >= 0, got {draft_cost!r}")
+        raise InputError(f"draft_cost must be >= 0, got {draft_cost!r}")
     return expected_tokens_per_pass(acceptance, k) / (np.asarray(k, dtype=float) * draft_cost + 1)

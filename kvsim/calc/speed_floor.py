@@ -15,7 +15,7 @@ from . import memory
 from .hardware import get_accelerator
 from .registry import load_model
 from .techniques import sparse_bytes
-from .units import DTYPE_BYTES
+from .units import DTYPE_BYTES, InputError
 from .weights import param_count
 
 
@@ -51,6 +51,6 @@ def kv_dtype_that_fits(spec, name: str):
         try:
             memory.bytes_per_token(spec, dt)
             return dt
-        except ValueError:
+        except InputError:  # this group size does not divide a cached vector
             continue
     return memory.parse_kv_dtype(name)

@@ -26,6 +26,7 @@ from . import hybrid, memory, units
 from .config import LayerSpec, ModelSpec
 from .counterfactual import as_mha, attention_variants, full_attention
 from .registry import load_model
+from .units import InputError
 
 NSA = {"compress_stride": 16, "selected_blocks": 16, "block_tokens": 64, "window": 512}
 DSA = {"index_topk": 2048, "index_head_dim": 128, "scale_block": 128, "scale_bytes": 4}
@@ -55,7 +56,7 @@ def sparse_bytes(spec: ModelSpec, tokens, method: str, kv_dtype="bf16") -> dict:
     and read T (dense), the NSA budget, or T indexer keys + top-k tokens (DSA, which also stores the keys).
     """
     if method not in ("dense", "nsa", "dsa"):
-        raise ValueError(f"method {method!r} is not one of dense, nsa, dsa")
+        raise InputError(f"method {method!r} is not one of dense, nsa, dsa")
     t = np.asarray(tokens, dtype=np.int64)
     stored = np.zeros_like(t)
     read = np.zeros_like(t)
@@ -96,14 +97,14 @@ def cache_read_intensity(layer: LayerSpec, num_attention_heads: int, kv_dtype="b
     elif layer.kind == "mla":
         flops = 2 * num_attention_heads * (2 * layer.kv_lora_rank + layer.qk_rope_head_dim)
     else:
-        raise ValueError(f"layer kind {layer.kind!r} reads no K/V cache; accepted: full, sliding, chunked, mla")
+        raise InputError(f"layer kind {layer.kind!r} reads no K/V cache; accepted: full, sliding, chunked, mla")
     return flops / per_token
 
 
 def weight_read_intensity(batch: int = 1, weights_dtype: str = "bf16") -> float:
     """FLOPs per weight byte read in one decode step: 2 per parameter per sequence, B sequences per read: 2B / b."""
     if not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        raise InputError(f"batch must be a positive integer, got {batch!r}")
     return 2 * batch / units.DTYPE_BYTES[weights_dtype]
 
 

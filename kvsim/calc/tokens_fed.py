@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .units import InputError
+
 UNCACHED, CACHED = "without a cache", "with a cache"
 
 
@@ -21,7 +23,7 @@ def tokens_fed(prompt_tokens: int, answer_tokens: int, cached: bool) -> int:
     """
     p, a = int(prompt_tokens), int(answer_tokens)
     if p < 1 or a < 0:
-        raise ValueError("prompt_tokens must be >= 1 and answer_tokens >= 0")
+        raise InputError("prompt_tokens must be >= 1 and answer_tokens >= 0")
     if a == 0:
         return 0
     if cached:

@@ -7,8 +7,10 @@ Contract
   kept in (``FLOAT_DTYPES``), grouped integer quantization ``QUANT_BITS`` (q8 … q2) with
   ``GROUP_SIZES``, and the long names they also go by (:func:`dtype_key`). The MLX dtype lookup is
   built from these names in :mod:`kvsim.cache.base`.
-- Validation: :func:`positive_int` / :func:`nonnegative_int` raise ``error`` (ValueError by default)
-  with one line naming the field and the accepted range.
+- Bad input: :class:`InputError` (a ValueError) is kvsim's own "the caller asked for something
+  outside the accepted range" - one line naming the field and what is accepted. Anything else that
+  raises is a bug and is left to raise. :func:`positive_int` / :func:`nonnegative_int` raise ``error``
+  (InputError by default).
 - Bytes for people: :func:`format_bytes` (binary units, 3 significant digits) and ``UNIT_BYTES`` for
   plot axes (binary KiB/MiB/GiB and decimal KB/MB/GB: always say which).
 """
@@ -33,20 +35,24 @@ UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "K
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
+class InputError(ValueError):
+    """Bad input to kvsim (an argument or a config field outside its accepted range), not a bug."""
+
+
 def dtype_key(name) -> str:
     """kvsim's short name of a dtype: 'bfloat16', 'BF16' and mlx's ``mx.bfloat16`` all give 'bf16'."""
     text = str(name).split(".")[-1].lower()
     return DTYPE_ALIASES.get(text, text)
 
 
-def positive_int(name: str, value, error: type[Exception] = ValueError) -> int:
+def positive_int(name: str, value, error: type[Exception] = InputError) -> int:
     """``value`` if it is an integer >= 1 (bools are not); else ``error`` naming ``name``."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
         raise error(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 
-def nonnegative_int(name: str, value, error: type[Exception] = ValueError) -> int:
+def nonnegative_int(name: str, value, error: type[Exception] = InputError) -> int:
     """``value`` if it is an integer >= 0 (bools are not); else ``error`` naming ``name``."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
         raise error(f"{name} must be an integer >= 0, got {value!r}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ConfigError, ModelSpec
-from .units import DTYPE_BYTES
+from .units import DTYPE_BYTES, InputError
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class ParamCount:
 def weights_bytes(spec: ModelSpec, dtype: str = "bf16") -> int:
     """Bytes of all weights at one dtype: total parameters × bytes per element."""
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"weights dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+        raise InputError(f"weights dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
     return param_count(spec).total * DTYPE_BYTES[dtype]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..calc.units import DEFAULT_BLOCK_SIZE
+from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
 from .blocks import BlockAllocator, cdiv
 
 
@@ -67,7 +67,7 @@ def sharing_scenario(block_size: int = 4, num_blocks: int = 12, system_tokens: i
                      question_tokens: tuple = (3, 5)) -> list[BlockSnapshot]:
     """Prefix sharing, fork and copy-on-write on a real allocator (see module docstring)."""
     if system_tokens < 1 or min(question_tokens) < 1:
-        raise ValueError("system_tokens and question_tokens must be >= 1")
+        raise InputError("system_tokens and question_tokens must be >= 1")
     alloc = BlockAllocator(num_blocks, block_size, enable_prefix_caching=True)
     system = list(range(1000, 1000 + system_tokens))
     qa = list(range(2000, 2000 + question_tokens[0]))

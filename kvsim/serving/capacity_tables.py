@@ -16,7 +16,8 @@ Contract (pure arithmetic over kvsim.memory / capacity / hardware / registry / w
   ``quantized``: ``paged`` with a quantized KV dtype (default q8: 8-bit + bf16 scale and bias per 64).
 - ``tp`` on GPUs is the smallest power of two with weights / tp ≤ 70 % of usable memory (Macs: 1).
   Rows whose weights leave no KV budget hold 0 sequences and say so in ``note``.
-- :func:`capacity_table` returns plain rows (list of dicts); :func:`to_markdown` renders them.
+- :func:`capacity_table` returns plain rows (list of dicts); :func:`to_markdown` renders them
+  through the one table renderer, :func:`kvsim.calc.tables.format_table`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..calc import capacity, hardware, registry, weights
+from ..calc.tables import format_table
 from ..calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP
 from .sim import make_workload
 
@@ -93,22 +95,6 @@ def capacity_table(models=MODELS, accelerators=ACCELERATORS, contexts=CONTEXTS, 
             for row in capacity_rows(m, a, contexts, **kwargs)]
 
 
-def _cell(value) -> str:
-    if isinstance(value, bool) or value is None:
-        return "" if value is None else str(value)
-    if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
-    if isinstance(value, float):
-        return f"{value:,.1f}"
-    return str(value)
-
-
 def to_markdown(rows: list[dict], columns=COLUMNS) -> str:
-    """A GitHub-flavoured markdown table of ``rows`` (numbers right-aligned, thousands separated)."""
-    if not rows:
-        return "(no rows)"
-    numeric = [all(isinstance(r.get(c), (int, float, np.integer)) for r in rows) for c in columns]
-    head = "| " + " | ".join(columns) + " |"
-    rule = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
-    body = ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join([head, rule, *body])
+    """A GitHub-flavoured markdown table of ``rows`` (:func:`kvsim.calc.tables.format_table`, floats to 0.1)."""
+    return format_table(rows, columns=list(columns), digits=1, style="markdown")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..calc.units import DEFAULT_BLOCK_SIZE
+from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
 from . import sim
 
 KWON_FIGURE2 = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}
@@ -28,7 +28,7 @@ def kwon_setup_capacity_tokens(memory_bytes: int = 40 * 10**9, kv_share: float =
                                token_bytes: int = OPT13B_TOKEN_BYTES) -> int:
     """⌊kv_share · memory / bytes per token⌋: 30 % of 40 GB / 800 KiB = 14,648 tokens."""
     if not 0 < kv_share <= 1:
-        raise ValueError(f"kv_share must be in (0, 1], got {kv_share!r}")
+        raise InputError(f"kv_share must be in (0, 1], got {kv_share!r}")
     return int(kv_share * memory_bytes) // token_bytes
 
 
