@@ -291,18 +291,3 @@ def layer_table(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", t
             "state_bytes": batch * state_bytes(layer, state_dtype),
         })
     return rows
-
-
-def tokens_fed(prompt_tokens: int, answer_tokens: int, cached: bool) -> int:
-    """Token positions fed to the model to produce an answer.
-
-    Cached: P + (A - 1) (prefill, then one token per step). Uncached: Σ_{k=1..A} (P + k - 1).
-    """
-    p, a = int(prompt_tokens), int(answer_tokens)
-    if p < 1 or a < 0:
-        raise InputError("prompt_tokens must be >= 1 and answer_tokens >= 0")
-    if a == 0:
-        return 0
-    if cached:
-        return p + a - 1
-    return a * p + a * (a - 1) // 2
