@@ -7,6 +7,8 @@
   module has imported MLX (importing MLX here would slow down the pure-arithmetic tests).
 - hypothesis: no per-example deadline (2 shared CPU cores make timings noisy) and derandomized, so a
   run is reproducible; failures found are still stored in .hypothesis/ and replayed first.
+- `toys`: the toy model of every TOY_KINDS variant (seed 0), built once per session; tests that change
+  one (e.g. its MLA path) put it back.
 """
 
 import sys
@@ -63,3 +65,11 @@ def _close_figures():
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is not None:
         plt.close("all")
+
+
+@pytest.fixture(scope="session")
+def toys():
+    """{kind: build_model(toy_spec(kind), seed=0)} for every toy kind, shared by the whole session."""
+    from kvsim.model import TOY_KINDS, build_model, toy_spec
+
+    return {kind: build_model(toy_spec(kind), seed=0) for kind in TOY_KINDS}

@@ -13,7 +13,8 @@ from kvsim.cache import (
     RotatingKVCache,
     make_caches,
 )
-from kvsim.calc.config import LayerSpec, ModelSpec, from_hf_config
+from kvsim.calc.config import LayerSpec, ModelSpec
+from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.memory import (
     allocated_bytes,
     fixed_state_bytes,

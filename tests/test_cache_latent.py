@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from kvsim.cache import load_cache, save_cache
 from kvsim.cache.latent import LatentCache
-from kvsim.calc.config import LayerSpec, from_hf_config
+from kvsim.calc.config import LayerSpec
+from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.memory import layer_kv_bytes
 
 

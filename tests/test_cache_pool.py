@@ -21,7 +21,7 @@ from kvsim.cache.pool import (
     SequenceInfo,
     UnknownSequenceError,
 )
-from kvsim.calc.config import from_hf_config
+from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.memory import allocated_bytes, fixed_state_bytes, parse_kv_dtype
 
 # attention every 2nd layer (1 KV head of 32 dims), Mamba state on the others: a tiny Jamba

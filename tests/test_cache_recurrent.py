@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kvsim.cache import load_cache, save_cache
 from kvsim.cache.recurrent import RecurrentSnapshot, RecurrentStateCache
-from kvsim.calc.config import from_hf_config
+from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.memory import state_bytes
 
 TINY_CONFIGS = {

@@ -3,6 +3,7 @@
 import copy
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,14 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kvsim.calc.config as config_module
-from kvsim.calc.config import (
-    SUPPORTED_MODEL_TYPES,
-    ConfigError,
-    LayerSpec,
-    from_hf_config,
-    load_config,
-    text_config,
-)
+import kvsim.calc.families as families_module
+import kvsim.calc.hf_config as hf_config_module
+from kvsim.calc.config import ConfigError, LayerSpec
+from kvsim.calc.families import SUPPORTED_MODEL_TYPES
+from kvsim.calc.hf_config import from_hf_config, load_config, text_config
 from kvsim.calc.registry import data_dir, model_names
 
 MODELS = data_dir() / "models"
@@ -284,6 +282,16 @@ BAD = [
     (*_setting("recurrentgemma-2b", ["recurrent", "mlp"], "block_types"), "block_types"),
     (*_setting("mamba2-2.7b", {"layer": "Mamba2", "headdim": 96}, "ssm_cfg"), "headdim"),
     (*_setting("mamba2-2.7b", [0], "attn_layer_idx"), "attn_layer_idx"),
+    (*_setting("llama-3-8b", "500000", "rope_theta"), "rope_theta"),
+    (*_setting("qwen3-next-80b-a3b", 1.5, "partial_rotary_factor"), "partial_rotary_factor"),
+    (*_setting("gemma-2-9b", 0, "query_pre_attn_scalar"), "query_pre_attn_scalar"),
+    (*_setting("llama-3-8b", -1e-5, "rms_norm_eps"), "rms_norm_eps"),
+    (*_setting("llama-3-8b", "false", "tie_word_embeddings"), "tie_word_embeddings"),
+    (*_setting("llama-3-8b", 0, "intermediate_size"), "intermediate_size"),
+    (*_setting("deepseek-v3", 0, "qk_nope_head_dim"), "qk_nope_head_dim"),
+    (*_setting("deepseek-v3", -1536, "q_lora_rank"), "q_lora_rank"),
+    (*_setting("falcon-mamba-7b", -1, "time_step_rank"), "time_step_rank"),
+    (*_setting("qwen3-next-80b-a3b", 2.5, "linear_num_key_heads"), "linear_num_key_heads"),
     (*_setting("llama-3-8b", "llama5", "model_type"), "model_type"),
     (*_without("llama-3-8b", "model_type"), "model_type"),
 ]
@@ -342,10 +350,72 @@ def test_text_config_merges_inner_over_outer_without_mutating():
     assert merged["torch_dtype"] == "float32" and merged["model_type"] == "llama4" and cfg == before
 
 
+# ---------------------------------------------------------------- typed fields and the frozen config
+
+
+@pytest.mark.parametrize("name, fields", [
+    ("llama-3-8b", {"rope_theta": 500000.0, "tie_word_embeddings": False, "intermediate_size": 14336,
+                    "query_pre_attn_scalar": None, "rms_norm_eps": 1e-6, "qk_nope_head_dim": 0}),
+    ("llama-3.2-1b", {"tie_word_embeddings": True, "rope_theta": 10000.0}),
+    ("gemma-2-9b", {"query_pre_attn_scalar": 256.0, "tie_word_embeddings": True}),  # tied by Gemma2Config default
+    ("gemma-3-4b", {"query_pre_attn_scalar": 256.0}),  # a Gemma3TextConfig default the file omits
+    ("deepseek-v3", {"qk_nope_head_dim": 128, "v_head_dim": 128, "q_lora_rank": 1536,
+                     "intermediate_size": 18432, "moe_intermediate_size": 2048}),
+    ("deepseek-v2-lite", {"q_lora_rank": 0}),  # null: no query compression
+    ("falcon-mamba-7b", {"time_step_rank": 256, "tie_word_embeddings": False}),
+    ("jamba-v0.1", {"time_step_rank": 256}),  # from mamba_dt_rank
+    ("mamba2-2.7b", {"time_step_rank": None, "tie_word_embeddings": True}),  # from mamba_ssm's tie_embeddings
+    ("qwen3-next-80b-a3b", {"linear_num_key_heads": 16, "partial_rotary_factor": 0.25, "rope_theta": 1e7,
+                            "intermediate_size": None, "moe_intermediate_size": 512}),
+    ("recurrentgemma-2b", {"partial_rotary_factor": 0.5}),
+])
+def test_typed_fields_are_parsed_with_their_defaults(name, fields):
+    spec = spec_of(name)
+    assert {k: getattr(spec, k) for k in fields} == fields
+
+
+def test_rms_norm_eps_and_dt_rank_aliases():
+    mamba = {"model_type": "mamba", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10}
+    assert from_hf_config({**mamba, "layer_norm_epsilon": 1e-5}).rms_norm_eps == 1e-5
+    assert from_hf_config({**mamba, "time_step_rank": "auto"}).time_step_rank is None
+    assert from_hf_config({**mamba, "dt_rank": 4.0}).time_step_rank == 4
+
+
+def test_config_is_frozen_deeply_and_the_input_is_not_aliased():
+    cfg = raw("gpt-oss-20b")
+    cfg["rope_scaling"] = {"factor": 32.0, "extra": [1, {"a": 2}]}
+    spec = from_hf_config(cfg)
+    cfg["num_key_value_heads"] = 1  # editing the caller's dict afterwards changes nothing
+    assert spec.config["num_key_value_heads"] == 8
+    assert isinstance(spec.config["layer_types"], tuple) and spec.config["rope_scaling"]["extra"][0] == 1
+    with pytest.raises(TypeError):
+        spec.config["num_key_value_heads"] = 999
+    with pytest.raises(TypeError):
+        spec.config["rope_scaling"]["factor"] = 1.0
+    with pytest.raises(TypeError):
+        spec.config["rope_scaling"]["extra"][1]["a"] = 3
+    with pytest.raises(AttributeError):
+        spec.config["layer_types"].append("full_attention")
+
+
+def test_replace_with_a_plain_dict_freezes_it():
+    spec = replace(spec_of("llama-3-8b"), config={"a": [1, 2], "b": {"c": 3}})
+    assert spec.config == {"a": (1, 2), "b": {"c": 3}}
+    with pytest.raises(TypeError):
+        spec.config["b"]["c"] = 4
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_a_specs_frozen_config_parses_to_the_same_spec(name):
+    spec = spec_of(name)
+    assert from_hf_config(dict(spec.config), name=name) == spec
+
+
 # ---------------------------------------------------------------- unknown keys are ignored
 
-# every key the parser could read: quoted names in config.py, plus every key of every data file
-_KNOWN = set(re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"', Path(config_module.__file__).read_text()))
+# every key the parser could read: quoted names in its three modules, plus every key of every data file
+_KNOWN = {key for module in (config_module, families_module, hf_config_module)
+          for key in re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"', Path(module.__file__).read_text())}
 for _p in MODELS.glob("*.json"):
     _d = json.loads(_p.read_text())
     _KNOWN |= set(_d) | set(_d.get("text_config", {})) | set(_d.get("ssm_cfg", {}))

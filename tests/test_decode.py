@@ -22,11 +22,6 @@ PROMPT = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
 DTYPE_NAMES = {mx.float32: "fp32", mx.bfloat16: "bf16", mx.float16: "fp16"}
 
 
-@pytest.fixture(scope="module")
-def toys():
-    return {kind: build_model(toy_spec(kind), seed=2) for kind in TOY_KINDS}
-
-
 @pytest.mark.parametrize("kind", TOY_KINDS)
 def test_cached_equals_no_cache(toys, kind):
     model = toys[kind]

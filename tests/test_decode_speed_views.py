@@ -17,7 +17,6 @@ from kvsim.measure.step_time import (
     step_rows,
     weights_read_bytes,
 )
-from kvsim.model import build_model, toy_spec
 from kvsim.widgets.decode_speed import (
     KV_DTYPES,
     draw_decode_speed_limit,
@@ -25,11 +24,6 @@ from kvsim.widgets.decode_speed import (
     draw_step_time_vs_context,
     draw_stored_vs_read,
 )
-
-
-@pytest.fixture(scope="module")
-def toys():
-    return {k: build_model(toy_spec(k), seed=0) for k in ("gqa", "sliding", "mla", "jamba")}
 
 
 @pytest.mark.parametrize("kind", ["gqa", "sliding", "mla", "jamba"])

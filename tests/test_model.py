@@ -1,5 +1,7 @@
 """The MLX model: toy and real-geometry builds, attention variants, MLA paths, recurrent state shapes."""
 
+from dataclasses import replace
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -28,11 +30,6 @@ def _split_feed(model, tokens, sizes, caches):
         out.append(model(tokens[:, start:start + n], caches))
         start += n
     return mx.concatenate(out, axis=1)
-
-
-@pytest.fixture(scope="module")
-def toys():
-    return {kind: build_model(toy_spec(kind), seed=1) for kind in TOY_KINDS}
 
 
 @pytest.mark.parametrize("kind", TOY_KINDS)
@@ -79,11 +76,13 @@ def test_any_chunking_of_the_sequence_matches_no_cache(toys, kind, sizes):
 def test_mla_absorbed_equals_materialized(toys, cached):
     model = toys["mla"]
     outs = {}
-    for path in ("absorbed", "materialized"):
-        model.mla_path = path
-        caches = make_caches(model.spec) if cached else None
-        outs[path] = _split_feed(model, TOKENS, [7] + [1] * 13, caches) if cached else model(TOKENS)
-    model.mla_path = "auto"
+    try:
+        for path in ("absorbed", "materialized"):
+            model.mla_path = path
+            caches = make_caches(model.spec) if cached else None
+            outs[path] = _split_feed(model, TOKENS, [7] + [1] * 13, caches) if cached else model(TOKENS)
+    finally:
+        model.mla_path = "auto"  # the toys are shared by the session
     np.testing.assert_allclose(np.array(outs["absorbed"]), np.array(outs["materialized"]),
                                rtol=1e-5, atol=1e-5)
 
@@ -91,11 +90,13 @@ def test_mla_absorbed_equals_materialized(toys, cached):
 @pytest.mark.parametrize("kv_dtype", ["q8", "q4"])
 def test_mla_paths_agree_on_a_quantized_latent(toys, kv_dtype):
     model, outs = toys["mla"], {}
-    for path in ("absorbed", "materialized"):
-        model.mla_path = path
-        caches = make_caches(model.spec, kv_dtype=kv_dtype, group_size=32, full_precision_tokens=3)
-        outs[path] = _split_feed(model, TOKENS, [7] + [1] * 13, caches)
-    model.mla_path = "auto"
+    try:
+        for path in ("absorbed", "materialized"):
+            model.mla_path = path
+            caches = make_caches(model.spec, kv_dtype=kv_dtype, group_size=32, full_precision_tokens=3)
+            outs[path] = _split_feed(model, TOKENS, [7] + [1] * 13, caches)
+    finally:
+        model.mla_path = "auto"  # the toys are shared by the session
     np.testing.assert_allclose(np.array(outs["absorbed"]), np.array(outs["materialized"]),
                                rtol=1e-4, atol=1e-4)
 
@@ -180,6 +181,28 @@ def test_real_mla_keeps_deepseek_ranks():
     mla = model.blocks[0].mixer
     assert (mla.n_heads, mla.kv_lora_rank, mla.rope_dim, mla.nope_dim, mla.v_head_dim,
             mla.q_lora_rank) == (16, 512, 64, 128, 128, 0)
+
+
+@pytest.mark.parametrize("kind", TOY_KINDS)
+def test_the_model_reads_typed_fields_never_the_raw_config(toys, kind):
+    bare = build_model(replace(toy_spec(kind), config={}), seed=0)
+    assert mx.array_equal(bare(TOKENS), toys[kind](TOKENS))
+
+
+def test_typed_fields_reach_the_layers():
+    model = build_model(toy_spec("gqa", rope_theta=500000, rms_norm_eps=1e-5, partial_rotary_factor=0.5))
+    attn = model.blocks[0].mixer
+    assert (attn.rope_base, attn.rope_dims, model.blocks[0].eps) == (500000.0, 16, 1e-5)
+    mla = build_model(toy_spec("mla", q_lora_rank=None)).blocks[0].mixer
+    assert (mla.q_lora_rank, mla.nope_dim, mla.v_head_dim) == (0, 32, 32) and not hasattr(mla, "wq_a")
+    assert build_model(toy_spec("mamba", time_step_rank=3)).blocks[0].mixer.dt_rank == 3
+    assert build_model(toy_spec("mamba")).blocks[0].mixer.dt_rank == 4  # auto: ceil(64 / 16)
+
+
+def test_mla_without_its_widths_is_an_error():
+    spec = replace(toy_spec("mla"), qk_nope_head_dim=0)
+    with pytest.raises(ValueError, match="qk_nope_head_dim"):
+        build_model(spec)
 
 
 def test_build_model_errors():

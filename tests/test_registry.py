@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import kvsim
-from kvsim.calc.config import ConfigError, load_config
+from kvsim.calc.config import ConfigError
+from kvsim.calc.hf_config import load_config
 from kvsim.calc.registry import (
     data_dir,
     load_model,
@@ -38,6 +39,12 @@ def test_data_dir_is_the_checkout_data_folder():
 def test_load_by_name_is_cached_and_named(name):
     spec = load_model(name)
     assert spec.name == name and load_model(name) is spec
+
+
+def test_a_cached_spec_cannot_be_edited_through_its_config():
+    with pytest.raises(TypeError):
+        load_model('llama-3-8b').config['num_key_value_heads'] = 999
+    assert load_model("llama-3-8b").config["num_key_value_heads"] == 8
 
 
 def test_load_by_path_str_or_path_gives_the_same_layers(tmp_path):

@@ -18,15 +18,10 @@ from kvsim.measure.rewind import (
     try_trim,
 )
 from kvsim.measure.speculation_runs import speculation_sweep
-from kvsim.model import build_model, perturbed, toy_spec
+from kvsim.model import perturbed
 from kvsim.widgets.speculative import draw_expected_speedup, draw_tokens_per_pass
 
 PROMPT = [5, 17, 3, 99, 42, 8, 61, 23, 7, 70, 11, 2, 88]
-
-
-@pytest.fixture(scope="module")
-def toys():
-    return {k: build_model(toy_spec(k), seed=0) for k in ("gqa", "jamba", "sliding")}
 
 
 def test_trim_rewinds_offset_frees_nothing_and_the_next_write_overwrites():

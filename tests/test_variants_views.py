@@ -33,17 +33,19 @@ def test_rows_follow_dtype_and_geometry():
 def test_decodable_mla_carries_deepseek_fields_and_keeps_cache_geometry():
     v = decodable_variants(q_lora_rank=None)
     mla = v["MLA"]
-    assert mla.config["qk_nope_head_dim"] == 128 and mla.config["v_head_dim"] == 128
-    assert mla.config["q_lora_rank"] is None
+    assert mla.qk_nope_head_dim == 128 and mla.v_head_dim == 128
+    assert mla.q_lora_rank == 0  # None: no query compression
     assert mla.layers == attention_variants()["MLA"].layers
-    assert decodable_variants(q_lora_rank=1536)["MLA"].config["q_lora_rank"] == 1536
+    assert decodable_variants(q_lora_rank=1536)["MLA"].q_lora_rank == 1536
+    with pytest.raises(ValueError, match="q_lora_rank"):
+        decodable_variants(q_lora_rank=-1)
 
 
 def _small():
     """The four variants at a small geometry (so the test is fast), MLA with its up-projection fields."""
     v = attention_variants(num_layers=4, num_attention_heads=8, head_dim=16, gqa_groups=2, kv_lora_rank=32,
                            qk_rope_head_dim=16)
-    v["MLA"] = replace(v["MLA"], config={"qk_nope_head_dim": 16, "v_head_dim": 16, "q_lora_rank": None})
+    v["MLA"] = replace(v["MLA"], qk_nope_head_dim=16, v_head_dim=16)
     return v
 
 

@@ -4,7 +4,8 @@ of every published count, and hand-checked on tiny configs for each family's ter
 
 import pytest
 
-from kvsim.calc.config import ConfigError, ModelSpec, from_hf_config
+from kvsim.calc.config import ConfigError, ModelSpec
+from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.registry import load_model, model_info, model_names
 from kvsim.calc.weights import ParamCount, param_count, weights_bytes
 

@@ -5,8 +5,9 @@ modify their input. Used for "what if this model were MHA" lines and for the MHA
 MLA comparison at one fixed attention geometry (the seed's DeepSeek-V3 table):
 - :func:`variant_rows`: that table (elements per layer, over all layers, bytes, share of MHA);
 - :func:`decodable_variants`: the same four specs, the MLA one carrying DeepSeek-V3's MLA fields
-  (``qk_nope_head_dim``, ``v_head_dim``, ``q_lora_rank``) so :func:`kvsim.model.build_model` can
-  run it. ``q_lora_rank`` only shapes the query projection, never what is cached.
+  (the typed ``qk_nope_head_dim`` and ``v_head_dim``, and ``q_lora_rank`` as asked) so
+  :func:`kvsim.model.build_model` can run it. ``q_lora_rank`` only shapes the query projection,
+  never what is cached.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from .registry import load_model
 from .units import InputError
 
 ATTENTION_KINDS = ("full", "sliding", "chunked")
-MLA_FIELDS = ("qk_nope_head_dim", "v_head_dim", "q_lora_rank")
 _FORMULAS = {"MHA": "2·n_h·d_h", "GQA": "2·n_g·d_h", "MQA": "2·d_h", "MLA": "d_c + d_h^R"}
 
 
@@ -94,11 +94,12 @@ def variant_rows(variants: dict[str, ModelSpec] | None = None, kv_dtype="bf16") 
 
 
 def decodable_variants(source: str = "deepseek-v3", q_lora_rank: int | None = None) -> dict[str, ModelSpec]:
-    """attention_variants() with the MLA spec given ``source``'s MLA config (q_lora_rank may be overridden)."""
-    cfg = {k: load_model(source).config.get(k) for k in MLA_FIELDS}
-    cfg["q_lora_rank"] = q_lora_rank
+    """attention_variants() with the MLA spec given ``source``'s MLA widths and ``q_lora_rank`` (None: none)."""
+    src = load_model(source)
     variants = attention_variants()
-    variants["MLA"] = replace(variants["MLA"], config=cfg)
+    variants["MLA"] = replace(variants["MLA"], qk_nope_head_dim=src.qk_nope_head_dim,
+                              v_head_dim=src.v_head_dim,
+                              q_lora_rank=units.nonnegative_int("q_lora_rank", q_lora_rank or 0))
     return variants
 
 

@@ -2,13 +2,14 @@
 
 Contract
 - ``model_names()`` lists the registry (sorted); ``load_model(name_or_path)`` returns the
-  :class:`~kvsim.config.ModelSpec` of a registry name or of a path to a ``config.json``.
-- An unknown name is a :class:`~kvsim.config.ConfigError` that lists the known names.
+  :class:`~kvsim.calc.config.ModelSpec` of a registry name or of a path to a ``config.json``.
+- An unknown name is a :class:`~kvsim.calc.config.ConfigError` that lists the known names.
 - ``model_info(name)`` is the registry entry: file, Hugging Face repo id, sources, the fields
   that are not primary-verified, and published parameter counts.
 - ``data_dir()`` finds the data in a source checkout (repo-root ``data/``) or in an installed
   wheel (``kvsim/_data``, where the build force-includes ``data/``).
-- Parsed specs are cached; they are frozen dataclasses, so sharing them is safe.
+- Parsed specs are cached; they are frozen dataclasses with a deeply frozen ``config``, so sharing
+  them is safe.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from .config import ConfigError, ModelSpec, load_config
+from .config import ConfigError, ModelSpec
+from .hf_config import load_config
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # the kvsim package folder
 

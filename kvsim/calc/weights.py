@@ -2,9 +2,10 @@
 
 Contract
 - ``param_count(spec) -> ParamCount(total, active, embedding)`` counts every weight tensor the
-  family's Hugging Face implementation creates for the language model, from ``spec.config``:
-  embeddings, per layer attention (or its recurrent replacement), MLP or experts, norms, and
-  the output head unless tied. Vision towers and multi-token-prediction heads are not counted.
+  family's Hugging Face implementation creates for the language model, from ``spec.config`` (the
+  layer pattern from ``spec.layers``, tying from ``spec.tie_word_embeddings``): embeddings, per layer
+  attention (or its recurrent replacement), MLP or experts, norms, and the output head unless tied.
+  Vision towers and multi-token-prediction heads are not counted.
 - ``active`` = ``total`` minus the routed experts a token does not use (dense models: equal).
   It includes the input embedding table; ``embedding`` is that table's size, so publishers who
   count active parameters without it (OpenAI, DeepSeek) compare with ``active - embedding``.
@@ -70,19 +71,6 @@ def _vocab(cfg):
     return -(-v // pad) * pad
 
 
-def _tied(cfg, default):
-    for key in ("tie_word_embeddings", "tie_embeddings"):
-        if cfg.get(key) is not None:
-            return _flag(cfg, key)
-    return default
-
-
-def _embeddings(cfg, h, tied_default=False):
-    """(input table V·h, output head V·h or 0 when tied)."""
-    table = _vocab(cfg) * h
-    return table, 0 if _tied(cfg, tied_default) else table
-
-
 def _attention(cfg, h, qkv_bias=False, o_bias=False, qk_norm=False, q_gate=False):
     """q: h·H·d (×2 with an output gate), k, v: h·H_kv·d, o: H·d·h; optional biases and q/k norms."""
     heads = _i(cfg, "num_attention_heads")
@@ -99,34 +87,33 @@ def _swiglu(h, i, bias=False):
     return 3 * h * i + (2 * i + h) * bias
 
 
-def _count(embed, head, layers, expert_total, expert_active, final_norm):
-    """total = embeddings + non-expert layer weights + final norm + all routed experts;
-    active keeps only the routed experts one token uses."""
-    shared = embed + head + layers + final_norm
+def _count(spec, h, layers, expert_total=0, expert_active=0):
+    """total = input table V·h + output head V·h (0 when tied) + non-expert layer weights + final
+    norm h + all routed experts; active keeps only the routed experts one token uses."""
+    embed = _vocab(spec.config) * h
+    shared = embed * (1 if spec.tie_word_embeddings else 2) + layers + h
     return ParamCount(shared + expert_total, shared + expert_active, embed)
 
 
 # ---------------------------------------------------------------- families
 
 
-def _dense(cfg, mt):
+def _dense(cfg, spec):
     """llama, mistral, qwen2 (qkv biases), qwen3 (q/k norms), phi3: attention + SwiGLU + 2 norms."""
-    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    h, n, mt = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers"), spec.model_type
     bias = mt == "qwen2" or _flag(cfg, "attention_bias")
     attn = _attention(cfg, h, qkv_bias=bias, o_bias=_flag(cfg, "attention_bias"), qk_norm=mt == "qwen3")
     per_layer = attn + _swiglu(h, _i(cfg, "intermediate_size"), _flag(cfg, "mlp_bias")) + 2 * h
-    embed, head = _embeddings(cfg, h)
-    return _count(embed, head, n * per_layer, 0, 0, h)
+    return _count(spec, h, n * per_layer)
 
 
-def _mixtral(cfg, mt):
+def _mixtral(cfg, spec):
     """Every layer: attention, router h·E, E SwiGLU experts of which k are active."""
     h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
     e, k = _i(cfg, "num_local_experts"), _i(cfg, "num_experts_per_tok")
     expert = _swiglu(h, _i(cfg, "intermediate_size"))
     per_layer = _attention(cfg, h) + h * e + 2 * h  # router h·E
-    embed, head = _embeddings(cfg, h)
-    return _count(embed, head, n * per_layer, n * e * expert, n * k * expert, h)
+    return _count(spec, h, n * per_layer, n * e * expert, n * k * expert)
 
 
 def _mla(cfg, h):
@@ -138,32 +125,30 @@ def _mla(cfg, h):
     return q + h * (dc + rope) + dc + dc * heads * (nope + dv) + heads * dv * h
 
 
-def _deepseek(cfg, mt):
+def _deepseek(cfg, spec):
     """First ``first_k_dense_replace`` layers dense; the rest shared + routed experts (+ router)."""
     h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
     dense_n, freq = _i(cfg, "first_k_dense_replace", default=0), _i(cfg, "moe_layer_freq", default=1)
     moe_n = sum(1 for i in range(dense_n, n) if i % freq == 0)
     e, k, s = _i(cfg, "n_routed_experts"), _i(cfg, "num_experts_per_tok"), _i(cfg, "n_shared_experts", default=0)
     expert = _swiglu(h, _i(cfg, "moe_intermediate_size"))
-    router = h * e + e * (mt == "deepseek_v3")  # V3 adds a per-expert score-correction bias
+    router = h * e + e * (spec.model_type == "deepseek_v3")  # V3 adds a per-expert score-correction bias
     shared = n * (_mla(cfg, h) + 2 * h) + (n - moe_n) * _swiglu(h, _i(cfg, "intermediate_size"))
     shared += moe_n * (router + s * expert)
-    embed, head = _embeddings(cfg, h)
-    return _count(embed, head, shared, moe_n * e * expert, moe_n * k * expert, h)
+    return _count(spec, h, shared, moe_n * e * expert, moe_n * k * expert)
 
 
-def _gpt_oss(cfg, mt):
+def _gpt_oss(cfg, spec):
     """Attention with biases and per-head sinks; router with bias; experts with biases."""
     h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
     e, k, i = _i(cfg, "num_local_experts"), _i(cfg, "num_experts_per_tok"), _i(cfg, "intermediate_size")
     sinks = _i(cfg, "num_attention_heads")
     per_layer = _attention(cfg, h, qkv_bias=True, o_bias=True) + sinks + h * e + e + 2 * h
     expert = _swiglu(h, i, bias=True)
-    embed, head = _embeddings(cfg, h)
-    return _count(embed, head, n * per_layer, n * e * expert, n * k * expert, h)
+    return _count(spec, h, n * per_layer, n * e * expert, n * k * expert)
 
 
-def _llama4(cfg, mt):
+def _llama4(cfg, spec):
     """MoE layers: router + shared expert + routed experts (i); other layers dense MLP (i_mlp)."""
     h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
     step = _i(cfg, "interleave_moe_layer_step", default=1)
@@ -173,8 +158,7 @@ def _llama4(cfg, mt):
     expert = _swiglu(h, _i(cfg, "intermediate_size"))
     shared = n * (_attention(cfg, h) + 2 * h) + moe_n * (h * e + expert)
     shared += (n - moe_n) * _swiglu(h, _i(cfg, "intermediate_size_mlp"))
-    embed, head = _embeddings(cfg, h)
-    return _count(embed, head, shared, moe_n * e * expert, moe_n * k * expert, h)
+    return _count(spec, h, shared, moe_n * e * expert, moe_n * k * expert)
 
 
 def _gated_deltanet(cfg, h):
@@ -186,18 +170,17 @@ def _gated_deltanet(cfg, h):
     return h * (2 * key + 2 * value) + h * 2 * nv + (2 * key + value) * kern + 2 * nv + dv + value * h
 
 
-def _qwen3_next(cfg, mt):
+def _qwen3_next(cfg, spec):
     """Every 4th layer gated attention (q doubled for the gate, q/k norms), others Gated DeltaNet;
     every layer MoE: router h·E, routed experts, one shared expert and its sigmoid gate h."""
     h = _i(cfg, "hidden_size")
-    kinds = [layer.kind for layer in cfg["_layers"]]
+    kinds = [layer.kind for layer in spec.layers]
     n, n_full = len(kinds), kinds.count("full")
     e, k = _i(cfg, "num_experts"), _i(cfg, "num_experts_per_tok")
     expert = _swiglu(h, _i(cfg, "moe_intermediate_size"))
     shared = n_full * _attention(cfg, h, qk_norm=True, q_gate=_flag(cfg, "attn_output_gate", True)) + (n - n_full) * _gated_deltanet(cfg, h)
     shared += n * (2 * h + h * e + _swiglu(h, _i(cfg, "shared_expert_intermediate_size")) + h)
-    embed, head = _embeddings(cfg, h)
-    return _count(embed, head, shared, n * e * expert, n * k * expert, h)
+    return _count(spec, h, shared, n * e * expert, n * k * expert)
 
 
 def _mamba_mixer(d_inner, h, d_state, d_conv, dt_rank, bias, conv_bias, bcdt_norms=False):
@@ -210,7 +193,7 @@ def _mamba_mixer(d_inner, h, d_state, d_conv, dt_rank, bias, conv_bias, bcdt_nor
     return n + (dt_rank + 2 * d_state) * bcdt_norms
 
 
-def _jamba(cfg, mt):
+def _jamba(cfg, spec):
     """Mamba or attention mixer per layer; MoE every ``expert_layer_period`` layers, else SwiGLU."""
     h = _i(cfg, "hidden_size")
     d_inner, d_state = _i(cfg, "mamba_expand", default=2) * h, _i(cfg, "mamba_d_state", default=16)
@@ -221,18 +204,17 @@ def _jamba(cfg, mt):
     e, k = _i(cfg, "num_experts"), _i(cfg, "num_experts_per_tok")
     ffn = _swiglu(h, _i(cfg, "intermediate_size"))
     shared = moe_n = 0
-    for i, layer in enumerate(cfg["_layers"]):
+    for i, layer in enumerate(spec.layers):
         shared += 2 * h + (_attention(cfg, h) if layer.kind != "recurrent" else mixer)
         if i % period == offset and e > 1:
             moe_n += 1
             shared += h * e
         else:
             shared += ffn
-    embed, head = _embeddings(cfg, h)
-    return _count(embed, head, shared, moe_n * e * ffn, moe_n * k * ffn, h)
+    return _count(spec, h, shared, moe_n * e * ffn, moe_n * k * ffn)
 
 
-def _mamba(cfg, mt):
+def _mamba(cfg, spec):
     """Pure Mamba-1 (mamba, falcon_mamba, mamba_ssm): mixer + one norm per layer."""
     n, h = _i(cfg, "num_hidden_layers", "n_layer"), _i(cfg, "hidden_size", "d_model")
     d_inner = _i(cfg, "intermediate_size", default=0) or _i(cfg, "expand", default=2) * h
@@ -240,11 +222,10 @@ def _mamba(cfg, mt):
     dt_rank = _i(cfg, "time_step_rank", "dt_rank", default=-(-h // 16))
     mixer = _mamba_mixer(d_inner, h, d_state, d_conv, dt_rank, _flag(cfg, "use_bias"),
                          _flag(cfg, "use_conv_bias", True))
-    embed, head = _embeddings(cfg, h, tied_default=True)
-    return _count(embed, head, n * (mixer + h), 0, 0, h)
+    return _count(spec, h, n * (mixer + h))
 
 
-def _mamba2(cfg, mt):
+def _mamba2(cfg, spec):
     """Mamba-2: in_proj h·(2d_in + 2GN + H), conv (d_in+2GN)·K + bias, dt_bias/A_log/D per head,
     gated norm d_in, out_proj d_in·h, one norm per layer (plus an MLP if d_intermediate > 0)."""
     merged = {**cfg, **(cfg.get("ssm_cfg") or {})}
@@ -257,11 +238,10 @@ def _mamba2(cfg, mt):
     mixer += d_inner + d_inner * h
     mlp = _i(merged, "d_intermediate", default=0)
     per_layer = mixer + h + (_swiglu(h, mlp) + h if mlp else 0)
-    embed, head = _embeddings(cfg, h, tied_default=True)
-    return _count(embed, head, n * per_layer, 0, 0, h)
+    return _count(spec, h, n * per_layer)
 
 
-def _recurrent_gemma(cfg, mt):
+def _recurrent_gemma(cfg, spec):
     """Griffin: RG-LRU blocks (x, y, out projections with biases, conv, block-diagonal gates) or
     local MQA (o_proj biased); every layer a GeGLU MLP of width i/2 with biases and 2 norms."""
     h, heads = _i(cfg, "hidden_size"), _i(cfg, "num_attention_heads")
@@ -271,18 +251,16 @@ def _recurrent_gemma(cfg, mt):
     lru += 2 * (heads * block * block + w) + w  # input and recurrence gates, recurrent_param
     attn = _attention(cfg, h, qkv_bias=_flag(cfg, "attention_bias"), o_bias=True)
     mlp = _swiglu(h, _i(cfg, "intermediate_size") // 2, bias=True)
-    total = sum((attn if layer.kind == "sliding" else lru) + mlp + 2 * h for layer in cfg["_layers"])
-    embed, head = _embeddings(cfg, h, tied_default=True)
-    return _count(embed, head, total, 0, 0, h)
+    total = sum((attn if layer.kind == "sliding" else lru) + mlp + 2 * h for layer in spec.layers)
+    return _count(spec, h, total)
 
 
-def _gemma(cfg, mt):
+def _gemma(cfg, spec):
     """Gemma 2/3 text: attention (+ q/k norms in Gemma 3), GeGLU MLP, 4 norms per layer; tied."""
     h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
-    attn = _attention(cfg, h, qk_norm=mt != "gemma2")
+    attn = _attention(cfg, h, qk_norm=spec.model_type != "gemma2")
     per_layer = attn + _swiglu(h, _i(cfg, "intermediate_size")) + 4 * h
-    embed, head = _embeddings(cfg, h, tied_default=True)
-    return _count(embed, head, n * per_layer, 0, 0, h)
+    return _count(spec, h, n * per_layer)
 
 
 FAMILIES = {
@@ -300,5 +278,4 @@ def param_count(spec: ModelSpec) -> ParamCount:
     if family is None:
         raise ConfigError(f"no parameter formula for model_type {spec.model_type!r}; "
                           f"known: {', '.join(sorted(FAMILIES))}")
-    cfg = {**spec.config, "_layers": spec.layers}  # layer kinds decide hybrid layouts
-    return family(cfg, spec.model_type)
+    return family(spec.config, spec)

@@ -1,14 +1,16 @@
 """Softmax attention layers with a per-head K/V cache: MHA, GQA, MQA, sliding window, chunked.
 
 Contract
-- One class, :class:`Attention`, built from a :class:`~kvsim.config.LayerSpec` of kind
+- One class, :class:`Attention`, built from a :class:`~kvsim.calc.config.LayerSpec` of kind
   ``full``, ``sliding`` or ``chunked``. The variant follows from the geometry:
   MHA when ``num_key_value_heads == num_attention_heads``, MQA when it is 1, GQA in between
   (``group_size = num_attention_heads // num_key_value_heads`` query heads share one KV head).
 - Shapes: x (B, L, hidden) -> q (B, H, L, D), k (B, n_kv_heads, L, D), v (B, n_kv_heads, L, D_v).
 - RoPE is applied at ``cache.offset`` BEFORE ``cache.update_and_fetch``, so positions are baked
   into the cached keys; ``use_rope=False`` (Llama 4's global layers) skips it (NoPE).
-  ``partial_rotary_factor`` rotates only the first fraction of each head (Qwen3-Next, Griffin).
+  ``partial_rotary_factor`` rotates only the first fraction of each head (Qwen3-Next, Griffin);
+  base ``rope_theta``. Scale head_dim^-1/2, or ``query_pre_attn_scalar``^-1/2 where set (Gemma).
+  All three are typed fields of the :class:`~kvsim.calc.config.ModelSpec` the layer belongs to.
 - ``kv_dtype`` (an mx dtype or None = the compute dtype) is what K/V are stored as; attention
   math stays in the compute dtype.
 - ``cache=None`` is the no-cache baseline: the layer sees the whole sequence and builds its own
@@ -22,7 +24,7 @@ from __future__ import annotations
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..calc.config import LayerSpec
+from ..calc.config import LayerSpec, ModelSpec
 from .layers import Rows, WeightInit, attend, attend_cached, reference_mask, rope
 
 __all__ = ["Attention"]
@@ -31,9 +33,9 @@ __all__ = ["Attention"]
 class Attention(nn.Module):
     """Multi-head attention over a K/V cache of ``num_key_value_heads`` heads."""
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
-                 config: dict, init: WeightInit):
+    def __init__(self, layer: LayerSpec, spec: ModelSpec, init: WeightInit):
         super().__init__()
+        hidden_size, num_attention_heads = spec.hidden_size, spec.num_attention_heads
         if layer.kind not in ("full", "sliding", "chunked"):
             raise ValueError(f"Attention needs a full, sliding or chunked layer, got {layer.kind!r}")
         if num_attention_heads % layer.num_key_value_heads:
@@ -44,11 +46,11 @@ class Attention(nn.Module):
         self.head_dim, self.v_head_dim = layer.head_dim, layer.v_head_dim
         self.window = layer.sliding_window if layer.kind == "sliding" else None
         self.chunk = layer.attention_chunk_size if layer.kind == "chunked" else None
-        rotary = int(layer.head_dim * config.get("partial_rotary_factor", 1.0)) // 2 * 2
+        rotary = int(layer.head_dim * spec.partial_rotary_factor) // 2 * 2
         self.rope_dims = rotary if layer.use_rope else 0
-        self.rope_base = float(config.get("rope_theta", 10000.0))
+        self.rope_base = spec.rope_theta
         # Gemma scales by query_pre_attn_scalar^-1/2; everyone else by head_dim^-1/2
-        self.scale = float(config.get("query_pre_attn_scalar") or layer.head_dim) ** -0.5
+        self.scale = float(spec.query_pre_attn_scalar or layer.head_dim) ** -0.5
         self.wq = init.linear(self.n_heads * self.head_dim, hidden_size)
         self.wk = init.linear(self.n_kv_heads * self.head_dim, hidden_size)
         self.wv = init.linear(self.n_kv_heads * self.v_head_dim, hidden_size)

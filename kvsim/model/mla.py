@@ -16,6 +16,8 @@ Contract
 - A quantized latent cache (QuantizedKVCache with the latent in the keys slot) is read with
   ``mx.quantized_matmul`` on the absorbed path and dequantized on the materialized path.
 - Score scale 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) (YaRN's mscale is left out).
+- Widths come from the ``mla`` LayerSpec (kv_lora_rank, qk_rope_head_dim) and the ModelSpec's typed
+  fields (qk_nope_head_dim, v_head_dim, q_lora_rank: 0 = no query compression, rope_theta).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import mlx.nn as nn
 
 from ..cache.quantized import QuantizedKV
 from ..cache.sdpa import sdpa
-from ..calc.config import LayerSpec
+from ..calc.config import LayerSpec, ModelSpec
 from .layers import Rows, WeightInit, reference_mask, rms_norm, rope
 
 __all__ = ["MLA", "MLA_PATHS"]
@@ -33,25 +35,19 @@ __all__ = ["MLA", "MLA_PATHS"]
 MLA_PATHS = ("auto", "absorbed", "materialized")
 
 
-def _dim(config: dict, name: str) -> int:
-    value = config.get(name)
-    if not isinstance(value, int) or value <= 0:
-        raise ValueError(f"MLA needs config[{name!r}] as a positive integer, got {value!r}")
-    return value
-
-
 class MLA(nn.Module):
     """DeepSeek attention: low-rank query, latent K/V, decoupled RoPE key."""
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
-                 config: dict, init: WeightInit):
+    def __init__(self, layer: LayerSpec, spec: ModelSpec, init: WeightInit):
         super().__init__()
-        self.n_heads = num_attention_heads
+        if spec.qk_nope_head_dim <= 0 or spec.v_head_dim <= 0:
+            raise ValueError(f"MLA needs the spec's qk_nope_head_dim and v_head_dim >= 1, got "
+                             f"{spec.qk_nope_head_dim!r} and {spec.v_head_dim!r}")
+        hidden_size, self.n_heads = spec.hidden_size, spec.num_attention_heads
         self.kv_lora_rank, self.rope_dim = layer.kv_lora_rank, layer.qk_rope_head_dim
-        self.nope_dim = _dim(config, "qk_nope_head_dim")
-        self.v_head_dim = _dim(config, "v_head_dim")
-        self.q_lora_rank = config.get("q_lora_rank") or 0      # V2-Lite: null = no query compression
-        self.rope_base = float(config.get("rope_theta", 10000.0))
+        self.nope_dim, self.v_head_dim = spec.qk_nope_head_dim, spec.v_head_dim
+        self.q_lora_rank = spec.q_lora_rank                    # V2-Lite: 0 = no query compression
+        self.rope_base, self.eps = spec.rope_theta, spec.rms_norm_eps
         self.scale = (self.nope_dim + self.rope_dim) ** -0.5
         self.path = "auto"
         H, qk = self.n_heads, self.nope_dim + self.rope_dim
@@ -75,12 +71,12 @@ class MLA(nn.Module):
         """x (B, L, hidden) -> q_nope (B,H,L,nope), q_pe (B,H,L,rope), latent (B,1,L,r), k_pe (B,1,L,rope)."""
         B, L, _ = x.shape
         if self.q_lora_rank:
-            q = rms_norm(x @ self.wq_a.T, self.q_norm) @ self.wq_b.T
+            q = rms_norm(x @ self.wq_a.T, self.q_norm, self.eps) @ self.wq_b.T
         else:
             q = x @ self.wq.T
         q = q.reshape(B, L, self.n_heads, -1).transpose(0, 2, 1, 3)
         kv = x @ self.wkv_a.T
-        latent = rms_norm(kv[..., :self.kv_lora_rank], self.kv_norm)[:, None]
+        latent = rms_norm(kv[..., :self.kv_lora_rank], self.kv_norm, self.eps)[:, None]
         k_pe = kv[..., self.kv_lora_rank:][:, None]
         return q[..., :self.nope_dim], q[..., self.nope_dim:], latent, k_pe
 

@@ -1,7 +1,7 @@
 """Recurrent mixers: a fixed-size state per sequence instead of a growing K/V cache.
 
 Contract
-- Four families, one class each, built from a ``recurrent`` :class:`~kvsim.config.LayerSpec`;
+- Four families, one class each, built from a ``recurrent`` :class:`~kvsim.calc.config.LayerSpec`;
   every dimension is read back from ``layer.state_shapes`` so the state the layer keeps has
   exactly the calculator's shapes (plus a leading batch axis):
   * ``mamba``  (Mamba-1 selective SSM): conv (K-1, d_inner), ssm (d_inner, d_state);
@@ -16,6 +16,9 @@ Contract
   ``cache=None`` the layer starts from zeros (the no-cache baseline re-runs the whole sequence).
   With :class:`~kvsim.model.layers.Rows` the per-row states are stacked, scanned together and
   written back row by row.
+- Besides the state shapes a mixer reads only typed fields of its ModelSpec: ``hidden_size``,
+  ``rms_norm_eps``, ``time_step_rank`` (Mamba; None = ⌈hidden/16⌉), ``linear_num_key_heads``
+  (Gated DeltaNet; 0 = as many as value heads).
 - The scans are plain Python loops over tokens: short, readable, exact (no chunked parallel scan).
 """
 
@@ -26,7 +29,7 @@ import math
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..calc.config import LayerSpec
+from ..calc.config import LayerSpec, ModelSpec
 from .layers import WeightInit, rms_norm
 from .state import load_states, save_states
 
@@ -47,12 +50,13 @@ def causal_conv(x: mx.array, state: mx.array, weight: mx.array, bias: mx.array):
 class _Mixer(nn.Module):
     """Shared plumbing: read the state, run :meth:`mix`, write the state back."""
 
-    def __init__(self, layer: LayerSpec):
+    def __init__(self, layer: LayerSpec, spec: ModelSpec):
         super().__init__()
         if layer.kind != "recurrent" or layer.recurrent_family != self.family:
             raise ValueError(f"{type(self).__name__} needs a recurrent layer of family "
                              f"{self.family!r}, got {layer.kind!r}/{layer.recurrent_family!r}")
         self.layer = layer                 # a frozen dataclass: a plain attribute, not a parameter
+        self.eps = spec.rms_norm_eps
 
     @property
     def state_shapes(self) -> dict:
@@ -72,12 +76,12 @@ class Mamba(_Mixer):
 
     family = "mamba"
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: WeightInit):
-        super().__init__(layer)
+    def __init__(self, layer: LayerSpec, spec: ModelSpec, init: WeightInit):
+        super().__init__(layer, spec)
+        hidden_size = spec.hidden_size
         k1, d_inner = self.state_shapes["conv"]
         d_state = self.state_shapes["ssm"][1]
-        dt_rank = config.get("mamba_dt_rank") or config.get("time_step_rank")
-        dt_rank = dt_rank if isinstance(dt_rank, int) else math.ceil(hidden_size / 16)  # "auto"
+        dt_rank = spec.time_step_rank or math.ceil(hidden_size / 16)  # None: "auto"
         self.d_inner, self.d_state, self.dt_rank = d_inner, d_state, dt_rank
         self.w_in = init.linear(2 * d_inner, hidden_size)
         self.conv_w = init.normal((k1 + 1, d_inner), (k1 + 1) ** -0.5)
@@ -112,8 +116,9 @@ class Mamba2(_Mixer):
 
     family = "mamba2"
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: WeightInit):
-        super().__init__(layer)
+    def __init__(self, layer: LayerSpec, spec: ModelSpec, init: WeightInit):
+        super().__init__(layer, spec)
+        hidden_size = spec.hidden_size
         k1, conv_dim = self.state_shapes["conv"]
         n_heads, head_dim, d_state = self.state_shapes["ssm"]
         d_inner = n_heads * head_dim
@@ -151,7 +156,7 @@ class Mamba2(_Mixer):
             h = decay[:, t, :, None, None] * h + (dt[:, t, :, None] * xs[:, t])[..., None] * Bm[:, t, :, None, :]
             ys.append((h @ Cm[:, t, :, :, None])[..., 0] + self.D[:, None] * xs[:, t])
         y = mx.stack(ys, axis=1).reshape(B, L, self.d_inner)
-        y = rms_norm(y * nn.silu(z), self.norm)
+        y = rms_norm(y * nn.silu(z), self.norm, self.eps)
         return y @ self.w_out.T, {"conv": conv, "ssm": h}
 
 
@@ -160,11 +165,12 @@ class GatedDeltaNet(_Mixer):
 
     family = "gated_deltanet"
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: WeightInit):
-        super().__init__(layer)
+    def __init__(self, layer: LayerSpec, spec: ModelSpec, init: WeightInit):
+        super().__init__(layer, spec)
+        hidden_size = spec.hidden_size
         k1, conv_dim = self.state_shapes["conv"]
         n_v, d_k, d_v = self.state_shapes["ssm"]
-        n_k = config.get("linear_num_key_heads") or n_v
+        n_k = spec.linear_num_key_heads or n_v
         if 2 * n_k * d_k + n_v * d_v != conv_dim or n_v % n_k:
             raise ValueError(f"gated_deltanet conv width {conv_dim} != 2·linear_num_key_heads·d_k + n_v·d_v")
         self.n_k, self.n_v, self.d_k, self.d_v = n_k, n_v, d_k, d_v
@@ -200,7 +206,7 @@ class GatedDeltaNet(_Mixer):
             delta = (v[:, t] - predicted) * beta[:, t, :, None]
             S = S + kt * delta[:, :, None, :]
             outs.append((q[:, t][..., None] * S).sum(axis=-2))          # Sᵀq: (B, n_v, d_v)
-        o = rms_norm(mx.stack(outs, axis=1), self.norm)                 # (B, L, n_v, d_v)
+        o = rms_norm(mx.stack(outs, axis=1), self.norm, self.eps)                 # (B, L, n_v, d_v)
         o = o * nn.silu((x @ self.w_z.T).reshape(B, L, self.n_v, self.d_v))
         return o.reshape(B, L, -1) @ self.w_out.T, {"conv": conv, "ssm": S}
 
@@ -210,8 +216,9 @@ class RGLRU(_Mixer):
 
     family = "rg_lru"
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, config: dict, init: WeightInit):
-        super().__init__(layer)
+    def __init__(self, layer: LayerSpec, spec: ModelSpec, init: WeightInit):
+        super().__init__(layer, spec)
+        hidden_size = spec.hidden_size
         k1, width = self.state_shapes["conv"]
         if self.state_shapes["ssm"] != (width,):
             raise ValueError(f"rg_lru ssm state must be (width,) = ({width},), got {self.state_shapes['ssm']}")

@@ -1,4 +1,4 @@
-"""A decoder-only MLX transformer built from a :class:`~kvsim.config.ModelSpec`.
+"""A decoder-only MLX transformer built from a :class:`~kvsim.calc.config.ModelSpec`.
 
 Contract
 - ``build_model(spec, num_layers=, vocab_size=, intermediate_size=, hidden_size=, seed=, dtype=)``:
@@ -9,12 +9,14 @@ Contract
   count keeps a representative slice of the layer pattern (:func:`select_layers`): the first
   layer of every distinct kind, filled up with the earliest other layers, in model order.
 - ``toy_spec(kind)``: a tiny spec (hidden 64, vocab 128, 2–3 layers) per variant, parsed from a
-  config.json-style dict by :func:`~kvsim.config.from_hf_config`, for quick lessons and tests.
+  config.json-style dict by :func:`~kvsim.calc.hf_config.from_hf_config`, for quick lessons and tests.
+- Every module reads the spec's typed fields (``rope_theta``, ``qk_nope_head_dim``, ...), never
+  ``spec.config``; the head is always its own random matrix, even where ``tie_word_embeddings``.
 - ``model(tokens (B, L), caches=None, kv_dtype=None) -> logits (B, L, vocab)``: ``caches`` is None
   (no cache: the whole sequence must be fed), or one cache per layer (``model.make_caches(...)``),
   or per layer a :class:`~kvsim.model.layers.Rows` of per-sequence caches (batched decode).
   ``kv_dtype`` (mx dtype, None = compute dtype) is the dtype K/V are written to the caches in.
-- ``model.spec`` is the reduced spec: hand it to ``make_caches`` and to :mod:`kvsim.memory`.
+- ``model.spec`` is the reduced spec: hand it to ``make_caches`` and to :mod:`kvsim.calc.memory`.
 - Weights are deterministic in ``seed``; float32 by default (MLX bf16/fp16 math is slow on a
   Linux CPU), bf16 and fp16 work too.
 """
@@ -27,7 +29,9 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from ..cache.base import mx_dtype
-from ..calc.config import LayerSpec, ModelSpec, from_hf_config
+from ..calc.config import LayerSpec, ModelSpec
+from ..calc.hf_config import from_hf_config
+from ..calc.units import positive_int
 from .attention import Attention
 from .layers import MLP, WeightInit, rms_norm
 from .mla import MLA, MLA_PATHS
@@ -35,7 +39,6 @@ from .recurrent import MIXERS
 
 __all__ = ["Model", "Block", "BuildInfo", "build_model", "perturbed", "select_layers", "toy_spec",
            "TOY_KINDS"]
-
 
 
 @dataclass(frozen=True)
@@ -49,33 +52,31 @@ class BuildInfo:
     dtype: str
 
 
-def make_mixer(layer: LayerSpec, hidden_size: int, num_attention_heads: int, config: dict,
-               init: WeightInit) -> nn.Module:
-    """The token mixer of one layer: Attention, MLA or a recurrent mixer."""
+def make_mixer(layer: LayerSpec, spec: ModelSpec, init: WeightInit) -> nn.Module:
+    """The token mixer of one layer of ``spec``: Attention, MLA or a recurrent mixer."""
     if layer.kind in ("full", "sliding", "chunked"):
-        return Attention(layer, hidden_size, num_attention_heads, config, init)
+        return Attention(layer, spec, init)
     if layer.kind == "mla":
-        return MLA(layer, hidden_size, num_attention_heads, config, init)
+        return MLA(layer, spec, init)
     if layer.kind == "recurrent":
-        return MIXERS[layer.recurrent_family](layer, hidden_size, config, init)
+        return MIXERS[layer.recurrent_family](layer, spec, init)
     raise ValueError(f"layer kind {layer.kind!r} has no mixer; accepted: full, sliding, chunked, mla, recurrent")
 
 
 class Block(nn.Module):
     """Pre-norm residual block: h = x + mixer(norm(x)); out = h + ffn(norm(h))."""
 
-    def __init__(self, layer: LayerSpec, hidden_size: int, num_attention_heads: int,
-                 intermediate_size: int, config: dict, init: WeightInit):
+    def __init__(self, layer: LayerSpec, spec: ModelSpec, intermediate_size: int, init: WeightInit):
         super().__init__()
-        self.layer = layer
-        self.mixer_norm = mx.ones((hidden_size,))
-        self.mixer = make_mixer(layer, hidden_size, num_attention_heads, config, init)
-        self.ffn_norm = mx.ones((hidden_size,))
-        self.ffn = MLP(hidden_size, intermediate_size, init)
+        self.layer, self.eps = layer, spec.rms_norm_eps
+        self.mixer_norm = mx.ones((spec.hidden_size,))
+        self.mixer = make_mixer(layer, spec, init)
+        self.ffn_norm = mx.ones((spec.hidden_size,))
+        self.ffn = MLP(spec.hidden_size, intermediate_size, init)
 
     def __call__(self, x: mx.array, cache=None, kv_dtype=None) -> mx.array:
-        h = x + self.mixer(rms_norm(x, self.mixer_norm), cache, kv_dtype)
-        return h + self.ffn(rms_norm(h, self.ffn_norm))
+        h = x + self.mixer(rms_norm(x, self.mixer_norm, self.eps), cache, kv_dtype)
+        return h + self.ffn(rms_norm(h, self.ffn_norm, self.eps))
 
 
 class Model(nn.Module):
@@ -85,8 +86,7 @@ class Model(nn.Module):
         super().__init__()
         self.spec, self.info = spec, info
         self.embed = init.normal((spec.vocab_size, spec.hidden_size), 1.0)
-        self.blocks = [Block(layer, spec.hidden_size, spec.num_attention_heads, intermediate_size,
-                             spec.config, init) for layer in spec.layers]
+        self.blocks = [Block(layer, spec, intermediate_size, init) for layer in spec.layers]
         self.norm = mx.ones((spec.hidden_size,))
         self.lm_head = init.linear(spec.vocab_size, spec.hidden_size)
 
@@ -98,7 +98,7 @@ class Model(nn.Module):
         x = self.embed[tokens]
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i], kv_dtype)
-        return rms_norm(x, self.norm) @ self.lm_head.T
+        return rms_norm(x, self.norm, self.spec.rms_norm_eps) @ self.lm_head.T
 
     def make_caches(self, **kwargs) -> list:
         """One cache per layer for this model's spec (kvsim.cache.make_caches)."""
@@ -128,17 +128,12 @@ class Model(nn.Module):
                 b.mixer.path = path
 
 
-def _kind_key(layer: LayerSpec):
-    """Layers that differ in anything a cache or mixer cares about count as distinct kinds."""
-    return layer
-
-
 def select_layers(spec: ModelSpec, num_layers: int) -> tuple[int, ...]:
     """Indices of a representative slice: first layer of each distinct kind, then the earliest others."""
     n = spec.num_hidden_layers
-    firsts: dict = {}
+    firsts: dict = {}  # layers that differ in any field (kind, geometry, RoPE) count as distinct kinds
     for i, layer in enumerate(spec.layers):
-        firsts.setdefault(_kind_key(layer), i)
+        firsts.setdefault(layer, i)
     if not isinstance(num_layers, int) or not len(firsts) <= num_layers <= n:
         raise ValueError(f"num_layers must be an integer in [{len(firsts)}, {n}] "
                          f"({len(firsts)} distinct layer kinds in {spec.name}), got {num_layers!r}")
@@ -150,16 +145,9 @@ def select_layers(spec: ModelSpec, num_layers: int) -> tuple[int, ...]:
     return tuple(sorted(chosen))
 
 
-def _positive(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
 def _ffn_width(spec: ModelSpec) -> int:
-    cfg = spec.config
-    width = cfg.get("intermediate_size") or cfg.get("moe_intermediate_size")
-    return width if isinstance(width, int) and width > 0 else 4 * spec.hidden_size
+    """The dense FFN width, else one expert's (MoE becomes one dense FFN), else 4·hidden_size."""
+    return spec.intermediate_size or spec.moe_intermediate_size or 4 * spec.hidden_size
 
 
 def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: int | None = None,
@@ -168,15 +156,16 @@ def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: i
     """A random-weight model with ``spec``'s layer geometry, optionally fewer layers / smaller vocab and FFN."""
     mx_dtype(dtype)  # validate before any work
     indices = select_layers(spec, spec.num_hidden_layers if num_layers is None else num_layers)
-    vocab = _positive("vocab_size", vocab_size or spec.vocab_size)
-    ffn = _positive("intermediate_size", intermediate_size or _ffn_width(spec))
-    hidden = _positive("hidden_size", hidden_size or spec.hidden_size)
+    vocab = positive_int("vocab_size", vocab_size or spec.vocab_size)
+    ffn = positive_int("intermediate_size", intermediate_size or _ffn_width(spec))
+    hidden = positive_int("hidden_size", hidden_size or spec.hidden_size)
     if not spec.num_attention_heads and any(l.kind != "recurrent" for l in spec.layers):
         raise ValueError(f"{spec.name}: num_attention_heads is missing but the model has attention layers")
+    # the reduced spec, typed fields and config.json alike, describes the model as built
     config = {**spec.config, "num_hidden_layers": len(indices), "vocab_size": vocab,
               "intermediate_size": ffn, "hidden_size": hidden}
     reduced = replace(spec, layers=tuple(spec.layers[i] for i in indices), vocab_size=vocab,
-                      hidden_size=hidden, config=config)
+                      hidden_size=hidden, intermediate_size=ffn, config=config)
     info = BuildInfo(spec.name, spec.num_hidden_layers, indices, seed, dtype)
     model = Model(reduced, ffn, info, WeightInit(seed))
     if dtype != "fp32":

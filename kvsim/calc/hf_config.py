@@ -1,0 +1,137 @@
+"""Read a Hugging Face ``config.json`` into a :class:`~kvsim.calc.config.ModelSpec` (pure Python).
+
+Contract
+- ``from_hf_config(dict)`` turns a config as users download it into a ModelSpec: one LayerSpec per
+  decoder layer (the family's pattern, :mod:`kvsim.calc.families`), the model-wide sizes, and the
+  typed fields the MLX model reads, each parsed and validated here once (defaults: ModelSpec's docstring).
+- Unknown keys are ignored; a nested ``text_config`` (Gemma 3, Llama 4) is used when present.
+- Fields an official config omits because transformers supplies them take those class defaults
+  (:data:`~kvsim.calc.families.FAMILY_DEFAULTS`); a state-spaces ``mamba_ssm`` config without
+  ``model_type`` is recognised by its ``ssm_cfg``.
+- The spec keeps the config itself, frozen, in ``spec.config``; ``from_hf_config(dict(spec.config))``
+  gives the same spec again.
+- ``load_config(path)`` reads a file; malformed JSON, a missing or unreadable file are ConfigErrors.
+- Errors are :class:`~kvsim.calc.config.ConfigError` with one line naming the field and what is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from .config import ConfigError, ModelSpec, config_int
+from .families import FAMILIES, FAMILY_DEFAULTS, SUPPORTED_MODEL_TYPES, TIED_BY_DEFAULT
+
+
+def text_config(cfg: Mapping) -> Mapping:
+    """The language-model part of a config: ``text_config`` merged over the top level."""
+    if not isinstance(cfg, Mapping):
+        raise ConfigError("config must be a JSON object")
+    inner = cfg.get("text_config")
+    if isinstance(inner, Mapping):
+        merged = {k: v for k, v in cfg.items() if k != "text_config"}
+        merged.update(inner)
+        # the outer model_type (e.g. gemma3, llama4) names the family when the inner lacks one
+        merged["model_type"] = inner.get("model_type") or cfg.get("model_type")
+        return merged
+    return cfg
+
+
+def _model_type(cfg: Mapping):
+    """``model_type``, or the family of a state-spaces ``mamba_ssm`` config (which has none)."""
+    if cfg.get("model_type") is not None:
+        return cfg["model_type"]
+    ssm = cfg.get("ssm_cfg")
+    if isinstance(ssm, Mapping) and "n_layer" in cfg:
+        if cfg.get("attn_layer_idx"):
+            raise ConfigError("attn_layer_idx is not empty: hybrid mamba_ssm configs are not supported")
+        return "mamba2" if ssm.get("layer") == "Mamba2" else "mamba"
+    return None
+
+
+def _number(cfg: Mapping, name: str, default, high: float = float("inf")):
+    """A float in (0, high], or ``default`` when absent or null."""
+    value = cfg.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= high:
+        accepted = "a positive number" if high == float("inf") else f"a number in (0, {high:g}]"
+        raise ConfigError(f"{name} must be {accepted}, got {value!r}")
+    return float(value)
+
+
+def _flag(cfg: Mapping, names, default: bool) -> bool:
+    """The first present boolean among ``names`` (a JSON string "false" is rejected, not read as True)."""
+    for name in names:
+        value = cfg.get(name)
+        if value is not None:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be true or false, got {value!r}")
+            return value
+    return default
+
+
+def _time_step_rank(cfg: Mapping):
+    """Mamba's Δ rank from mamba_dt_rank / time_step_rank / dt_rank; None for absent or "auto"."""
+    for name in ("mamba_dt_rank", "time_step_rank", "dt_rank"):
+        if cfg.get(name) is not None and cfg[name] != "auto":
+            return config_int(cfg, name)
+    return None
+
+
+def _typed_fields(cfg: Mapping, model_type: str) -> dict:
+    """The ModelSpec fields the MLX model reads, validated (defaults as in ModelSpec's docstring)."""
+    q_lora = cfg.get("q_lora_rank")
+    return {
+        "rope_theta": _number(cfg, "rope_theta", 10000.0),
+        "partial_rotary_factor": _number(cfg, "partial_rotary_factor", 1.0, high=1.0),
+        "query_pre_attn_scalar": _number(cfg, "query_pre_attn_scalar", None),
+        "rms_norm_eps": _number(cfg, "rms_norm_eps", None) or _number(cfg, "layer_norm_epsilon", 1e-6),
+        "tie_word_embeddings": _flag(cfg, ("tie_word_embeddings", "tie_embeddings"),
+                                     model_type in TIED_BY_DEFAULT),
+        "intermediate_size": config_int(cfg, "intermediate_size", default=None),
+        "moe_intermediate_size": config_int(cfg, "moe_intermediate_size", default=None),
+        "qk_nope_head_dim": config_int(cfg, "qk_nope_head_dim", default=0),
+        "v_head_dim": config_int(cfg, "v_head_dim", default=0),
+        "q_lora_rank": 0 if q_lora is None or q_lora == 0 else config_int(cfg, "q_lora_rank"),
+        "time_step_rank": _time_step_rank(cfg),
+        "linear_num_key_heads": config_int(cfg, "linear_num_key_heads", default=0),
+    }
+
+
+def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` dict."""
+    cfg = text_config(cfg)
+    model_type = _model_type(cfg)
+    if model_type not in FAMILIES:
+        what = "config is missing model_type" if model_type is None else f"model_type {model_type!r} is not supported"
+        raise ConfigError(f"{what}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    # absent fields take the transformers class defaults; present ones (even null) are kept
+    cfg = {**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}
+    return ModelSpec(
+        name=name or cfg.get("_name_or_path") or model_type,
+        model_type=model_type,
+        layers=tuple(FAMILIES[model_type](cfg)),
+        hidden_size=config_int(cfg, "hidden_size", "d_model"),
+        num_attention_heads=config_int(cfg, "num_attention_heads", default=0) or 0,
+        vocab_size=config_int(cfg, "vocab_size"),
+        max_position_embeddings=cfg.get("max_position_embeddings") or cfg.get("n_ctx"),
+        torch_dtype=cfg.get("torch_dtype") or cfg.get("dtype"),
+        **_typed_fields(cfg, model_type),
+        config=cfg,
+    )
+
+
+def load_config(path: str | Path, name: str | None = None) -> ModelSpec:
+    """Read a ``config.json`` file into a :class:`ModelSpec` (malformed JSON is a ConfigError)."""
+    path = Path(path)
+    try:
+        cfg = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"config file {str(path)!r} cannot be read ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {str(path)!r} is not valid JSON ({e})") from None
+    return from_hf_config(cfg, name=name or path.stem)
