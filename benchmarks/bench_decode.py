@@ -5,7 +5,7 @@
    ``generate(caches="auto")`` vs ``generate(caches=None)`` on a toy GQA model, the measured ratio
    beside two theoretical ones: token positions fed (1,499,500 / 1,999 = 750 at 1,000 + 1,000) and
    a FLOP model (2·matmul params per position + 4·H·D·context per layer for attention).
-2. decode step time vs bytes read per step (weights + cache, :func:`kvsim.memory.read_bytes_per_step`)
+2. decode step time vs bytes read per step (weights + cache, :func:`kvsim.calc.memory.read_bytes_per_step`)
    on Llama 3 8B's attention geometry (2 layers, real hidden/heads/KV heads/head_dim; vocab and FFN
    reduced), at several contexts; caches are filled with random K/V rows (a decode step reads the
    same bytes whatever wrote them). Achieved bytes/s next to numpy's copy bandwidth (read + write)

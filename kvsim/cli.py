@@ -254,7 +254,7 @@ def run_cli(command: str, timeout_seconds: float = 60) -> str:
 def main(argv=None) -> int:
     try:
         return run(sys.argv[1:] if argv is None else argv)
-    except (UsageError, InputError, ConfigError) as e:  # ConfigError: until it subclasses InputError
+    except (UsageError, InputError) as e:  # ConfigError is an InputError
         msg = str(e)
         print(f"kvsim: error: {msg.splitlines()[0] if msg else type(e).__name__}", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@
 #   plus global layers without RoPE) mix bounded and unbounded layers, and why the global layers end up holding almost everything;
 # - how a ring buffer stores a window: which slot holds which token as decode goes on, read from a real `RotatingKVCache`;
 # - what a chunked cache keeps when decode crosses a chunk boundary;
-# - that a real `RotatingKVCache`'s measured `nbytes` stop growing at the window while a `KVCache` keeps growing, exactly as `kvsim.memory` predicts.
+# - that a real `RotatingKVCache`'s measured `nbytes` stop growing at the window while a `KVCache` keeps growing, exactly as `kvsim.calc.memory` predicts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -278,7 +278,7 @@ print("all checks passed")
 #   save 6.2×, 2× and 4× at long context: their few global layers hold nearly all of the cache.
 # - A ring buffer writes token $t$ into slot $t \bmod W$ and never moves anything; a chunked cache restarts at slot 0
 #   at every chunk boundary.
-# - Real MLX caches measure what `kvsim.memory` computes, slack included.
+# - Real MLX caches measure what `kvsim.calc.memory` computes, slack included.
 #
 # ## Exercises
 # 1. Gemma 3 27B: at what context length do the 10 global layers hold 99 % of the cache? (Use `windows.bytes_by_kind`.)

@@ -22,7 +22,7 @@
 #   Qwen3-Next (36 Gated DeltaNet + 12 full attention) and RecurrentGemma (18 RG-LRU + 8 local attention) land;
 # - which cache each layer of a model gets (the architecture table), and how big a purely recurrent model's state is;
 # - by decoding a real reduced-depth Jamba and Qwen3-Next: the recurrent layers' measured `nbytes` stay constant while
-#   the attention layer's `KVCache` grows, byte for byte as `kvsim.memory` says.
+#   the attention layer's `KVCache` grows, byte for byte as `kvsim.calc.memory` says.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -201,7 +201,7 @@ for name, spec in (("jamba-v0.1", jamba), ("qwen3-next-80b-a3b", qwen)):
     run, n_rec = runs[name], spec.count("recurrent")
     rows.append({"model": name, "layers": f"{n_rec} recurrent + {spec.num_hidden_layers - n_rec} attention",
                  "from measured layers": n_rec * int(run.measured[0, -1]) + (spec.num_hidden_layers - n_rec) * int(run.measured[1, -1]),
-                 "kvsim.memory": int(memory.allocated_bytes(spec, t_end, step=32)) + memory.fixed_state_bytes(spec)})
+                 "kvsim.calc.memory": int(memory.allocated_bytes(spec, t_end, step=32)) + memory.fixed_state_bytes(spec)})
 print(format_table(rows))
 
 # %% [markdown]
@@ -226,7 +226,7 @@ for run, spec in ((runs["jamba-v0.1"], jamba), (runs["qwen3-next-80b-a3b"], qwen
     assert (run.measured[0] == memory.state_bytes(spec.layers[0], "bf16")).all()
     assert run.measured[1, -1] > run.measured[1, 0]
     assert [c.offset for c in run.caches] == [t_end, t_end] == [64 + 47] * 2
-assert rows[0]["from measured layers"] == rows[0]["kvsim.memory"] and rows[1]["from measured layers"] == rows[1]["kvsim.memory"]
+assert rows[0]["from measured layers"] == rows[0]["kvsim.calc.memory"] and rows[1]["from measured layers"] == rows[1]["kvsim.calc.memory"]
 print("all checks passed")
 
 # %% [markdown]

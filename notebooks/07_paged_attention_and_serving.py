@@ -90,7 +90,7 @@ print(format_table([{"tokens T": t, "theoretical MiB": round(memory.kv_bytes(lla
 # %% [markdown]
 # ## Block tables from a real allocator
 #
-# `kvsim.blocks.BlockAllocator` is the allocator the simulator and the MLX paged cache share: a free list, one
+# `kvsim.serving.blocks.BlockAllocator` is the allocator the simulator and the MLX paged cache share: a free list, one
 # reference count per block, a block table per sequence. It also **shares prompt prefixes**: a full block is
 # published under a hash of its tokens and of every token before it, and a new request whose prompt starts with the
 # same tokens reuses those blocks (reference count + 1). `blockview.sharing_scenario` drives one allocator
@@ -167,7 +167,7 @@ print(format_table([{"requests": n, "system prompt": p, "own tokens": u, **block
 # %% [markdown]
 # ## The fragmentation simulation
 #
-# `kvsim.sim` serves a stream of requests with continuous batching over a bounded KV budget, one allocation policy
+# `kvsim.serving.sim` serves a stream of requests with continuous batching over a bounded KV budget, one allocation policy
 # at a time, and accounts for every token slot in every iteration. The setup follows Kwon et al.: OPT-13B on an
 # A100 40GB, whose KV cache gets about 30 % of memory (Figure 1), 800 KiB per token, so 14,648 token slots;
 # a maximum length of 2,048 tokens; long-tailed, chat-like lengths with the means the paper reports for ShareGPT

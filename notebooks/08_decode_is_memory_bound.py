@@ -70,7 +70,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| numpy", md.ve
 # | $T_\ell$ | tokens layer $\ell$ keeps: $T$ (full, MLA) or $\min(T, W_\ell)$ (sliding window) | `sliding_window` |
 # | $m_\ell$ | bytes per token per layer: $2\, n_{\text{kv}}\, d_h\, b$, or $(d_c + d_h^R)\, b$ for MLA | `num_key_value_heads`, `head_dim`, `kv_lora_rank`, `qk_rope_head_dim` |
 #
-# `kvsim.memory.read_bytes_per_step` is the sum; `memory.kv_bytes` is what the cache **stores**. For the layouts of
+# `kvsim.calc.memory.read_bytes_per_step` is the sum; `memory.kv_bytes` is what the cache **stores**. For the layouts of
 # lessons 02–06 the two are equal. The last part of this lesson shows techniques that make them differ.
 
 # %% [markdown]
@@ -217,7 +217,7 @@ decode_speed.decode_speed_view()
 # Every technique attacks one term of $M_{\text{token}} = 2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$
 # (times $T$), or none. "stored %" is the cache's bytes and "read/step %" the bytes one decode step reads, each relative
 # to the baseline in the "example" column, computed by kvsim from the real configs
-# (`kvsim.techniques.technique_table`).
+# (`kvsim.calc.techniques.technique_table`).
 
 # %%
 table = techniques.technique_table()

@@ -1,4 +1,4 @@
-"""kvsim.attention: dense and quantized SDPA against independent references (float32)."""
+"""kvsim.cache.sdpa: dense and quantized SDPA against independent references (float32)."""
 
 import mlx.core as mx
 import numpy as np

@@ -113,5 +113,5 @@ def test_options_reach_the_caches():
     caches = make_caches(spec, inplace=False, keep=2, rewind_tokens=3, ordered=False, kv_dtype="bf16")
     assert caches[0].keep == 2 and caches[0].rewind_tokens == 3 and caches[2].inplace is False
     assert caches[0].ordered is False
-    with pytest.raises(ValueError, match="spec must be a kvsim.config.ModelSpec"):
+    with pytest.raises(ValueError, match="spec must be a kvsim.calc.config.ModelSpec"):
         make_caches({"model_type": "llama"})

@@ -1,4 +1,4 @@
-"""make_caches: one cache per layer of a :class:`~kvsim.config.ModelSpec`, chosen by layer kind.
+"""make_caches: one cache per layer of a :class:`~kvsim.calc.config.ModelSpec`, chosen by layer kind.
 
 Contract
 - Layout follows the layer kind (the seeds' architecture table):
@@ -52,7 +52,7 @@ def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, st
                 ordered: bool = True) -> list:
     """One cache per layer of ``spec`` (None for layers that cache nothing)."""
     if not isinstance(spec, ModelSpec):
-        raise ValueError(f"spec must be a kvsim.config.ModelSpec, got {type(spec).__name__}")
+        raise ValueError(f"spec must be a kvsim.calc.config.ModelSpec, got {type(spec).__name__}")
     bits = _bits(kv_dtype, group_size)
     if bits is not None:
         kinds = spec.kinds

@@ -38,7 +38,7 @@ class LatentCache(KVCache):
 
     @classmethod
     def for_layer(cls, layer, step: int = DEFAULT_STEP, inplace: bool = True) -> "LatentCache":
-        """The cache an ``mla`` :class:`~kvsim.config.LayerSpec` needs, widths pinned."""
+        """The cache an ``mla`` :class:`~kvsim.calc.config.LayerSpec` needs, widths pinned."""
         return cls(step, inplace, layer.kv_lora_rank, layer.qk_rope_head_dim)
 
     def update_and_fetch(self, latent: mx.array, k_pe: mx.array):

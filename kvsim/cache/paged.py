@@ -3,7 +3,7 @@
 Contract
 - :class:`PagedKVPool` stores one layer group (layers of one kind and shape): per layer, K and V
   arrays of shape ``(num_blocks, n_kv_heads, block_size, head_dim)`` and ONE
-  :class:`~kvsim.blocks.BlockAllocator` for the group, so a sequence has one block table for all
+  :class:`~kvsim.serving.blocks.BlockAllocator` for the group, so a sequence has one block table for all
   its layers (as in vLLM) and each layer its own offset. ``num_blocks = ⌊budget_bytes /
   block_bytes⌋`` with ``block_bytes = layers · block_size · n_kv · (d_k + d_v) · dtype bytes``.
   Heads come before tokens inside a block (the layout of vLLM's original PagedAttention kernel):

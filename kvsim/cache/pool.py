@@ -71,7 +71,7 @@ class CachePool:
     def __init__(self, spec: ModelSpec, max_sequences: int, kv_dtype: str | None = None,
                  step: int = DEFAULT_STEP, dtype=mx.float32, **options):
         if not isinstance(spec, ModelSpec):
-            raise ValueError(f"spec must be a kvsim.config.ModelSpec, got {type(spec).__name__}")
+            raise ValueError(f"spec must be a kvsim.calc.config.ModelSpec, got {type(spec).__name__}")
         if not isinstance(max_sequences, int) or isinstance(max_sequences, bool) or max_sequences < 1:
             raise ValueError(f"max_sequences must be a positive integer, got {max_sequences!r}")
         self.spec, self.max_sequences = spec, max_sequences

@@ -4,7 +4,7 @@ Contract
 - Each token's key (and value) vector of D elements is stored, per KV head, as packed uint32 data
   (D·bits/32 words) plus one scale and one bias per group of ``group_size`` elements in the input
   dtype: D·bits/8 + 2·(D/group_size)·b bytes, the calculator's quantized rate
-  (:func:`kvsim.memory.layer_kv_bytes` with a ``q<bits>`` kv dtype and ``scale_dtype`` = input dtype).
+  (:func:`kvsim.calc.memory.layer_kv_bytes` with a ``q<bits>`` kv dtype and ``scale_dtype`` = input dtype).
 - ``full_precision_tokens=R``: the R newest tokens stay in the input dtype; a token is quantized
   when it becomes the (R+1)-th newest. Both parts are kept in temporal order: quantized (oldest)
   first, then full precision.
@@ -16,7 +16,7 @@ Contract
 - ``update_and_fetch(keys, values) -> QuantizedKV``: every token the new queries may attend to
   (the held tokens some new query can see, then the S new ones; oldest first; with a window the
   oldest held token is left out once W are held), in the explicit type below; attention runs
-  on it with :func:`kvsim.attention.quantized_sdpa` (``mx.quantized_matmul``, no dequantization).
+  on it with :func:`kvsim.cache.sdpa.quantized_sdpa` (``mx.quantized_matmul``, no dequantization).
   This differs from mlx-lm, whose quantized cache returns two bare (data, scales, biases) tuples.
 - ``trim(n)`` rewinds exactly; tokens rewound out of the full-precision part are not replaced by
   older ones (those are already quantized), so after a trim the full-precision part may hold

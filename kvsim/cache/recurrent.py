@@ -1,10 +1,10 @@
 """RecurrentStateCache: the fixed-size state of a Mamba / Mamba2 / Gated DeltaNet / RG-LRU layer.
 
 Contract
-- One zero-initialised array per ``(name, shape)`` of :attr:`kvsim.config.LayerSpec.state_shapes`,
+- One zero-initialised array per ``(name, shape)`` of :attr:`kvsim.calc.config.LayerSpec.state_shapes`,
   with a leading batch axis: ``cache["conv"]`` is (B, K-1, channels), ``cache["ssm"]`` e.g.
   (B, d_inner, d_state). The size never depends on the number of tokens:
-  ``nbytes = B · state_elements · itemsize`` = :func:`kvsim.memory.state_bytes` · B.
+  ``nbytes = B · state_elements · itemsize`` = :func:`kvsim.calc.memory.state_bytes` · B.
 - The layer reads ``cache[name]`` and writes ``cache[name] = new`` (shape and dtype are checked;
   a bad write raises ValueError and changes nothing), then calls ``advance(n)`` for the n tokens
   it consumed; ``offset`` counts them.
@@ -74,7 +74,7 @@ class RecurrentStateCache(BaseCache):
 
     @classmethod
     def for_layer(cls, layer, batch: int = 1, dtype=mx.float32) -> "RecurrentStateCache":
-        """The cache a recurrent :class:`~kvsim.config.LayerSpec` needs."""
+        """The cache a recurrent :class:`~kvsim.calc.config.LayerSpec` needs."""
         return cls(layer.state_shapes, batch, dtype)
 
     # ------------------------------------------------------------ access by name

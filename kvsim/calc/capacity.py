@@ -4,7 +4,7 @@ Contract (pure arithmetic, no MLX)
 - KV budget per GPU = memory · utilization − weights / tp (never below 0).
 - Per-sequence bytes = KV bytes of one sequence at T tokens (in the chosen view) + its fixed
   recurrent state; under tensor parallelism KV heads are split (``max(1, n_kv // tp)``) and the
-  MLA latent is replicated, as :mod:`kvsim.memory` computes.
+  MLA latent is replicated, as :mod:`kvsim.calc.memory` computes.
 - ``max_concurrent_sequences`` = ⌊budget / per-sequence bytes⌋;
   ``max_context_tokens`` = the largest T whose batch fits (None when no T is too long, i.e. every
   cache layer is windowed); ``crossover_tokens`` = the first T at which the cache equals the weights.

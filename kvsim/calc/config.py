@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .units import positive_int
+from .units import InputError, positive_int
 
 KINDS = ("full", "sliding", "chunked", "mla", "recurrent", "none")
 RECURRENT_FAMILIES = ("mamba", "mamba2", "gated_deltanet", "rg_lru")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config field is missing or invalid; the message names it and the accepted values."""
 
 

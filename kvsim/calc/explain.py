@@ -2,7 +2,7 @@
 
 Contract: :func:`explain` returns an :class:`Explanation` whose ``text`` (for the CLI's
 ``--explain``) and ``latex`` (for lessons) show one line per group of identical layers, then the
-totals. Every number comes from :mod:`kvsim.memory`; this module only formats.
+totals. Every number comes from :mod:`kvsim.calc.memory`; this module only formats.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Accelerators: memory size and memory bandwidth of GPUs and Apple-silicon Macs.
 
 Contract
-- Data: ``data/accelerators.json`` (see ``kvsim.registry.data_dir``), one entry per device.
+- Data: ``data/accelerators.json`` (see ``kvsim.calc.registry.data_dir``), one entry per device.
 - ``memory_bytes`` is the marketed capacity read as GiB (marketed "GB" × 2**30; an A100 40GB
   shows 40960 MiB in nvidia-smi). ``memory_bandwidth_bytes_per_s`` is decimal (GB/s × 10**9).
 - ``accelerator_names()`` lists the names; ``get_accelerator(name)`` matches case-insensitively,

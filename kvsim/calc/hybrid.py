@@ -1,7 +1,7 @@
 """Hybrid and recurrent models: a fixed recurrent state beside the KV of the few attention layers.
 
 Contract
-- Pure arithmetic over :mod:`kvsim.memory` (no MLX), vectorized over ``tokens`` like it.
+- Pure arithmetic over :mod:`kvsim.calc.memory` (no MLX), vectorized over ``tokens`` like it.
 - A recurrent layer (Mamba, Mamba-2, Gated DeltaNet, RG-LRU) keeps ``Σ prod(state_shapes)·b``
   bytes per sequence whatever T is; attention layers keep their K/V as usual (full, sliding, ...).
 - :func:`cache_split` returns the two parts and their sum for B sequences.

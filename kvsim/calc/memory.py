@@ -1,4 +1,4 @@
-"""The KV-cache memory calculator: pure arithmetic over a :class:`~kvsim.config.ModelSpec`.
+"""The KV-cache memory calculator: pure arithmetic over a :class:`~kvsim.calc.config.ModelSpec`.
 
 Contract
 - No MLX. Every function is vectorized over ``tokens`` (an int or a numpy array of token counts)

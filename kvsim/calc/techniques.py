@@ -1,7 +1,7 @@
 """Attention techniques against the cache formula: what each changes in bytes STORED and bytes READ per step.
 
 Contract
-- Pure arithmetic over :mod:`kvsim.memory` (no MLX), vectorized over ``tokens`` where it says so.
+- Pure arithmetic over :mod:`kvsim.calc.memory` (no MLX), vectorized over ``tokens`` where it says so.
 - :func:`technique_table`: the seeds' table, one row per technique, every number computed from
   real configs: which term of ``M_token = 2·n_layers·n_kv·d_h·b`` it changes, what stays in the
   cache, and the bytes stored and read per decode step relative to the baseline it is compared with.

@@ -1,12 +1,12 @@
 """Windowed layers: how sliding windows and attention chunks bound the KV cache, kind by kind.
 
 Contract
-- Pure arithmetic over :mod:`kvsim.memory` (no MLX), vectorized over ``tokens`` like it.
+- Pure arithmetic over :mod:`kvsim.calc.memory` (no MLX), vectorized over ``tokens`` like it.
 - A sliding layer keeps min(T, W) tokens (W = ``sliding_window``), a chunked layer the tokens of
   the current chunk, T - C·⌊(T-1)/C⌋ (C = ``attention_chunk_size``), a full layer all T.
 - :func:`bytes_by_kind` splits a model's theoretical KV bytes by layer kind.
 - :func:`window_savings` compares a model with the window-ignoring calculator
-  (:func:`kvsim.variants.full_attention`: every sliding/chunked layer counted as full).
+  (:func:`kvsim.calc.counterfactual.full_attention`: every sliding/chunked layer counted as full).
 - :func:`layer_pattern` writes the layer kinds as letters (``S`` sliding, ``F`` full,
   ``C`` chunked, ``N`` full without RoPE, ``M`` MLA, ``R`` recurrent).
 """

@@ -96,7 +96,7 @@ def positions_fed(prompt, answer, cached: bool) -> int:
 
 def kv_dtype_spec(kv_dtype, model, group_size: int = 64, full_precision_tokens: int = 0,
                   scale_dtype: str | None = None):
-    """The calculator's :class:`~kvsim.memory.KVDtype` for what :func:`generate` stores."""
+    """The calculator's :class:`~kvsim.calc.memory.KVDtype` for what :func:`generate` stores."""
     scale = scale_dtype or dtype_key(model.dtype)
     return parse_kv_dtype(kv_dtype or dtype_key(model.dtype), group_size=group_size,
                           scale_dtype=scale, full_precision_tokens=full_precision_tokens)

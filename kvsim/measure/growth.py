@@ -1,19 +1,19 @@
 """Measured cache growth: feed a real MLX cache real-geometry K/V and record its ``nbytes``.
 
 Contract
-- :func:`layer_cache` builds the cache one layer of a :class:`~kvsim.config.ModelSpec` gets from
+- :func:`layer_cache` builds the cache one layer of a :class:`~kvsim.calc.config.ModelSpec` gets from
   :func:`kvsim.cache.make_caches` (KVCache for full, RotatingKVCache for sliding, ChunkedKVCache
   for chunked, RecurrentStateCache for recurrent layers ...).
 - :func:`measure_nbytes` appends tokens in updates of at most ``chunk_tokens`` (random K/V of
   shape (B, num_key_value_heads, S, head_dim) in ``dtype``, seeded) and reads ``cache.nbytes``
   whenever the token count reaches one of ``token_counts``. What it returns is measured, never
-  computed: compare it with :func:`kvsim.memory.layer_kv_bytes` (``view="allocated"``).
+  computed: compare it with :func:`kvsim.calc.memory.layer_kv_bytes` (``view="allocated"``).
 - :func:`cache_classes` counts the cache classes ``make_caches`` picks for a model (the seeds'
   architecture table: Gemma 3 -> RotatingKVCache + KVCache, Jamba -> RecurrentStateCache + KVCache ...).
 - Recurrent layers hold no K/V; their state is allocated when the cache is built and is read as is.
 - :func:`decode_layer_bytes` runs a real decode (:func:`kvsim.decode.generate`) of each model and
   returns every layer's measured ``nbytes`` after every step beside
-  :func:`kvsim.hybrid.allocated_layer_bytes` for the same token counts (:class:`DecodeBytes`).
+  :func:`kvsim.calc.hybrid.allocated_layer_bytes` for the same token counts (:class:`DecodeBytes`).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class DecodeBytes:
     labels: tuple[str, ...]  # "mamba (layer 0)": mixer and index in the full model
     tokens: np.ndarray  # (steps,) tokens held after each step (prompt after the prefill, then +1)
     measured: np.ndarray  # (layers, steps) cache.nbytes read after each step
-    formula: np.ndarray  # (layers, steps) allocated K/V or fixed state from kvsim.memory
+    formula: np.ndarray  # (layers, steps) allocated K/V or fixed state from kvsim.calc.memory
     caches: list  # the caches after the last step
 
 

@@ -4,7 +4,7 @@ Contract
 - :func:`paged_vs_dense` feeds the same seeded keys, values and queries (one layer's real geometry,
   float32) to a dense cache (KVCache, RotatingKVCache for sliding layers, ChunkedKVCache for
   chunked ones) and to a :class:`~kvsim.cache.paged.PagedKVCache` in its own pool, runs
-  :func:`kvsim.attention.sdpa` over what each returns with the cache's own mask, and records per
+  :func:`kvsim.cache.sdpa.sdpa` over what each returns with the cache's own mask, and records per
   step the largest absolute difference of the outputs and what each cache holds. A prefill of
   ``prompt_tokens`` is followed by ``decode_steps`` single-token steps.
 - Nothing here is simulated: the outputs, byte counts and block tables are read from the caches.

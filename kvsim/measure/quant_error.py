@@ -3,17 +3,17 @@
 Contract
 - :func:`token_bytes_split` (pure): the bytes one token adds to one sequence across a model's cache
   layers, split into packed data (d·bits/8 per vector) and metadata (one scale and one bias per
-  group: 2·(d/g)·b_scale); ``total`` equals :func:`kvsim.memory.bytes_per_token`.
+  group: 2·(d/g)·b_scale); ``total`` equals :func:`kvsim.calc.memory.bytes_per_token`.
 - :func:`measure_quantized_nbytes`: a real :class:`~kvsim.cache.QuantizedKVCache` fed real-geometry
   K/V (seeded normal, ``dtype``) one layer at a time; returns ``cache.nbytes`` (allocated) and
-  ``cache.used_bytes`` (filled) as measured, to compare with :func:`kvsim.memory.layer_kv_bytes`.
+  ``cache.used_bytes`` (filled) as measured, to compare with :func:`kvsim.calc.memory.layer_kv_bytes`.
 - :func:`synthetic_qkv`: seeded MLX queries/keys/values with two properties of real attention,
   documented so a learner can switch them off: a few key channels much larger than the rest
   (outlier channels, as KIVI reports for key caches) and a direction shared by queries and keys
   that RoPE turns into a preference for nearby tokens (``recency``). Not a trained model's K/V.
 - :func:`attention_error`: the L queries attend to T cached tokens (causal; queries are the last L
-  positions) once through dense :func:`~kvsim.attention.sdpa` on the exact K/V and once through
-  :func:`~kvsim.attention.quantized_sdpa` on what a real QuantizedKVCache returns (prefill T−L
+  positions) once through dense :func:`~kvsim.cache.sdpa.sdpa` on the exact K/V and once through
+  :func:`~kvsim.cache.sdpa.quantized_sdpa` on what a real QuantizedKVCache returns (prefill T−L
   tokens, then the last L); relative error = ‖O_q − O‖_F / ‖O‖_F.
 """
 

@@ -1,6 +1,6 @@
 """Plots for hybrid and recurrent models: fixed state beside growing KV, and measured bytes per layer.
 
-Drawing only: callers pass what :mod:`kvsim.hybrid`, :mod:`kvsim.memory` computed or what a real
+Drawing only: callers pass what :mod:`kvsim.calc.hybrid`, :mod:`kvsim.calc.memory` computed or what a real
 decode (:mod:`kvsim.decode`) measured.
 """
 
@@ -53,7 +53,7 @@ def plot_layer_bytes(ax, tokens, measured, formula, labels, unit: str = "KiB", t
         (line,) = ax.plot(x, np.asarray(measured[i], dtype=float) / s, "-", lw=2.5, alpha=0.6,
                           drawstyle="steps-post", label=f"{label}: measured nbytes")
         ax.plot(x, np.asarray(formula[i], dtype=float) / s, ".", ms=4, color=line.get_color(),
-                label=f"{label}: kvsim.memory")
+                label=f"{label}: kvsim.calc.memory")
     ax.set_xlim(x[0], x[-1])
     ax.set_ylim(bottom=0)
     ax.set_xlabel("tokens in context")

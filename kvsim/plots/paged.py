@@ -1,7 +1,7 @@
 """Plots for paged KV and serving: block tables, memory split per policy, memory split over time.
 
-Drawing only: callers pass what :mod:`kvsim.blockview` read from a real allocator or what
-:mod:`kvsim.fragmentation` / :mod:`kvsim.sim` computed.
+Drawing only: callers pass what :mod:`kvsim.serving.blockview` read from a real allocator or what
+:mod:`kvsim.serving.fragmentation` / :mod:`kvsim.serving.sim` computed.
 """
 
 from __future__ import annotations

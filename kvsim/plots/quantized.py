@@ -1,6 +1,6 @@
 """Plots for quantized KV: attention error against bits or bytes, and stacked bytes bars.
 
-Drawing only: callers pass what :mod:`kvsim.quantization` measured or computed.
+Drawing only: callers pass what :mod:`kvsim.measure.quant_error` measured or computed.
 """
 
 from __future__ import annotations

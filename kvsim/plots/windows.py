@@ -1,7 +1,7 @@
 """Plots for windowed caches: a buffer's slots step by step, bytes by layer kind, measured vs formula.
 
-Drawing only: callers pass what :mod:`kvsim.ringview`, :mod:`kvsim.windows`, :mod:`kvsim.growth`
-or :mod:`kvsim.memory` computed or measured.
+Drawing only: callers pass what :mod:`kvsim.measure.ring_slots`, :mod:`kvsim.calc.window_bytes`, :mod:`kvsim.measure.growth`
+or :mod:`kvsim.calc.memory` computed or measured.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Block tables read from a real :class:`~kvsim.blocks.BlockAllocator`, step by step.
+"""Block tables read from a real :class:`~kvsim.serving.blocks.BlockAllocator`, step by step.
 
 Contract
 - :func:`snapshot` copies what an allocator holds right now: each sequence's block table

@@ -1,10 +1,10 @@
 """Capacity tables: how many sequences fit per model, accelerator and context length.
 
-Contract (pure arithmetic over kvsim.memory / capacity / hardware / registry / weights; no MLX)
-- KV budget per rank = memory · utilization − weights / tp (:func:`kvsim.capacity.kv_budget_bytes`);
+Contract (pure arithmetic over kvsim.calc.memory / capacity / hardware / registry / weights; no MLX)
+- KV budget per rank = memory · utilization − weights / tp (:func:`kvsim.calc.capacity.kv_budget_bytes`);
   utilization defaults to 0.9 on GPUs (vLLM) and 0.75 on Macs (macOS lets the GPU wire about
   that much unified memory by default). Tensor parallelism splits KV heads, replicates the MLA
-  latent (:mod:`kvsim.memory`).
+  latent (:mod:`kvsim.calc.memory`).
 - Columns, each ⌊budget / bytes of one sequence⌋:
   ``dense``: every sequence reserves the whole context T up front (contiguous max-length
   reservation, 256-token steps; window layers reserve their window);

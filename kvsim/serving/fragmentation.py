@@ -1,6 +1,6 @@
 """Where KV memory goes under each reservation policy: kvsim's simulator against Kwon et al. Figure 2.
 
-Contract (pure numpy over :mod:`kvsim.sim`; deterministic for a given workload)
+Contract (pure numpy over :mod:`kvsim.serving.sim`; deterministic for a given workload)
 - ``KWON_FIGURE2``: the share of KV-cache memory holding real token states that Kwon et al. (2023,
   Figure 2) measured: Orca with reservation of the maximum length 20.4 %, rounded to a power of two
   26.8 %, of the true length (oracle) 38.2 %, and vLLM's paged blocks 96.3 %.
@@ -34,7 +34,7 @@ def kwon_setup_capacity_tokens(memory_bytes: int = 40 * 10**9, kv_share: float =
 
 def compare_policies(workload: sim.Workload, capacity_tokens: int, policies=sim.POLICIES,
                      block_size: int = DEFAULT_BLOCK_SIZE, progress: bool = False, **kwargs) -> dict:
-    """{policy: SimResult} for one workload; ``kwargs`` go to :func:`kvsim.sim.simulate`."""
+    """{policy: SimResult} for one workload; ``kwargs`` go to :func:`kvsim.serving.sim.simulate`."""
     it = policies
     if progress:
         from tqdm.auto import tqdm

@@ -1,13 +1,13 @@
 """Serving simulator: continuous batching over a bounded KV budget, one allocation policy at a time.
 
-Contract (pure numpy + :mod:`kvsim.blocks`; no MLX; deterministic for a given seed)
+Contract (pure numpy + :mod:`kvsim.serving.blocks`; no MLX; deterministic for a given seed)
 - Time is counted in iterations (model steps). In its first iteration an admitted request stores
   its prompt (prefill); every later iteration stores one generated token. A request of prompt p
   and output o holds f = p + o tokens when it finishes and frees its memory.
 - Memory is ``capacity_tokens`` token slots. Policies:
   ``max`` reserves max_len contiguous slots, ``pow2`` the next power of two ≥ f, ``oracle`` exactly f
   (contiguous policies place reservations first-fit in one address space, so holes are real);
-  ``paged`` takes blocks of ``block_size`` on demand from a :class:`~kvsim.blocks.BlockAllocator`
+  ``paged`` takes blocks of ``block_size`` on demand from a :class:`~kvsim.serving.blocks.BlockAllocator`
   (optionally sharing full prompt-prefix blocks) and preempts the latest admitted request
   (recompute) when a block is missing. Admission is first come, first served.
 - Memory split per iteration (slots, physical): token states (KV of stored tokens), reservation

@@ -24,7 +24,7 @@ def _scenario(block_size: int):
 
 
 def draw_block_tables(ax, step=3, block_size=4):
-    """Step ``step`` (0-4) of :func:`kvsim.blockview.sharing_scenario` on a real allocator."""
+    """Step ``step`` (0-4) of :func:`kvsim.serving.blockview.sharing_scenario` on a real allocator."""
     steps = _scenario(block_size)
     snap = steps[min(step, len(steps) - 1)]
     return plot_block_tables(ax, snap, colors=sequence_colors(steps),
