@@ -17,14 +17,8 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from ..calc.units import DEFAULT_STEP
+from ..calc.units import DEFAULT_STEP, positive_int
 from .standard import KVCache
-
-
-def _opt_positive(name, value):
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
-    return value
 
 
 class LatentCache(KVCache):
@@ -33,8 +27,9 @@ class LatentCache(KVCache):
     def __init__(self, step: int = DEFAULT_STEP, inplace: bool = True,
                  kv_lora_rank: int | None = None, qk_rope_head_dim: int | None = None):
         super().__init__(step=step, inplace=inplace)
-        self.kv_lora_rank = _opt_positive("kv_lora_rank", kv_lora_rank)
-        self.qk_rope_head_dim = _opt_positive("qk_rope_head_dim", qk_rope_head_dim)
+        # None: the widths are taken from the first update
+        self.kv_lora_rank = None if kv_lora_rank is None else positive_int("kv_lora_rank", kv_lora_rank)
+        self.qk_rope_head_dim = None if qk_rope_head_dim is None else positive_int("qk_rope_head_dim", qk_rope_head_dim)
 
     @classmethod
     def for_layer(cls, layer, step: int = DEFAULT_STEP, inplace: bool = True) -> "LatentCache":

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..calc.units import InputError, positive_int
+
 __all__ = ["Throughput", "measure_copy_bandwidth"]
 
 MiB = 2**20
@@ -38,16 +40,11 @@ class Throughput:
         return self.work / self.best_seconds
 
 
-def _positive_int(name: str, value, low: int = 1) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
 def measure_copy_bandwidth(nbytes: int = 256 * MiB, repeats: int = 5, seed: int = 0) -> Throughput:
     """Copy bandwidth in bytes/s: 2·nbytes (read + write) / fastest of ``repeats`` numpy copies."""
-    nbytes = _positive_int("nbytes", nbytes, 4096)
-    repeats = _positive_int("repeats", repeats)
+    if positive_int("nbytes", nbytes) < 4096:
+        raise InputError(f"nbytes must be an integer >= 4096, got {nbytes!r}")
+    repeats = positive_int("repeats", repeats)
     n = nbytes // 4                                        # float32 elements
     src = np.random.default_rng(seed).random(n, dtype=np.float32)
     dst = np.empty_like(src)
