@@ -4,7 +4,7 @@ Contract
 - ``ReferenceCache(rule)`` stores all T tokens ever seen (trim drops the last n, always exactly).
 - ``update_and_fetch`` returns the keys/values of every position that at least one of the S new
   queries may see, found by evaluating the visibility rule on all (query, key) pairs: no rings,
-  no slots, no arithmetic shortcuts. ``make_mask(N)`` is that same rule, restricted to those keys.
+  no slots, no arithmetic shortcuts. ``visibility_mask(N)`` is that same rule, restricted to those keys.
 - Rules: ``full`` (k <= q); ``sliding`` with ``max_size``/``keep`` (the ``keep`` first tokens plus
   the ``max_size - keep`` most recent, the query included); ``chunked`` with ``chunk_size``
   (same chunk, k <= q).
@@ -65,7 +65,7 @@ class ReferenceCache:
     def key_positions(self, n: int) -> np.ndarray:
         return self._rule(n)[0]
 
-    def make_mask(self, n: int) -> mx.array:
+    def visibility_mask(self, n: int) -> mx.array:
         return mx.array(self._rule(n)[1])
 
     def trim(self, n: int) -> int:
@@ -93,7 +93,12 @@ def compare_update(cache, ref: ReferenceCache, keys, values, queries=None) -> No
     its keys are compared after keeping the visible ones and sorting them by key position.
     """
     S = keys.shape[2]
-    mask, ref_mask = cache.make_mask(S), ref.make_mask(S)
+    mask, ref_mask = cache.visibility_mask(S), ref.visibility_mask(S)
+    given = cache.make_mask(S)  # what attention gets: None only when every key is visible
+    if cache.all_visible(S):
+        assert given is None and bool(np.array(mask).all()), f"all_visible({S}) but the mask hides keys"
+    else:
+        assert given is not None and np.array_equal(np.array(given), np.array(mask))
     pos, ref_pos = np.array(cache.key_positions(S)), ref.key_positions(S)
     out_k, out_v = cache.update_and_fetch(keys, values)
     ref_k, ref_v = ref.update_and_fetch(keys, values)

@@ -65,7 +65,7 @@ def test_save_load_restores_offset_after_300_decode_steps(tmp_path):
 def test_chunk_crossing_prefill_and_mask():
     cache = ChunkedKVCache(4)
     cache.update_and_fetch(*position_kv(6))
-    mask = np.array(cache.make_mask(5))  # queries 6..10, keys 4..10
+    mask = np.array(cache.visibility_mask(5))  # queries 6..10, keys 4..10
     k, _ = cache.update_and_fetch(*position_kv(5, 6))
     assert np.array(k[0, 0, :, 0]).tolist() == list(range(4, 11))
     want = [[(4 + j) <= q and (4 + j) // 4 == q // 4 for j in range(7)] for q in range(6, 11)]

@@ -43,7 +43,7 @@ def test_matches_concatenation_and_calculator(B, r, rope, step, inplace, dtype, 
                 c = mx.random.normal((B, 1, arg, r), key=k1).astype(dtype)
                 pe = mx.random.normal((B, 1, arg, rope), key=k2).astype(dtype)
                 T = cache.offset + arg
-                assert np.array_equal(np.array(cache.make_mask(arg)),
+                assert np.array_equal(np.array(cache.visibility_mask(arg)),
                                       np.arange(T)[None, :] <= np.arange(T - arg, T)[:, None])
                 got_c, got_pe = cache.update_and_fetch(c, pe)
                 ref_c = c if ref_c is None else mx.concatenate([ref_c, c], axis=2)

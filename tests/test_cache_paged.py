@@ -55,7 +55,7 @@ def pool_for(kind, num_blocks=64, layers=1, **kw):
 
 def step(cache, k, v, q):
     """Attention after one update; a paged cache's block-wise ``attend`` must agree with it."""
-    mask = cache.make_mask(k.shape[2])
+    mask = cache.visibility_mask(k.shape[2])
     keys, values = cache.update_and_fetch(k, v)
     assert mask.shape == (k.shape[2], keys.shape[2])
     out = sdpa(q, keys, values, mask)

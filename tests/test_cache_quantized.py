@@ -109,8 +109,8 @@ def test_matches_reference_and_calculator(bits, group_size, dims, B, H, step, R,
                 S = arg
                 k = mx.random.normal((B, H, S, D), key=k1).astype(dtype)
                 v = mx.random.normal((B, H, S, Dv), key=k2).astype(dtype)
-                mask = cache.make_mask(S)
-                assert np.array_equal(np.array(mask), np.array(ref.make_mask(S)))
+                mask = cache.visibility_mask(S)
+                assert np.array_equal(np.array(mask), np.array(ref.visibility_mask(S)))
                 positions = ref.key_positions(S)
                 assert np.array_equal(np.array(cache.key_positions(S)), positions)
                 kv = cache.update_and_fetch(k, v)

@@ -64,7 +64,7 @@ def test_long_prefill_keeps_only_the_window():
     k, v = cache.update_and_fetch(*random_kv(100))
     assert k.shape[2] == 100  # every query of the prefill needs its own window: a temporary
     assert cache.capacity == 16 and cache.nbytes == layer_kv_bytes(layer, 100, "fp32", view="allocated", step=4)
-    mask = RotatingKVCache(16).make_mask(100)
+    mask = RotatingKVCache(16).visibility_mask(100)
     assert np.array(mask).sum(axis=1).tolist() == [min(i + 1, 16) for i in range(100)]
 
 
@@ -73,7 +73,7 @@ def test_decode_writes_into_a_fixed_ring():
     cache.update_and_fetch(*position_kv(6))
     buffer_shape = cache.keys.shape
     for t in range(6, 40):
-        mask = cache.make_mask(1)
+        mask = cache.visibility_mask(1)
         k, _ = cache.update_and_fetch(*position_kv(1, t))
         assert cache.keys.shape == buffer_shape
         assert np.array(k[0, 0, :, 0]).tolist() == [0] + list(range(t - 4, t + 1))  # sink + window 5
@@ -122,7 +122,7 @@ def test_ring_order_is_a_view_with_honest_positions():
     assert ring.trim(4) == 4  # rows 10..13 rewound; 11, 12, 13 stay in slots 3, 4, 5 until overwritten
     not_held = 2**31 - 1
     assert np.array(ring.key_positions(1)).tolist() == [8, 9, 10, not_held, not_held, not_held, 6, 7]
-    mask = ring.make_mask(1)
+    mask = ring.visibility_mask(1)
     k, _ = ring.update_and_fetch(*position_kv(1, 10))  # window 7..10 wraps: the ring as stored
     assert k.shape == ring.keys.shape and np.array(k[0, 0, :, 0]).tolist() == [8, 9, 10, 11, 12, 13, 6, 7]
     ring.update_and_fetch(*position_kv(1, 11))  # writes slot 3; the answer already returned is untouched
@@ -136,7 +136,7 @@ def test_ring_order_is_a_view_with_honest_positions():
 def test_mask_with_fast_sdpa():
     cache = RotatingKVCache(5, keep=1)
     cache.update_and_fetch(*random_kv(9, seed=1))
-    mask = cache.make_mask(4)
+    mask = cache.visibility_mask(4)
     k, v = cache.update_and_fetch(*random_kv(4, seed=2))
     q = mx.array(np.random.default_rng(3).standard_normal((1, 2, 4, 4)).astype(np.float32))
     fast = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask=mask)

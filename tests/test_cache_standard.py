@@ -141,7 +141,8 @@ def test_mask_is_boolean_causal_and_works_with_fast_sdpa():
     mask = cache.make_mask(3)
     assert mask.dtype == mx.bool_ and mask.shape == (3, 7)
     assert np.array(mask).tolist() == [[j <= 4 + i for j in range(7)] for i in range(3)]
-    assert cache.make_mask(1).shape == (1, 5) and bool(mx.all(cache.make_mask(1)).item())
+    assert cache.make_mask(1) is None  # a decode step: every key visible, no mask (the fused fast path)
+    assert cache.visibility_mask(1).shape == (1, 5) and bool(mx.all(cache.visibility_mask(1)).item())
     windowed = np.array(cache.make_mask(3, window_size=2))
     assert windowed.sum(axis=1).tolist() == [2, 2, 2]
     k, v = cache.update_and_fetch(*random_kv(3, seed=4))

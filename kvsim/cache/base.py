@@ -14,12 +14,16 @@ Contract
   it frees nothing, and the next update overwrites the rewound rows. A cache that cannot rewind
   that far raises ValueError and stays unchanged; ``trimmable_tokens`` says how far it can go and
   ``is_trimmable()`` is ``trimmable_tokens > 0``.
-- Mask convention (one return type): ``make_mask(N)`` is called BEFORE ``update_and_fetch`` of N
-  new tokens and returns a boolean ``mx.array`` of shape ``(N, L)``, L = number of keys that update
-  will return; ``mask[i, j]`` is True when query i (absolute position ``offset + i``) may attend to
-  key j. kvsim caches always return an array, never None or ``"causal"`` (mlx-lm may return those;
-  a consumer that accepts them also accepts ours). Each layout only says which absolute positions
-  its keys have (:meth:`key_positions`) and which of them a query may see (:meth:`visible`).
+- Masks are asked for BEFORE ``update_and_fetch`` of N new tokens. ``visibility_mask(N)`` is the
+  whole truth, always a boolean ``mx.array`` of shape ``(N, L)``, L = number of keys that update
+  will return: ``mask[i, j]`` is True when query i (absolute position ``offset + i``) may attend
+  to key j. Each layout only says which absolute positions its keys have (:meth:`key_positions`)
+  and which of them a query may see (:meth:`visible`).
+- ``make_mask(N)`` is what attention is given (mlx-lm's protocol): None when every returned key is
+  visible to every query (:meth:`all_visible`: a decode step over a full cache, a ring holding
+  exactly its window, the current chunk, a recurrent state), else ``visibility_mask(N)``. No mask
+  is what lets a fused attention kernel run its fast decode path; kvsim never returns
+  ``"causal"``.
 - Bad input: ``update_and_fetch`` validates everything first and raises ValueError naming the field
   and what is expected; the cache is unchanged. Shapes and dtype are fixed by the first update.
 - Persistence: ``state`` is a tuple of arrays (only filled tokens), ``meta_state`` a tuple of
@@ -188,21 +192,37 @@ class BaseCache:
         """May a query at absolute position q see a key at position k? Causal by default."""
         return k_pos <= q_pos
 
-    def make_mask(self, N: int, window_size: int | None = None, return_array: bool = True) -> mx.array:
+    def all_visible(self, n: int) -> bool:
+        """Does each of the next n queries see every key ``update_and_fetch`` of n tokens returns?
+
+        Python integers only (no MLX work): it decides whether attention needs a mask at all.
+        The default is the safe answer; layouts override it.
+        """
+        return False
+
+    def visibility_mask(self, N: int, window_size: int | None = None) -> mx.array:
         """Boolean (N, L) mask for the next ``update_and_fetch`` of N tokens (True = may attend).
 
         mask[i, j] = visible(offset + i, key_positions(N)[j]), and also k > q - window_size when a
-        window is given (mlx-lm's argument). ``return_array`` is accepted for compatibility: kvsim
-        always returns an array.
+        window is given (mlx-lm's argument).
         """
-        if not isinstance(N, int) or isinstance(N, bool) or N < 1:
-            raise ValueError(f"N must be a positive integer, got {N!r}")
+        positive_int("N", N)
         q = mx.arange(self.offset, self.offset + N, dtype=mx.int32)[:, None]  # (N, 1)
         k = self.key_positions(N)[None, :]  # (1, L)
         mask = self.visible(q, k)
         if window_size is not None:
             mask = mask & (k > q - window_size)
         return mask
+
+    def make_mask(self, N: int, window_size: int | None = None, return_array: bool = False):
+        """The mask attention needs: None when every key is visible to every query, else the bool mask.
+
+        ``return_array`` is accepted for mlx-lm's callers; as in mlx-lm, a single query that sees
+        every key still gets None.
+        """
+        if window_size is None and self.all_visible(positive_int("N", N)):
+            return None
+        return self.visibility_mask(N, window_size)
 
     # ------------------------------------------------------------ persistence
     @property

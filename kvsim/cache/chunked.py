@@ -82,6 +82,9 @@ class ChunkedKVCache(BufferedCache):
         self.offset -= n
         return n
 
+    def all_visible(self, n: int) -> bool:
+        return n == 1  # one query sees its whole chunk, and only its chunk is returned
+
     def key_positions(self, n: int) -> mx.array:
         return mx.arange(self.chunk_start(self.offset), self.offset + n, dtype=mx.int32)
 

@@ -241,6 +241,9 @@ class QuantizedKVCache(BaseCache):
         return n
 
     # ------------------------------------------------------------ masks
+    def all_visible(self, n: int) -> bool:
+        return n == 1  # one query at the newest position sees every key returned (causal)
+
     def key_positions(self, n: int) -> mx.array:
         """Held tokens some new query can see, plus the n new ones (window: from offset-W+1)."""
         start = self.offset - self.size()

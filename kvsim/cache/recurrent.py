@@ -8,7 +8,8 @@ Contract
 - The layer reads ``cache[name]`` and writes ``cache[name] = new`` (shape and dtype are checked;
   a bad write raises ValueError and changes nothing), then calls ``advance(n)`` for the n tokens
   it consumed; ``offset`` counts them.
-- No keys or values: ``update_and_fetch`` raises TypeError, ``make_mask(N)`` is (N, 0).
+- No keys or values: ``update_and_fetch`` raises TypeError, ``make_mask(N)`` is None (nothing to
+  mask, as mlx-lm's SSM layers expect) and ``visibility_mask(N)`` is (N, 0).
 - Not trimmable (a state cannot be un-mixed): ``trim(n)`` with n > 0 raises ValueError. Rewinding
   goes through ``snap = cache.snapshot()`` ... ``cache.restore(snap)``, which brings back every
   array and the offset exactly, so a hybrid model can undo rejected speculative tokens
@@ -131,6 +132,9 @@ class RecurrentStateCache(BaseCache):
 
     def empty(self) -> bool:
         return self.offset == 0
+
+    def all_visible(self, n: int) -> bool:
+        return True  # no keys: nothing to hide
 
     def key_positions(self, n: int) -> mx.array:
         return mx.zeros((0,), dtype=mx.int32)

@@ -158,6 +158,15 @@ class RotatingKVCache(BufferedCache):
         self.offset -= n  # rewound rows stay until the next write overwrites them
         return n
 
+    def all_visible(self, n: int) -> bool:
+        """One query sees every key returned: the sinks and the window in temporal order, or the ring
+        as stored when it holds exactly the window (no rewind slots, no rewound rows)."""
+        if n != 1:
+            return False
+        if not self._ring_answer(self.offset, 1):
+            return True
+        return self.rewind_tokens == 0 and self._start <= self.offset + 1 - self.ring
+
     def key_positions(self, n: int) -> mx.array:
         P, end = self.offset, self.offset + n
         if self._ring_answer(P, n):

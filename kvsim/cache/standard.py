@@ -74,6 +74,9 @@ class KVCache(BufferedCache):
             self.values = self.values[..., : self.offset, :]
         return n
 
+    def all_visible(self, n: int) -> bool:
+        return n == 1  # one query at the newest position sees every key returned (causal)
+
     def key_positions(self, n: int) -> mx.array:
         return mx.arange(0, self.offset + n, dtype=mx.int32)
 

@@ -106,8 +106,8 @@ def attend_cached(q: mx.array, k: mx.array, v: mx.array, cache, scale: float, kv
     (packed data + optional full-precision recent tokens) and is attended with quantized_sdpa
     (its scales take the dtype written: ``kv_dtype``, or the compute dtype when None).
     """
-    # (L, keys the update returns); keywords as mlx-lm's caches take them, so those work here too
-    mask = cache.make_mask(q.shape[2], return_array=True, window_size=None)
+    # (L, keys the update returns), or None when every key is visible (a decode step: no mask)
+    mask = cache.make_mask(q.shape[2])
     dtype = kv_dtype or k.dtype
     fetched = cache.update_and_fetch(k.astype(dtype), v.astype(dtype))
     if isinstance(fetched, QuantizedKV):

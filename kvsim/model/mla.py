@@ -133,7 +133,8 @@ class MLA(nn.Module):
         q_lat = q_nope @ w_uk                                 # (B,H,L,nope) @ (H,nope,r) -> (B,H,L,r)
         scores = mx.concatenate([_matmul(q_lat, lat, qz, True) + _matmul(q_pe, kpe, qz, True)
                                  for lat, kpe, qz in parts], axis=-1) * self.scale   # (B,H,L,T)
-        scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)
+        if mask is not None:                                   # None: one query sees every key
+            scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)
         probs = mx.softmax(scores, axis=-1, precise=True)
         out_lat, start = 0, 0
         for lat, _, qz in parts:                              # Σ p·latent: one "value head" for all
