@@ -5,11 +5,17 @@ every entry and move every control to its minimum, maximum and default.
 """
 
 from .base import View, make_view
+from .cache_grid import step_grid_view, tokens_fed_log_view
+from .channel_quant import channel_quant_view
 from .decode_speed import decode_speed_view
+from .draft_round import round_view
+from .head_sharing import head_sharing_view, mla_view
 from .hybrids import hybrid_view
+from .masks import kind_share_view, mask_view, ring_link_view
 from .paged import block_table_view, serving_view
 from .quantized import quantized_kv_view
 from .recompute import recompute_view
+from .seed_figure import seed_figure_view
 from .size import capacity_view, kv_size_view
 from .speculative import speculation_view
 from .start import slider_demo_view
@@ -31,6 +37,16 @@ VIEWS = {
     "variants": variants_view,
     "decode_speed": decode_speed_view,
     "speculation": speculation_view,
+    "step_grid": step_grid_view,
+    "tokens_fed_log": tokens_fed_log_view,
+    "seed_figure": seed_figure_view,
+    "head_sharing": head_sharing_view,
+    "mla": mla_view,
+    "masks": mask_view,
+    "ring_link": ring_link_view,
+    "kind_share": kind_share_view,
+    "channel_quant": channel_quant_view,
+    "draft_round": round_view,
 }
 
 __all__ = ["VIEWS", "View", "make_view", "kv_size_view", "capacity_view"]

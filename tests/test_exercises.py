@@ -1,0 +1,82 @@
+"""The exercise checker: friendly verdicts, never a traceback for what a learner types."""
+
+import math
+
+import numpy as np
+import pytest
+
+from kvsim.calc.checking import Exercise, Solution, verdict
+from kvsim.calc.exercises import EXERCISES, check, verdict_for
+from kvsim.calc.units import InputError
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_kvsim_own_answer_is_correct_and_derived(key):
+    sol = EXERCISES[key].solve()
+    v = verdict_for(key, sol.value)
+    assert v.ok is True and "correct" in v.message and sol.derivation in v.message
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_placeholder_says_what_to_do(key):
+    v = verdict_for(key, None)
+    assert v.ok is None and "not answered yet" in v.message and "None" in v.message and "hint" in v.message
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_every_slip_is_recognised(key):
+    sol = EXERCISES[key].solve()
+    for wrong, meaning in sol.slips:
+        assert not math.isclose(wrong, sol.value), f"{key}: a slip equals the answer"
+        v = verdict_for(key, wrong)
+        assert v.ok is False and meaning in v.message
+
+
+def test_expected_values_are_the_lessons_numbers():
+    expected = {"01.1": 119_900, "01.2": 699, "01.3": 127 * 1024, "02.1": 327_680, "03.1": 80 * 576 * 2,
+                "03.3": 1.125, "04.1": 2048, "04.3": 4, "05.1": 4.0, "05.2": 3 * 8192 + 8192 * 16,
+                "06.1": 36_864, "06.2": 842, "07.1": 63, "07.2": 10_240, "07.3": 61 * 576 * 2,
+                "09.2": 3, "09.3": 3}
+    for key, value in expected.items():
+        assert EXERCISES[key].solve().value == pytest.approx(value), key
+    assert EXERCISES["09.1"].solve().value == pytest.approx((1 - 0.8**5) / 0.2)
+    assert EXERCISES["03.2"].solve().value == pytest.approx(100 * 92_160 / 327_680)
+
+
+def test_numbers_in_other_types_are_numbers():
+    assert verdict_for("02.1", np.int64(327_680)).ok is True
+    assert verdict_for("02.1", 327_680.0).ok is True
+    assert verdict_for("02.1", np.array(327_680)).ok is True
+
+
+def test_what_is_off_for_unknown_mistakes():
+    assert "2× too large" in verdict_for("07.1", 126).message
+    assert "1,024× too small" in verdict_for("02.1", 320).message
+    assert "close" in verdict_for("02.1", 330_000).message
+    assert "positive" in verdict_for("02.1", -1).message
+    v = verdict_for("02.1", "a lot")
+    assert v.ok is False and "expected a number" in v.message
+    assert verdict_for("02.1", True).ok is False
+    assert verdict_for("02.1", float("nan")).ok is False
+
+
+def test_fractions_have_a_tolerance_integers_do_not():
+    assert verdict_for("09.1", 3.3616).ok is True and verdict_for("09.1", 3.36).ok is True
+    assert verdict_for("02.1", 327_681).ok is False
+
+
+def test_unknown_exercise_is_an_input_error():
+    with pytest.raises(InputError, match="exercise '99.9'"):
+        verdict_for("99.9", 1)
+
+
+def test_check_prints_the_verdict(capsys):
+    check("07.1", 63)
+    out = capsys.readouterr().out
+    assert out.startswith("07.1 · ") and "correct: 63 blocks" in out
+
+
+def test_verdict_on_a_custom_exercise():
+    ex = Exercise("x.1", "a test", "units", "think", lambda: Solution(10, "5 + 5", ((11, "off by one"),)))
+    assert verdict(ex, 10).ok and "off by one" in verdict(ex, 11).message
+    assert "10× too large" in verdict(ex, 100).message
