@@ -16,7 +16,15 @@ from kvsim.calc.kind_share import kind_shares
 from kvsim.calc.masks import attention_mask, ring_contents, ring_slot
 from kvsim.calc.registry import load_model
 from kvsim.calc.short_context import hybrid_crossover_tokens, short_context_curves
-from kvsim.calc.step_grid import FUTURE, NEW, PRODUCED, READ, RECOMPUTED, fed_per_step, step_grid
+from kvsim.calc.step_grid import (
+    FUTURE,
+    NEW,
+    PRODUCED,
+    READ,
+    RECOMPUTED,
+    fed_per_step,
+    step_grid,
+)
 from kvsim.calc.tokens_fed import tokens_fed
 from kvsim.calc.units import InputError
 from kvsim.measure.ring_slots import decode_positions, ring_history

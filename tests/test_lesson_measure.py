@@ -5,7 +5,12 @@ import numpy as np
 import pytest
 
 from kvsim.measure import quant_error
-from kvsim.measure.channel_quant import fake_quantize, key_error_map, per_head_errors, scheme_errors
+from kvsim.measure.channel_quant import (
+    fake_quantize,
+    key_error_map,
+    per_head_errors,
+    scheme_errors,
+)
 from kvsim.measure.ring_order import ring_order_check
 
 
