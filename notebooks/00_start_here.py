@@ -16,23 +16,27 @@
 # %% [markdown]
 # # 00 · Start here
 #
+# > **요약** (seed 000 「KV 캐시란?」, seed 001 「KV cache 는 이미 계산한 key·value 를 저장해 두는 캐시다」)
+# > 이 노트는 열 개의 레슨이 무엇을 다루는지, 슬라이더와 명령행을 어떻게 쓰는지 안내한다.
+# > 레슨의 용어는 아래 한국어–영어 용어집에 씨앗 문서가 쓰는 표기 그대로 모았다.
+#
 # **You will learn**
 # - what the ten lessons cover, and in which order to read them;
 # - how the interactive views work: drag a slider, or set it from code;
-# - how to run the `kvsim` command line (`models`, `calc`, `--explain`, `--json`, `compare`) in a terminal or from a notebook;
-# - what the "check yourself" cells at the end of every lesson do.
+# - how to run the `kvsim` command line (`models`, `calc`, `--explain`, `--json`, `compare`) in a terminal or from a notebook, and what each line of its output means;
+# - how the "your turn" cells work (you compute, kvsim checks), and what the self-test cells at the end of every lesson are.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
 import json
 
 import matplotlib.pyplot as plt
 
 from kvsim.calc import memory
+from kvsim.calc.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.cli import run_cli
-from kvsim.widgets.start import draw_slider_demo
+from kvsim.widgets.start import draw_slider_demo, slider_demo_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -52,7 +56,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 #
 # | lesson | topic | in one line |
 # |---|---|---|
-# | 00 | Start here | this notebook: sliders, the command line, check-yourself cells |
+# | 00 | Start here | this notebook: sliders, the command line, your-turn and self-test cells, the glossary |
 # | 01 | Why a KV cache | recomputing the prefix costs 1,499,500 token positions for a 1,000 + 1,000 answer, caching costs 1,999; measured on a real decode |
 # | 02 | How big is it | $2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$ per token: Llama 3 8B needs 128 KiB, 1 GiB per 8K request |
 # | 03 | MHA, GQA, MQA, MLA | four ways to store K and V at DeepSeek-V3's sizes: 3.81 MiB, 244 KiB, 30.5 KiB, 68.6 KiB per token |
@@ -68,9 +72,10 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # %% [markdown]
 # ## How a lesson is built
 #
-# Each lesson has the same parts, in this order: a short story in small steps; **the formula**, each symbol tied to the
-# `config.json` field it comes from; a **table** computed by kvsim; a **plot**; an **interactive view** with sliders;
-# **check yourself** cells; a summary and **exercises**.
+# Each lesson has the same parts, in this order: a three-line Korean summary naming the section of the seed notes it
+# covers; a short story in small steps with **a picture of each mechanism**; **the formula**, each symbol tied to the
+# `config.json` field it comes from; a **table** computed by kvsim; **interactive views** with sliders; a summary;
+# **your turn** cells where you compute and kvsim checks; open **exercises**; and a final **self-test**.
 #
 # Cells that decode with a real model show a progress bar and finish in seconds. Nothing is downloaded: the models are
 # built with random weights but the real layer geometry, which is all a cache cares about.
@@ -92,10 +97,7 @@ plt.show()
 # in a code cell moves the slider from code, which is how kvsim's tests move every slider to its minimum and maximum.
 # Sliders only work in a running notebook; on a static page you see the figure for the default values.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.start import slider_demo_view  # noqa: E402
-
+# %% tags=["nbval-ignore-output"]
 demo = slider_demo_view()
 demo
 
@@ -123,7 +125,19 @@ print(run_cli("kvsim models"))
 print(run_cli("kvsim calc llama-3-8b --tokens 8192"))
 
 # %% [markdown]
-# `--explain` adds the formula with each number in place. `--json` prints one JSON object with every figure in bytes.
+# Line by line:
+# - `bytes per token`: what one token adds to one sequence's cache, summed over the layers (lesson 02's formula);
+# - `KV cache`: bytes per token × tokens × batch, the **theoretical** size: only the tokens actually held;
+# - `total`: the KV cache plus any fixed recurrent state (lesson 05; Llama has none, so it equals the KV cache);
+# - `allocated, 256-token steps`: what a growing cache really reserves. kvsim's caches (like mlx-lm's) enlarge their
+#   buffers 256 token slots at a time (`--step`), so they hold up to 255 empty slots;
+# - `paged, 16-token blocks`: what a paged server reserves: whole blocks of 16 tokens (`--block-size`), at most 15
+#   empty slots per sequence (lesson 07);
+# - `read per decode step`: the cache bytes one decode step reads. Here the whole cache; a sliding-window layer reads
+#   only its window, a quantized cache its compressed bytes (lesson 08).
+#
+# At 8,192 tokens, a multiple of both 256 and 16, the four sizes agree. `--explain` adds the formula with each number in
+# place; `--json` prints one JSON object with every figure in bytes.
 
 # %%
 print(run_cli("kvsim calc llama-3-8b --tokens 8192 --explain"))
@@ -133,9 +147,8 @@ calc = json.loads(run_cli("kvsim calc llama-3-8b --tokens 8192 --json"))
 print({k: calc[k] for k in ("model", "tokens", "batch", "kv_dtype", "bytes_per_token", "kv_bytes")})
 
 # %% [markdown]
-# The `allocated` and `paged` lines are what a real cache reserves: a growing cache adds slots 256 tokens at a time
-# (`--step`), a paged one holds 16 tokens per block (`--block-size`). At 8,192 tokens both fit exactly; at 8,100
-# the last step and the last block (here 64 tokens) are partly empty:
+# At 8,100 tokens the last step and the last block are partly empty: the step-grown buffer still holds 8,192 slots
+# (92 empty), and with 64-token blocks (`--block-size 64`) the last of 127 blocks holds 36 tokens and 28 empty slots:
 
 # %%
 print(run_cli("kvsim calc llama-3-8b --tokens 8100 --block-size 64"))
@@ -150,26 +163,65 @@ print(run_cli("kvsim compare llama-3-8b mistral-7b-v0.1 deepseek-v3 --tokens 327
 print(run_cli("kvsim calc llama-3-8b --tokens -5"))
 
 # %% [markdown]
-# ## Check yourself
+# ## Your turn, and self-tests
 #
-# The last cells of every lesson are `assert` statements. They compare what kvsim computes with the numbers in the
-# lesson's sources, or a formula with bytes measured on real MLX arrays. When a cell runs without an error, every
-# check in it holds; an `AssertionError` points at the line that does not. Change a number and run the cell to see one
-# fail. For example, the formula of lesson 02 for Llama 3 8B at 8,192 tokens:
+# Every lesson has **your turn** cells: a question, a cell with `answer = None` for your number, and a cell that
+# checks it with `check(...)`. The check compares your number with what kvsim computes and tells you, in words, what is
+# off (for example "you used `num_attention_heads` in place of `num_key_value_heads`"), then shows kvsim's derivation.
+# It never stops the notebook: with `None` it only says what to do. Worked solutions are in `notebooks/solutions/`.
 #
-# $$
-# M_{\text{total}} = 2 \times \underbrace{32}_{\texttt{num\_hidden\_layers}} \times \underbrace{8}_{\texttt{num\_key\_value\_heads}}
-# \times \underbrace{128}_{\texttt{head\_dim}} \times \underbrace{2}_{\text{bf16}} \times \underbrace{8192}_{T} = 2^{30}\ \text{B} = 1\ \text{GiB}
-# $$
+# Try it: Llama 3 70B has 80 layers, 8 KV heads and `head_dim` 128. How many bytes does one token add to its cache in
+# bf16 (2 bytes per element)? (This is exercise 02.1; lesson 02 explains the formula.)
 
 # %%
-cfg = load_model("llama-3-8b").config
-assert (cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]) == (32, 8, 128)
-assert calc["bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
-assert calc["kv_bytes"] == memory.kv_bytes(load_model("llama-3-8b"), 8192) == 2**30
-assert "llama-3-8b" in run_cli("kvsim models").split()
-assert demo.controls["tokens"].value == 8192
-print("all checks passed")
+bytes_per_token_70b = None  # your turn: 2 × layers × KV heads × head_dim × bytes per element
+
+# %%
+check("02.1", bytes_per_token_70b)
+
+# %% [markdown]
+# The last section of every lesson, **self-test**, is different: its cells are `assert` statements that check the
+# package itself, i.e. that kvsim still reproduces the numbers the lesson quotes from its sources and that a formula
+# matches bytes measured on real MLX arrays. They run silently when everything holds. You do not need to read them.
+#
+# ## Glossary: 용어집
+#
+# The seed notes (in Korean) keep many terms in English; the middle column shows the term as the seeds write it.
+#
+# | English | in the seeds | lesson |
+# |---|---|---|
+# | KV cache | KV cache, KV 캐시 | 00–09 |
+# | key, value, query | key·value, query (key(K), value(V)) | 01 |
+# | autoregressive decoding | autoregressive decoding | 01 |
+# | causal mask | causal mask | 01, 04 |
+# | prefill | prefill; 프리필 (seed 000: 콜드 프리필, cold prefill) | 01, 09 |
+# | decode, decoding | decode; 디코딩 | 01, 08 |
+# | step (decode step) | 스텝, decode step | 01 |
+# | token, sequence, batch | 토큰, 시퀀스, 배치 | 01, 02 |
+# | layer | 층, layer | 02 |
+# | bytes per token | 토큰당 크기, 토큰당 캐시 | 02 |
+# | element, bytes per element | 원소, 원소당 바이트 | 02, 03 |
+# | context (length) | 문맥 (길이) | 02 |
+# | weights | 가중치 | 02 |
+# | memory bandwidth, bottleneck | 메모리 대역폭, 병목 | 01, 08 |
+# | KV head, query head, group | key·value head, query head, 그룹 | 03 |
+# | latent (MLA) | latent 벡터 | 03 |
+# | absorption (absorbed MLA) | 흡수 | 03 |
+# | sliding window | sliding window | 04 |
+# | ring buffer, linearize | 고정 크기 버퍼에 돌려 가며 덮어쓴다; 선형화 | 04 |
+# | chunk, chunked attention | chunk, ChunkedKVCache | 04 |
+# | recurrent state | 순환 상태 | 05 |
+# | hybrid | 하이브리드 | 05 |
+# | quantization | 양자화 | 06 |
+# | allocation | 할당 | 00, 07 |
+# | block, page | 블록 (16 토큰 블록), page | 07 |
+# | prefix sharing | prefix 공유 | 07 |
+# | preemption, eviction | preemption, eviction | 07 |
+# | speculative decoding | 투기적 디코딩 | 09 |
+# | drafter, prompt lookup | 드래프터, 프롬프트 조회 | 09 |
+# | rewind, trim | rewind, 되돌리다; trim() | 09 |
+#
+# Plots stay in English, like the code they are drawn from.
 
 # %% [markdown]
 # ## Summary
@@ -177,7 +229,7 @@ print("all checks passed")
 #   or in pages (07), what decode reads (08), and rewinding it (09).
 # - A view is a drawing function plus controls; drag them, or set `view.controls[name].value` from code.
 # - `kvsim models | calc | compare` size caches from the command line; `--explain` shows the formula, `--json` the raw bytes.
-# - "Check yourself" cells are asserts: silent when right, loud when not.
+# - Your-turn cells: you compute, `check` says what is off. Self-test cells: the package checks itself.
 #
 # ## Exercises
 # 1. Move the demo's tokens slider to 131,072 (Llama 3.1's context). How large is the cache? Now pick `fp8`.
@@ -187,3 +239,22 @@ print("all checks passed")
 
 # %%
 # Exercise 2 - your answer here: print(run_cli('kvsim calc llama-3-8b --tokens 32768 --gpu "H100 80GB"'))
+
+# %% [markdown]
+# ## Self-test
+#
+# The package against lesson 02's formula for Llama 3 8B at 8,192 tokens (silent when it holds):
+#
+# $$
+# M_{\text{total}} = 2 \times \underbrace{32}_{\texttt{num\_hidden\_layers}} \times \underbrace{8}_{\texttt{num\_key\_value\_heads}}
+# \times \underbrace{128}_{\texttt{head\_dim}} \times \underbrace{2}_{\text{bf16}} \times \underbrace{8192}_{T} = 2^{30}\ \text{B} = 1\ \text{GiB}
+# $$
+
+# %% tags=["self-test"]
+cfg = load_model("llama-3-8b").config
+assert (cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]) == (32, 8, 128)
+assert calc["bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
+assert calc["kv_bytes"] == memory.kv_bytes(load_model("llama-3-8b"), 8192) == 2**30
+assert "llama-3-8b" in run_cli("kvsim models").split()
+assert demo.controls["tokens"].value == 8192
+print("self-test passed")

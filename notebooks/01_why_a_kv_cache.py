@@ -16,24 +16,34 @@
 # %% [markdown]
 # # 01 · Why a KV cache?
 #
+# > **요약** (seed 001 「캐시가 없으면 같은 계산을 매 스텝 반복한다」, 「Prefill 은 캐시를 만들고 decode 는 캐시를 읽는다」)
+# > causal mask 때문에 과거 토큰의 key·value 는 바뀌지 않으므로, 한 번 계산해 캐시에 두고 매 스텝 새 토큰 하나만 계산한다.
+# > prompt 1,000 + 답변 1,000 토큰이면 모델에 넣는 토큰 위치가 1,499,500 개에서 1,999 개로 준다 (약 750 분의 1).
+#
 # **You will learn**
 # - why the keys and values of past tokens never change during generation, so they can be stored instead of recomputed;
 # - how many token positions a model processes with and without a cache: 1,499,500 vs 1,999 for a 1,000-token prompt and a 1,000-token answer;
 # - that the cost without a cache grows with the square of the answer length, and with a cache linearly;
+# - the two functions that make a cache: the cache's `update_and_fetch` and the attention that reads what it returns;
 # - what prefill and decode do to the cache, measured on a real MLX model that decodes both ways and gives the same answer.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
+import inspect
 
 import matplotlib.pyplot as plt
+import mlx.core as mx
 
+from kvsim.cache import KVCache
+from kvsim.cache.sdpa import sdpa
 from kvsim.calc import memory
-from kvsim.model import build_model, toy_spec
+from kvsim.calc.exercises import check
 from kvsim.calc.tables import format_table
 from kvsim.calc.tokens_fed import CACHED, UNCACHED, fed_rows, tokens_fed
 from kvsim.measure.cache_speedup import decode_with_and_without_cache
-from kvsim.widgets.recompute import draw_decode_time, draw_tokens_fed
+from kvsim.model import build_model, toy_spec
+from kvsim.widgets.cache_grid import draw_step_grid, draw_tokens_fed_log, step_grid_view, tokens_fed_log_view
+from kvsim.widgets.recompute import draw_decode_time
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -56,6 +66,23 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # Without a cache the model is fed the whole sequence again at every step. The answer is the same, but all the work on
 # the earlier tokens repeats the previous step. A **KV cache** stores each layer's keys and values once, so every new step
 # only computes the new token's query, key and value and reads the rest from memory.
+#
+# The picture shows it for a 4-token prompt (positions 0-3; token $t$ sits at position $t$). Each row is one decode step;
+# step 1 is the prefill. Without a cache (left) every step feeds the whole sequence again: red cells are positions
+# computed once more although nothing about them changed. With a cache (right) those cells are blue: their keys and
+# values are read, not recomputed. Green is the one position computed for the first time, gold the token the step
+# produces (it is fed at the next step).
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 4.6), layout="constrained")
+draw_step_grid(ax, step=4, prompt_tokens=4)
+plt.show()
+
+# %% [markdown]
+# Move the decode step down: the red triangle grows with the square of the steps, the green diagonal by one per step.
+
+# %% tags=["nbval-ignore-output"]
+step_grid_view()
 
 # %% [markdown]
 # ## Counting the work
@@ -86,11 +113,13 @@ print(f"ratio {un:,} / {ca:,} = {un / ca:.0f}")
 
 # %% [markdown]
 # With the cache the model processes about 750 times fewer token positions. The count without a cache grows with the
-# square of the answer length; with a cache it grows linearly.
+# square of the answer length; with a cache it grows linearly. On a linear axis the cached line would lie flat on the
+# x axis, 750 times below the other, so the axis is logarithmic: each grid line is 10 times the one below. At step 1
+# both feed the whole prompt; after that the red curve climbs and the blue one barely moves.
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-draw_tokens_fed(ax, prompt_tokens=1000, answer_tokens=1000)
+draw_tokens_fed_log(ax, prompt_tokens=1000, answer_tokens=1000)
 plt.show()
 
 # %% [markdown]
@@ -99,11 +128,34 @@ plt.show()
 # Drag the sliders. A longer prompt lifts both lines at the start, but only the red one keeps paying for it at every step.
 # A longer answer bends the red curve up: every extra token makes all later steps longer.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.recompute import recompute_view  # noqa: E402
+# %% tags=["nbval-ignore-output"]
+tokens_fed_log_view()
 
-recompute_view()
+# %% [markdown]
+# ## The code: write to the cache, read from it
+#
+# Two short functions make all of this. The cache's `update_and_fetch` stores the new tokens' keys and values at
+# `[offset, offset + S)` and hands back everything stored so far; attention then scores the new queries against those
+# keys and averages the values. This is kvsim's own code (read from the package, so it is always the code that runs):
+
+# %%
+print(inspect.getsource(KVCache.update_and_fetch))
+
+# %%
+print(inspect.getsource(sdpa))
+
+# %% [markdown]
+# The cache holds one array for keys and one for values, each of shape **[B, n_kv_heads, T, head_dim]**: batch,
+# key/value heads, tokens (the axis that grows), head length. A prefill of 5 tokens and one decode step on one layer
+# of Llama 3 8B's shape (8 KV heads of 128; its 32 query heads never enter the cache):
+
+# %%
+cache = KVCache()
+k = v = mx.zeros((1, 8, 5, 128))                        # prefill: 5 tokens
+keys, values = cache.update_and_fetch(k, v)
+print("after prefill:", tuple(keys.shape), "offset", cache.offset)
+keys, values = cache.update_and_fetch(mx.zeros((1, 8, 1, 128)), mx.zeros((1, 8, 1, 128)))  # one decode step
+print("after 1 step: ", tuple(keys.shape), "offset", cache.offset)
 
 # %% [markdown]
 # ## A real decode, both ways
@@ -118,8 +170,7 @@ model = build_model(toy_spec("gqa"), seed=0)
 print({k: model.spec.config[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                                          "head_dim", "hidden_size", "vocab_size")})
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 run = decode_with_and_without_cache(model, prompt_tokens=32, answer_tokens=96, seed=0, progress=True)
 
 # %% [markdown]
@@ -141,8 +192,7 @@ print("first answer tokens:", run.cached.tokens[:12])
 # cost for launching its few dozen operations, and a model this small does so little work per token that the fixed cost
 # is a large share of a cached step. The larger the model, the closer the time ratio gets to the count ratio.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
 draw_decode_time(ax, run)
 plt.show()
@@ -175,9 +225,64 @@ print("bytes per token:", memory.bytes_per_token(run.spec, run.kv_dtype))
 # lesson 08 measures that.
 
 # %% [markdown]
-# ## Check yourself
+# ## Summary
+# - Causal attention never changes the keys and values of earlier tokens, so each layer can store them: the KV cache.
+# - Without it the model reprocesses the whole prefix at every step: $AP + A(A-1)/2$ positions, 1,499,500 for 1,000 + 1,000.
+#   With it: $P + A - 1$, 1,999. The first grows with the square of the answer, the second linearly.
+# - `update_and_fetch` writes the new keys and values at the offset of a [B, n_kv_heads, T, head_dim] buffer and returns
+#   all of them; attention reads what it returns.
+# - A real decode gives the same tokens both ways; the measured time shows the same quadratic vs linear shape.
+# - Prefill writes the prompt's keys and values in one pass; each decode step appends one token and reads the whole cache.
+#
+# ## Your turn
+#
+# Put your number in place of `None`, run the cell and the `check` cell below it. The check says what is off, if
+# anything. Worked solutions: `notebooks/solutions/01_why_a_kv_cache.ipynb`.
+#
+# **1.** A 500-token prompt, a 200-token answer, **no cache**: how many token positions does the model process in all?
 
 # %%
+fed_without_cache = None  # your turn
+
+# %%
+check("01.1", fed_without_cache)
+
+# %% [markdown]
+# **2.** The same request **with** a cache?
+
+# %%
+fed_with_cache = None  # your turn
+
+# %%
+check("01.2", fed_with_cache)
+
+# %% [markdown]
+# **3.** The toy model of the real run (its config is printed above), now with **bf16** caches (2 bytes per element):
+# how many bytes do its two layers' caches hold together after a 100-token prompt and a 50-token answer?
+# (The last answer token is produced, never fed.)
+
+# %%
+cache_bytes_at_end = None  # your turn
+
+# %%
+check("01.3", cache_bytes_at_end)
+
+# %% [markdown]
+# ## Exercises
+# 1. With the sliders, find a prompt and answer length where the cache saves "only" 10×. What does that say about short answers?
+# 2. Rerun the real decode with `answer_tokens=192`. By how much does the time without a cache grow compared with 96? And with a cache?
+# 3. Decode with `kv_dtype="bf16"` (`decode_with_and_without_cache(model, 32, 96, kv_dtype="bf16")`): how many bytes per token
+#    does the cache hold now, and are the answer tokens still the same as without a cache?
+
+# %%
+# Exercise 3 - your answer here: run2 = decode_with_and_without_cache(model, 32, 96, kv_dtype="bf16"); print(format_table(run2.trace_rows()))
+
+# %% [markdown]
+# ## Self-test
+#
+# kvsim checking itself against the seed's numbers and the real runs above (silent when everything holds).
+
+# %% tags=["self-test"]
 assert tokens_fed(1000, 1000, cached=False) == sum(999 + k for k in range(1, 1001)) == 1_499_500
 assert tokens_fed(1000, 1000, cached=True) == 1000 + 999 == 1_999
 assert round(1_499_500 / 1_999) == 750
@@ -189,23 +294,6 @@ assert run.cached.positions_fed == tokens_fed(32, 96, cached=True) == 127
 assert [s.positions_fed for s in run.cached.trace] == [32] + [1] * 95
 assert all(s.cache_used_bytes == (32 + s.step) * 1024 for s in run.cached.trace)
 assert run.uncached.caches is None
-# timing: recomputing did far more work, so it took longer (loose: the machine may be busy)
-assert seconds[UNCACHED] > seconds[CACHED]
-print("all checks passed")
-
-# %% [markdown]
-# ## Summary
-# - Causal attention never changes the keys and values of earlier tokens, so each layer can store them: the KV cache.
-# - Without it the model reprocesses the whole prefix at every step: $AP + A(A-1)/2$ positions, 1,499,500 for 1,000 + 1,000.
-#   With it: $P + A - 1$, 1,999. The first grows with the square of the answer, the second linearly.
-# - A real decode gives the same tokens both ways; the measured time shows the same quadratic vs linear shape.
-# - Prefill writes the prompt's keys and values in one pass; each decode step appends one token and reads the whole cache.
-#
-# ## Exercises
-# 1. With the sliders, find a prompt and answer length where the cache saves "only" 10×. What does that say about short answers?
-# 2. Rerun the real decode with `answer_tokens=192`. By how much does the time without a cache grow compared with 96? And with a cache?
-# 3. Decode with `kv_dtype="bf16"` (`decode_with_and_without_cache(model, 32, 96, kv_dtype="bf16")`): how many bytes per token
-#    does the cache hold now, and are the answer tokens still the same as without a cache?
-
-# %%
-# Exercise 3 - your answer here: run2 = decode_with_and_without_cache(model, 32, 96, kv_dtype="bf16"); print(format_table(run2.trace_rows()))
+# the cache layout: [B, n_kv_heads, T, head_dim]
+assert tuple(keys.shape) == (1, 8, 6, 128) and cache.offset == 6
+print("self-test passed")

@@ -16,24 +16,33 @@
 # %% [markdown]
 # # 02 · How big is a KV cache?
 #
+# > **요약** (seed 001 「캐시 크기는 층·key/value head·head 길이에 비례한다」, seed 000 「메모리 증가량」)
+# > 토큰 하나의 캐시는 $2\times n_{\text{layers}}\times n_{\text{kv}}\times d_h\times b$ 바이트이고, 요청 전체는 여기에 토큰 수와 배치 크기를 곱한다.
+# > Llama 3 8B 는 토큰당 128 KiB, 8K 요청 하나에 1 GiB 이며, 약 12 만 토큰에서 캐시가 BF16 가중치만큼 커진다 (MHA 였다면 약 3 만 토큰).
+#
 # **You will learn**
-# - the formula for the bytes one token adds to the cache, and where each symbol lives in a model's `config.json`;
+# - the formula for the bytes one token adds to the cache, where each symbol lives in a model's `config.json`, and the formula as three lines of Python;
 # - why Llama 3 8B needs 128 KiB per token and Llama 3 70B 320 KiB, and what they would need without GQA;
-# - how the cache grows with context length and batch, and when it overtakes the weights (8K = 1 GiB, 128K = 16 GiB);
+# - how the cache grows with context length and batch, and where it overtakes the weights (8K = 1 GiB, 128K = 16 GiB;
+#   the weights at 122,533 tokens, or 30,634 as MHA);
 # - how many requests fit on one accelerator once the weights are loaded.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 
 from kvsim.calc import capacity, memory, units
+from kvsim.calc.counterfactual import as_mha, attention_variants
+from kvsim.calc.exercises import check
 from kvsim.calc.explain import explain
+from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
-from kvsim.calc.counterfactual import as_mha, attention_variants
 from kvsim.calc.weights import weights_bytes
+from kvsim.serving.fragmentation import kwon_setup_capacity_tokens
+from kvsim.widgets.seed_figure import draw_seed_figure, seed_figure_view
+from kvsim.widgets.size import capacity_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -66,14 +75,25 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # Models whose layers differ (sliding windows, MLA, recurrent layers) sum the same product layer by layer; later lessons do that.
 
 # %% [markdown]
-# ## Llama 3 8B, read from its config
+# ## The formula as code, on Llama 3 8B's config
 #
-# kvsim reads a model's real `config.json` into one specification per layer and plugs the numbers in:
+# Here is the whole formula in plain Python, reading the fields straight from Llama 3 8B's `config.json`
+# (`load_model(...).config` is that file as a dict), next to what kvsim computes:
+
+# %%
+cfg = load_model("llama-3-8b").config
+head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+bytes_per_element = 2                                                    # bf16
+m_token = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * bytes_per_element
+print(f"M_token = 2 × {cfg['num_hidden_layers']} × {cfg['num_key_value_heads']} × {head_dim} × {bytes_per_element} = {m_token:,} B")
+print(f"kvsim:    memory.bytes_per_token = {memory.bytes_per_token(load_model('llama-3-8b'), 'bf16'):,} B")
+print(f"M_total at T = 8,192, B = 1: {m_token * 8192 * 1:,} B = {units.format_bytes(m_token * 8192)}")
+
+# %% [markdown]
+# kvsim does the same, layer by layer, and can show its work:
 
 # %%
 llama8b = load_model("llama-3-8b")
-cfg = llama8b.config
-print({k: cfg[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size")})
 print(explain(llama8b, tokens=8192).text)
 
 # %% [markdown]
@@ -101,37 +121,38 @@ print(format_table(rows))
 #
 # The cache is proportional to the number of tokens it holds: context length × concurrent requests.
 # One 8K-token request of Llama 3 8B needs 1 GiB; sixteen 8K requests, or one 128K request
-# (Llama 3.1 8B has the same shape with a 128K context), need 16 GiB. The dotted line is the bf16 weights,
-# about 16 GB (8 billion parameters × 2 bytes): near 128K tokens the cache is as large as the model.
-# As MHA, it would be as large at a quarter of that, about 32K tokens.
+# (Llama 3.1 8B has the same shape with a 128K context), need 16 GiB. The weights in bf16 take 8.03 billion
+# parameters × 2 bytes = 16.1 GB, which is 14.96 GiB. The cache reaches that size at the **crossover**:
 
 # %%
 llama31 = load_model("llama-3.1-8b")
 points = [("one 8K request", 8192, 1), ("16 × 8K requests", 8192, 16), ("one 128K request", 131_072, 1)]
 print(format_table([{"case": c, "tokens": t, "batch": b, "KV bytes": memory.kv_bytes(llama31, t, b),
                      "= ": units.format_bytes(memory.kv_bytes(llama31, t, b))} for c, t, b in points]))
+w = weights_bytes(llama31, "bf16")
 cross = capacity.crossover_tokens(llama31)
 cross_mha = capacity.crossover_tokens(as_mha(llama31))
-print(f"weights {weights_bytes(llama31, 'bf16'):,} B; the cache equals them at {cross:,} tokens ({cross_mha:,} if MHA)")
+print(f"bf16 weights {w:,} B = {w / 2**30:.2f} GiB = {w / 1e9:.1f} GB")
+print(f"the cache equals them at {cross:,} tokens; as MHA (4× the bytes per token) at {cross_mha:,}")
+
+# %% [markdown]
+# This is the seed's figure, with its marks computed by kvsim: the orange line is Llama 3.1 8B's cache (128 KiB per
+# token), the red dashed line the same model as MHA (512 KiB per token), the dotted level its bf16 weights. The dots
+# mark 8K = 1 GiB and 128K = 16 GiB, and the two crossovers: 122,533 tokens, and a quarter of that as MHA.
 
 # %%
-from kvsim.widgets.size import draw_kv_vs_tokens  # noqa: E402
-
-fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-draw_kv_vs_tokens(ax, model="llama-3.1-8b", tokens=131_072, batch=1, kv_dtype="bf16")
+fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
+draw_seed_figure(ax, model="llama-3.1-8b", kv_dtype="bf16")
 plt.show()
 
 # %% [markdown]
-# ## Try it: model, tokens, batch, dtype
+# ## Try it: model and KV dtype
 #
-# Move the sliders. Switch to a Gemma 3 or gpt-oss model and watch the curve bend: their sliding-window layers
-# stop growing at the window (lesson 04). A DeepSeek model has no MHA line: its MLA cache is not made of KV heads (lesson 03).
+# Pick another model or KV dtype. fp8 halves every line and pushes each crossover twice as far; Llama 3 70B's weights
+# are so large that one request never reaches them within its 128K context.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.size import kv_size_view  # noqa: E402
-
-kv_size_view()
+# %% tags=["nbval-ignore-output"]
+seed_figure_view()
 
 # %% [markdown]
 # ## How many requests fit on one GPU?
@@ -139,53 +160,102 @@ kv_size_view()
 # Serving memory is shared: the weights are fixed, and what is left (minus activations and a reserve) holds KV caches.
 # Kwon et al. (2023, Figure 1) served a 13B model on an A100 40GB: about 65 % of memory held the weights (26 GB)
 # and about 30 % the KV cache. For OPT-13B one token needs 2 × 40 layers × 5120 × 2 B = 800 KiB
-# (40 heads of 128, MHA), so 30 % of 40 GB holds only about 14,300 tokens: seven 2,048-token requests.
+# (40 heads of 128, MHA).
+#
+# How much is "40GB"? The paper's arithmetic (65 % ≈ 26 GB) takes 40 × 10⁹ B, and lesson 07's serving simulation
+# follows it. The card itself holds 40 GiB = 42.9 × 10⁹ B (`nvidia-smi` shows 40,960 MiB), which is what kvsim's
+# accelerator table stores. Both, side by side:
 
 # %%
 opt13b = attention_variants(num_layers=40, num_attention_heads=40, head_dim=128)["MHA"]
-a100_40gb = 40 * 10**9
-kv_share = int(0.30 * a100_40gb)
 per_token = memory.bytes_per_token(opt13b, "fp16")
-n_requests = capacity.max_concurrent_sequences(opt13b, 2048, a100_40gb, utilization=0.95, kv_dtype="fp16",
-                                               weights_bytes=int(0.65 * a100_40gb))
-print(f"OPT-13B: {per_token:,} B per token; 30 % of 40 GB = {kv_share:,} B = {kv_share // per_token:,} tokens")
-print(f"requests of 2,048 tokens that fit: {n_requests}")
+a100_40gb = {"40 × 10⁹ B (the paper, lesson 07)": 40 * 10**9,
+             "40 GiB (the card, kvsim's table)": get_accelerator("A100 40GB").memory_bytes}
+rows = []
+for label, memory_bytes in a100_40gb.items():
+    kv_share = int(0.30 * memory_bytes)
+    rows.append({"A100 40GB as": label, "30 % for KV (B)": kv_share, "tokens": kv_share // per_token,
+                 "2,048-token requests": capacity.max_concurrent_sequences(
+                     opt13b, 2048, memory_bytes, utilization=0.95, kv_dtype="fp16",
+                     weights_bytes=int(0.65 * memory_bytes))})
+print(f"OPT-13B: {per_token:,} B per token (fp16)")
+print(format_table(rows))
+print("lesson 07's simulated KV budget:", f"{kwon_setup_capacity_tokens():,} token slots")
 
 # %% [markdown]
+# Either way only about 15 thousand tokens fit (14,648 with the paper's 40 × 10⁹ B, the budget lesson 07 simulates):
+# seven requests of 2,048 tokens.
+#
 # The same question for the models in kvsim's registry: pick a model, an accelerator, a context length and the
 # share of memory the server may use (vLLM's default `gpu_memory_utilization` is 0.9).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.size import capacity_view  # noqa: E402
-
+# %% tags=["nbval-ignore-output"]
 capacity_view()
 
 # %% [markdown]
-# ## Check yourself
+# ## Summary
+# - $M_{\text{token}} = 2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$: count KV heads, not query heads.
+# - Llama 3 8B: 128 KiB per token, 1 GiB per 8K request, 16 GiB for 16 × 8K or one 128K request; as large as its bf16
+#   weights (14.96 GiB) at 122,533 tokens, at 30,634 had it been MHA.
+# - GQA with 8 KV heads is what keeps Llama 3 at a quarter (8B) or an eighth (70B) of the MHA cache.
+# - On a GPU, what remains after the weights decides how many requests run at once.
+#
+# ## Your turn
+#
+# Put your number in place of `None`, then run the `check` cell. Solutions: `notebooks/solutions/02_how_big_is_it.ipynb`.
+#
+# **1.** Llama 3 70B has `num_hidden_layers` 80, `num_key_value_heads` 8, `num_attention_heads` 64 and `head_dim` 128.
+# How many bytes does one token add to its cache in bf16?
 
 # %%
-assert memory.bytes_per_token(load_model("llama-3-8b"), "bf16") == 2 * 32 * 8 * 128 * 2 == 131_072
+bytes_per_token_70b = None  # your turn
+
+# %%
+check("02.1", bytes_per_token_70b)
+
+# %% [markdown]
+# **2.** One Llama 3 8B request on an H100 80GB (80 GiB, kvsim's table), with the bf16 weights loaded
+# (`weights_bytes(llama8b)` bytes) and a server that may use 90 % of the memory: what is the longest context, in tokens,
+# whose cache still fits?
+
+# %%
+longest_context = None  # your turn
+
+# %%
+check("02.2", longest_context)
+
+# %% [markdown]
+# **3.** At how many tokens does one Llama 3 70B request's cache become as large as the **8B** model's bf16 weights?
+
+# %%
+tokens_70b_equals_8b_weights = None  # your turn
+
+# %%
+check("02.3", tokens_70b_equals_8b_weights)
+
+# %% [markdown]
+# ## Exercises
+# 1. With `kvsim calc llama-3-70b --tokens 32768 --batch 4 --tp 8 --json` in a terminal, how much KV does each of 8 GPUs hold? Why does `--tp 16` not halve it again?
+# 2. Find a registry model whose `head_dim` is not `hidden_size / num_attention_heads` (hint: Gemma 2, gpt-oss, Qwen3-Next). By how much would a calculator that derives `head_dim` be wrong?
+# 3. In the figure's view, pick fp8: where do the crossovers move, and why exactly there?
+
+# %%
+# Exercise 2 - your answer here: compare load_model("gemma-2-9b").config["head_dim"] with hidden_size / num_attention_heads.
+
+# %% [markdown]
+# ## Self-test
+#
+# kvsim against the seed's numbers (silent when everything holds).
+
+# %% tags=["self-test"]
+assert m_token == memory.bytes_per_token(load_model("llama-3-8b"), "bf16") == 2 * 32 * 8 * 128 * 2 == 131_072
 assert memory.bytes_per_token(load_model("llama-3-70b"), "bf16") == 327_680
 assert memory.bytes_per_token(as_mha(load_model("llama-3-8b")), "bf16") == 512 * 2**10
 assert memory.kv_bytes(llama31, 8192) == 2**30
 assert memory.kv_bytes(llama31, 8192, batch=16) == memory.kv_bytes(llama31, 131_072) == 16 * 2**30
 assert 2 * memory.kv_bytes(llama31, 8192, kv_dtype="fp8") == memory.kv_bytes(llama31, 8192, kv_dtype="bf16")
-assert cross_mha * 4 in range(cross - 4, cross + 4)
-assert per_token == 800 * 2**10 and n_requests == 7
-print("all checks passed")
-
-# %% [markdown]
-# ## Summary
-# - $M_{\text{token}} = 2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$: count KV heads, not query heads.
-# - Llama 3 8B: 128 KiB per token, 1 GiB per 8K request, 16 GiB for 16 × 8K or one 128K request, as large as its weights near 128K tokens.
-# - GQA with 8 KV heads is what keeps Llama 3 at a quarter (8B) or an eighth (70B) of the MHA cache.
-# - On a GPU, what remains after the weights decides how many requests run at once.
-#
-# ## Exercises
-# 1. With `kvsim calc llama-3-70b --tokens 32768 --batch 4 --tp 8 --json` in a terminal, how much KV does each of 8 GPUs hold? Why does `--tp 16` not halve it again?
-# 2. Find a registry model whose `head_dim` is not `hidden_size / num_attention_heads` (hint: Gemma 2, gpt-oss, Qwen3-Next). By how much would a calculator that derives `head_dim` be wrong?
-# 3. At what context length does one request of Llama 3 70B need as much KV as the 8B model's whole bf16 weights?
-
-# %%
-# Exercise 3 - your answer here: compare memory.kv_bytes(load_model("llama-3-70b"), T) with weights_bytes(load_model("llama-3-8b")).
+assert (cross, cross_mha) == (122_533, 30_634) and cross_mha * 4 in range(cross - 4, cross + 4)
+assert memory.kv_bytes(llama31, cross - 1) < w <= memory.kv_bytes(llama31, cross)
+assert per_token == 800 * 2**10 and [r["2,048-token requests"] for r in rows] == [7, 7]
+assert rows[0]["tokens"] == kwon_setup_capacity_tokens() == 14_648
+print("self-test passed")

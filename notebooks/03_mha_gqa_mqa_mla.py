@@ -16,37 +16,47 @@
 # %% [markdown]
 # # 03 · MHA, GQA, MQA, MLA
 #
+# > **요약** (seed 001 「MHA, GQA, MQA, MLA 의 토큰당 캐시 비교」, seed 000 「Matrix-absorbed MLA decode」)
+# > 캐시는 query head 가 아니라 key·value head 를 저장하므로, GQA 와 MQA 는 여러 query head 가 key·value head 하나를 함께 읽게 해 캐시를 줄인다.
+# > MLA 는 층마다 latent 512 + RoPE key 64 만 저장해 같은 크기 MHA 의 1.76% 이고, 이는 그룹이 2.25 개인 GQA 와 같다.
+#
 # **You will learn**
 # - four ways to store keys and values: one K/V head per query head (MHA), per group of query heads (GQA), one for all (MQA),
-#   or one compressed latent per token (MLA);
+#   or one compressed latent per token (MLA), drawn head by head;
 # - what each costs per token at DeepSeek-V3's attention sizes: 3.81 MiB, 244 KiB, 30.5 KiB and 68.6 KiB;
-# - why MLA caches exactly as much as GQA with 2.25 groups;
+# - why MLA caches exactly as much as GQA with 2.25 groups, and why it keeps a separate 64-element RoPE key;
 # - that real MLX caches hold exactly the bytes the formula predicts, for all four, during a real decode;
 # - how MLA attends over its latent without ever building per-head keys and values (the "absorbed" path), and that it gives
 #   the same answer as building them.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 
 from kvsim.calc import memory
+from kvsim.calc.counterfactual import attention_variants, decodable_variants, equivalent_gqa_groups, variant_rows
+from kvsim.calc.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
-from kvsim.calc.counterfactual import attention_variants, equivalent_gqa_groups
 from kvsim.measure.variant_decode import compare_mla_paths, measure_variants
-from kvsim.calc.counterfactual import decodable_variants, variant_rows
-from kvsim.widgets.variants import draw_measured_bytes
+from kvsim.widgets.head_sharing import (
+    draw_head_sharing,
+    draw_measured_bytes_linear,
+    draw_mla_fanout,
+    head_sharing_view,
+    mla_view,
+)
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
 # %% [markdown]
-# ## Query heads are free, K/V heads are not
+# ## Query heads cost the cache nothing; K/V heads are what it stores
 #
 # Multi-head attention splits each token's query into $n_h$ heads. The cache, though, only stores **keys and values**,
-# so what it costs depends on how many K/V heads there are and how long they are, not on the query heads (lesson 02).
-# That leaves room to design: keep many query heads, store fewer or smaller keys and values.
+# so its size depends on how many K/V heads there are and how long they are, not on the query heads (lesson 02).
+# Query heads still cost weights and arithmetic; they just never enter the cache. That leaves room to design: keep many
+# query heads, store fewer or smaller keys and values.
 #
 # - **MHA** (multi-head attention, the original): every query head has its own key and value head. $n_{\text{kv}} = n_h$.
 # - **GQA** (grouped-query attention): query heads are split into $n_g$ groups; each group shares one key and value head. $n_{\text{kv}} = n_g$.
@@ -54,6 +64,20 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # - **MLA** (multi-head latent attention, DeepSeek-V2/V3): each token's keys and values for all heads are compressed
 #   into one **latent** vector $c^{KV}$ of length $d_c$, and only the latent is cached, plus a short key $k^R$ of length
 #   $d_h^R$ that carries the RoPE position. Each head rebuilds its own key and value from the latent with learned up-projections.
+#
+# The picture: DeepSeek-V3's 128 query heads, each coloured by the K/V head it reads, for GQA with 8 groups. Below,
+# one square per design whose **area** is its bytes per token (61 layers, bf16): 16 times the bytes is 16 times the area.
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
+draw_head_sharing(ax, num_key_value_heads=8)
+plt.show()
+
+# %% [markdown]
+# Slide `num_key_value_heads` from 128 (MHA: one colour per query head) down to 1 (MQA: one colour for all).
+
+# %% tags=["nbval-ignore-output"]
+head_sharing_view()
 
 # %% [markdown]
 # ## The formula
@@ -100,9 +124,43 @@ print(f"MLA caches {ds['kv_lora_rank']} + {ds['qk_rope_head_dim']} = {ds['kv_lor
       f"per layer = GQA with {groups} groups (2 x {groups} x 128 = {2 * groups * 128:.0f})")
 
 # %% [markdown]
-# By size alone MLA sits between GQA and MQA. In quality it does not: in DeepSeek-V2's comparison of MoE models (Appendix D.2)
-# MLA beat MHA with a cache of 14 % (about 16B parameters) and 4 % (about 250B) of MHA's size, while the GQA and MQA
-# papers reported quality close to or a little below MHA.
+# By size, then, MLA sits between GQA-8 and MQA. Its quality does not follow its size: in DeepSeek-V2's comparison of
+# MoE models (Appendix D.2) MLA beat MHA with a cache of 14 % (about 16B parameters) and 4 % (about 250B) of MHA's size,
+# while the GQA and MQA papers reported quality close to or a little below MHA. A smaller cache need not cost quality.
+
+# %% [markdown]
+# ## Inside MLA: a latent for everything, a separate key for position
+#
+# What one token caches per layer, and what each head rebuilds from it (box widths are vector lengths):
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
+draw_mla_fanout(ax, kv_lora_rank=512, qk_rope_head_dim=64)
+plt.show()
+
+# %% [markdown]
+# **Why a separate RoPE key?** RoPE rotates a query at position $s$ by $R_s$ and a key at position $t$ by $R_t$, and
+# $R_s^\top R_t = R_{t-s}$. Suppose MLA rotated the rebuilt key, $k_h = R_t W^{UK}_h c_t$. The score would be
+#
+# $$
+# q_h^\top k_h = (R_s q_h)^\top R_t W^{UK}_h c_t = q_h^\top \, R_{t-s} \, W^{UK}_h \, c_t .
+# $$
+#
+# The rotation $R_{t-s}$ changes with every cached token $t$ and sits **between** the query and $W^{UK}_h$, so
+# $W^{UK}_h$ can no longer be folded into the query once for all keys: every head's key would have to be rebuilt for
+# every cached token, which is what the latent was meant to avoid. DeepSeek-V2 therefore splits each head's score in two:
+#
+# $$
+# \text{score}_h(s, t) = \underbrace{(W^{UK\top}_h q^C_h)^\top c_t}_{\text{no RoPE: absorbable}}
+# \;+\; \underbrace{(R_s q^R_h)^\top (R_t k^R_t)}_{\text{RoPE on } d_h^R = 64 \text{ elements}}
+# $$
+#
+# The first term carries the content and never sees a position; the second carries the position through a small key
+# $k^R_t$ that is the same for every head and is rotated **before** it is cached. So the cache holds $c_t$ (512) and
+# $R_t k^R_t$ (64): 576 elements.
+
+# %% tags=["nbval-ignore-output"]
+mla_view()
 
 # %% [markdown]
 # ## Real caches, real decode
@@ -116,8 +174,7 @@ print(f"MLA caches {ds['kv_lora_rank']} + {ds['qk_rope_head_dim']} = {ds['kv_lor
 # in **bf16**, as a server would. Afterwards kvsim reads each layer's cache: `used_bytes` (bytes of the tokens held) and
 # `nbytes` (bytes allocated: caches grow in steps of 256 tokens, so 256 slots are reserved).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 runs = measure_variants(decodable_variants(q_lora_rank=None), num_layers=2, prompt_tokens=16, answer_tokens=8,
                         kv_dtype="bf16", seed=0, progress=True, keep_models=("MLA",))
 
@@ -127,18 +184,19 @@ print(format_table([r.row("bf16") for r in runs.values()]))
 
 # %% [markdown]
 # The last answer token is never fed back, so each cache holds 16 + 8 − 1 = 23 tokens. Dividing `used_bytes` by 23 gives
-# the bytes one token adds to one layer: exactly the formula's, for all four designs. Times 61 layers, it is the table above.
+# the bytes one token adds to one layer: exactly the formula's, for all four designs. Times 61 layers, it is the table
+# above. On a linear axis the MQA and MLA bars are slivers beside MHA's: that is their real size.
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-draw_measured_bytes(ax, runs, kv_dtype="bf16")
+draw_measured_bytes_linear(ax, runs, kv_dtype="bf16")
 plt.show()
 
 # %% [markdown]
 # ## Absorbed vs materialized MLA
 #
 # How does a head attend over a latent? Head $h$ rebuilds its key from the latent, $k_h = W^{UK}_h c$, and its value,
-# $v_h = W^{UV}_h c$. The score of a query is
+# $v_h = W^{UV}_h c$. The content part of the score is
 #
 # $$
 # q_h^\top k_h = q_h^\top W^{UK}_h c = \bigl(W^{UK\top}_h q_h\bigr)^\top c
@@ -148,7 +206,7 @@ plt.show()
 #   Simple, and cheap when many tokens are processed at once (prefill).
 # - **Absorbed**: fold $W^{UK}_h$ into the query once ($\tilde q_h = W^{UK\top}_h q_h$, length $d_c$), attend over the
 #   cached latents directly, and apply $W^{UV}_h$ to the weighted sum of latents at the end. Per-head keys and values are
-#   never built: this is how DeepSeek decodes.
+#   never built: this is how DeepSeek decodes (seed 000's "matrix-absorbed MLA decode").
 #
 # Both are the same arithmetic in a different order, so they must give the same answer. The MLA model above decodes the
 # same prompt both ways:
@@ -159,22 +217,63 @@ print("same tokens:", paths["same tokens"], paths["tokens"])
 print("max |logit difference| < 1e-4:", paths["max |logit difference|"] < 1e-4)
 
 # %% [markdown]
-# ## Try it: heads and latent size
+# ## Summary
+# - The cache stores K/V heads, not query heads: MHA $2n_hd_h$, GQA $2n_gd_h$, MQA $2d_h$, MLA $d_c + d_h^R$ elements per layer and token.
+# - At DeepSeek-V3's sizes (61 layers, 128 heads of 128, bf16): 3.81 MiB, 244 KiB, 30.5 KiB, 68.6 KiB per token;
+#   6.25 %, 0.78 % and 1.76 % of MHA.
+# - MLA's 512 + 64 = 576 elements equal GQA with 2.25 groups, yet DeepSeek-V2 reports better quality than MHA.
+# - RoPE on the rebuilt keys would block folding $W^{UK}$ into the query; MLA carries position in a separate 64-element key.
+# - Real caches measured during decode hold exactly those bytes; absorbed and materialized MLA give the same answer.
+# - Which term of the size formula each technique (GQA, MLA, quantization, windows, hybrids, paging, FlashAttention)
+#   changes is the table of lesson 08.
 #
-# Choose GQA's number of K/V heads, MLA's latent length `kv_lora_rank` and RoPE key length `qk_rope_head_dim`, and the
-# element type. The bars show bytes per token over 61 layers and each design's share of MHA.
-# How few K/V heads does GQA need to beat MLA? Which latent would match GQA-8?
+# ## Your turn
+#
+# Solutions: `notebooks/solutions/03_mha_gqa_mqa_mla.ipynb`.
+#
+# **1.** Llama 3 70B has 80 layers, 64 query heads and 8 K/V heads of 128. Had it used MLA with DeepSeek's
+# $d_c = 512$ and $d_h^R = 64$, how many bytes would one token add to its cache in bf16?
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.variants import variants_view  # noqa: E402
+mla_bytes_70b = None  # your turn
 
-variants_view()
+# %%
+check("03.1", mla_bytes_70b)
 
 # %% [markdown]
-# ## Check yourself
+# **2.** That MLA cache as a percentage of Llama 3 70B's real GQA-8 cache (327,680 B per token)?
 
 # %%
+mla_percent_of_gqa = None  # your turn
+
+# %%
+check("03.2", mla_percent_of_gqa)
+
+# %% [markdown]
+# **3.** An MLA layer with a smaller latent, $d_c = 256$, and $d_h^R = 32$, with heads of $d_h = 128$: GQA with how many
+# groups caches the same number of elements per token?
+
+# %%
+equivalent_groups = None  # your turn
+
+# %%
+check("03.3", equivalent_groups)
+
+# %% [markdown]
+# ## Exercises
+# 1. With the head view at 4, 8 and 16 K/V heads, how many query heads read each K/V head? What would go wrong with 96 K/V heads?
+# 2. Rerun the real decode with the real query compression, `decodable_variants(q_lora_rank=1536)`. Does any measured byte change? Why not?
+# 3. Compare `kvsim compare deepseek-v3 deepseek-v2 deepseek-v2-lite --tokens 32768`. Which fields of their configs make the difference?
+
+# %%
+# Exercise 2 - your answer here: runs2 = measure_variants(decodable_variants(q_lora_rank=1536)); print(format_table([r.row() for r in runs2.values()]))
+
+# %% [markdown]
+# ## Self-test
+#
+# kvsim against the seed's table and the real caches above (silent when everything holds).
+
+# %% tags=["self-test"]
 rows = {r["variant"]: r for r in variant_rows(variants)}
 assert [rows[v]["elements/layer"] for v in ("MHA", "GQA-8", "MQA", "MLA")] == [32_768, 2_048, 256, 576]
 assert [rows[v]["× 61 layers"] for v in ("MHA", "GQA-8", "MQA", "MLA")] == [1_998_848, 124_928, 15_616, 35_136]
@@ -190,23 +289,4 @@ for name, run in runs.items():
 assert runs["MLA"].measured_token_bytes()[0] == (512 + 64) * 2
 # absorbed and materialized MLA agree
 assert paths["same tokens"] and paths["max |logit difference|"] < 1e-4
-print("all checks passed")
-
-# %% [markdown]
-# ## Summary
-# - The cache stores K/V heads, not query heads: MHA $2n_hd_h$, GQA $2n_gd_h$, MQA $2d_h$, MLA $d_c + d_h^R$ elements per layer and token.
-# - At DeepSeek-V3's sizes (61 layers, 128 heads of 128, bf16): 3.81 MiB, 244 KiB, 30.5 KiB, 68.6 KiB per token;
-#   6.25 %, 0.78 % and 1.76 % of MHA.
-# - MLA's 512 + 64 = 576 elements equal GQA with 2.25 groups, yet DeepSeek-V2 reports better quality than MHA.
-# - Real caches measured during decode hold exactly those bytes; absorbed and materialized MLA give the same answer.
-# - Which term of the size formula each technique (GQA, MLA, quantization, windows, hybrids, paging, FlashAttention)
-#   changes is the table of lesson 08.
-#
-# ## Exercises
-# 1. Llama 3 70B has 64 query heads and 8 K/V heads of 128 in 80 layers. Use `attention_variants(num_layers=80, num_attention_heads=64, head_dim=128)`:
-#    how large would an MLA cache with DeepSeek's 512 + 64 be, compared with its GQA-8 cache?
-# 2. Rerun the real decode with the real query compression, `decodable_variants(q_lora_rank=1536)`. Does any measured byte change? Why not?
-# 3. Compare `kvsim compare deepseek-v3 deepseek-v2 deepseek-v2-lite --tokens 32768`. Which fields of their configs make the difference?
-
-# %%
-# Exercise 2 - your answer here: runs2 = measure_variants(decodable_variants(q_lora_rank=1536)); print(format_table([r.row() for r in runs2.values()]))
+print("self-test passed")

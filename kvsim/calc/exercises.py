@@ -52,15 +52,16 @@ def _fed_cached(p=500, a=200):
                      (a, "the first step (prefill) feeds the whole prompt.")))
 
 
-def _toy_cache_bytes(p=32, a=96):
+def _toy_cache_bytes(p=100, a=50):
     toy = attention_variants(num_layers=2, num_attention_heads=4, head_dim=32, gqa_groups=2)["GQA-2"]
-    per_token = memory.bytes_per_token(toy, "fp32")
+    per_token = memory.bytes_per_token(toy, "bf16")
     value = per_token * (p + a - 1)
-    return Solution(value, f"2 × 2 layers × 2 KV heads × 32 × 4 B = {per_token:,} B per token × ({p} + {a} − 1) "
+    return Solution(value, f"2 × 2 layers × 2 KV heads × 32 × 2 B = {per_token:,} B per token × ({p} + {a} − 1) "
                            f"tokens = {value:,} B (memory.bytes_per_token)",
                     (((p + a) * per_token, "the cache holds P + A − 1 tokens: the last answer token is never fed."),
-                     (2 * value, "num_attention_heads (4) in place of num_key_value_heads (2)."),
-                     (value // 2, "float32 is 4 bytes per element (or you left out the 2 for K and V).")))
+                     (2 * value, "2× too large: num_attention_heads (4) in place of num_key_value_heads (2), "
+                                 "or float32's 4 bytes in place of bf16's 2."),
+                     (value // 2, "the 2 for one key AND one value vector is missing.")))
 
 
 # ---------------------------------------------------------------- 02 how big
@@ -267,8 +268,8 @@ def _ex(key, title, unit, hint, solve, rel_tol=None):
 EXERCISES = dict([
     _ex("01.1", "positions fed without a cache (P = 500, A = 200)", "positions", "sum P + k − 1 over the A steps", _fed_uncached),
     _ex("01.2", "positions fed with a cache (P = 500, A = 200)", "positions", "prefill, then one token per step", _fed_cached),
-    _ex("01.3", "bytes in the toy model's float32 caches after the real run", "bytes",
-        "2 × layers × KV heads × head_dim × 4 B, times the tokens held", _toy_cache_bytes),
+    _ex("01.3", "bytes in the toy model's bf16 caches after a 100-token prompt and a 50-token answer", "bytes",
+        "2 × layers × KV heads × head_dim × 2 B, times the tokens held", _toy_cache_bytes),
     _ex("02.1", "bytes per token of Llama 3 70B in bf16", "bytes",
         "2 × num_hidden_layers × num_key_value_heads × head_dim × bytes per element", _bytes_70b),
     _ex("02.2", "longest context of one Llama 3 8B request on an H100 80GB", "tokens",

@@ -6,6 +6,8 @@ Contract
   bytes per token of MHA, that GQA, MQA and MLA as squares of proportional area.
 - :func:`draw_mla_fanout` / :func:`mla_view`: the cached latent and RoPE key, and the per-head keys
   and values W^UK / W^UV rebuild from them, box widths proportional to vector lengths.
+- :func:`draw_measured_bytes_linear`: formula vs measured bytes per token of real caches
+  (:func:`kvsim.measure.variant_decode.measure_variants`) on a linear axis, so 16× looks like 16×.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ..calc import memory, units
 from ..calc.counterfactual import attention_variants
 from ..calc.head_sharing import area_sides, kv_head_of
 from ..plots.head_sharing import plot_head_sharing, plot_mla_fanout
+from ..plots.variants import plot_bytes_per_token
 from .base import int_slider, log_slider, make_view
 
 HEADS, HEAD_DIM = 128, 128  # DeepSeek-V3's query heads and head length
@@ -64,3 +67,20 @@ def mla_view(kv_lora_rank=512, qk_rope_head_dim=64):
         "kv_lora_rank": int_slider("kv_lora_rank", kv_lora_rank, 64, 1024, step=64),
         "qk_rope_head_dim": int_slider("qk_rope_head_dim", qk_rope_head_dim, 16, 128, step=16),
     }, figsize=(9, 4.4), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.92))
+
+
+def draw_measured_bytes_linear(ax, runs: dict, kv_dtype="bf16"):
+    """Formula and measured bytes per token (61 layers) of real MHA / GQA / MQA / MLA caches, on a linear axis."""
+    rows = [r.row(kv_dtype) for r in runs.values()]
+    n = next(iter(runs.values())).full_spec.num_hidden_layers
+    formula = [r[f"formula, {n} layers"] for r in rows]
+    mha = formula[list(runs).index("MHA")]
+    notes = [f"{round(100 * f / mha, 2):g} %" for f in formula]
+    plot_bytes_per_token(ax, [r["variant"] for r in rows],
+                         {f"formula, {n} layers": formula,
+                          f"measured per layer × {n}": [r[f"measured × {n}"] for r in rows]},
+                         notes=notes, log=False,
+                         title=f"KV cache per token at DeepSeek-V3's attention sizes ({kv_dtype}), linear axis")
+    top = ax.get_ylim()[1] / 2**20
+    ax.set_yticks([i * 2**20 for i in range(int(top) + 1)], [f"{i} MiB" for i in range(int(top) + 1)])
+    return ax
