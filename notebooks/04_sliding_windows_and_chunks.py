@@ -16,29 +16,41 @@
 # %% [markdown]
 # # 04 · Sliding windows and chunks
 #
+# > **요약** (seed 000 「세 가지 구조적 캐시 레이아웃」의 RotatingKVCache·ChunkedKVCache, seed 001 「Attention 최적화 기법이 캐시를 바꾸는 방식」의 sliding window)
+# > sliding window 층은 최근 $W$ 개 토큰만 고정 크기 버퍼에 돌려 가며 덮어쓰고, chunked 층은 현재 chunk 만 본다. Mistral 7B 는 32K 에서 캐시가 8 배 준다.
+# > 링 버퍼의 슬롯 순서가 시간 순서와 달라도 괜찮다: RoPE 는 쓰기 전에 적용되고 softmax 는 key 의 순서를 따지지 않는다 (seed 000 은 window 를 선형화해 넘긴다).
+#
 # **You will learn**
+# - which keys each query may see in a full, sliding-window, chunked and sink-token layer, drawn as query × key masks;
 # - why a sliding-window layer's cache stops growing at $W$ tokens, and what that saves (Mistral 7B: 8× at 32K tokens);
 # - how Gemma 3 (5 local : 1 global), gpt-oss (alternating 128-token windows) and Llama 4 Scout (8192-token chunks
 #   plus global layers without RoPE) mix bounded and unbounded layers, and why the global layers end up holding almost everything;
-# - how a ring buffer stores a window: which slot holds which token as decode goes on, read from a real `RotatingKVCache`;
-# - what a chunked cache keeps when decode crosses a chunk boundary;
+# - how a ring buffer stores a window, read from a real `RotatingKVCache`, and why its out-of-order slots do not change attention;
 # - that a real `RotatingKVCache`'s measured `nbytes` stop growing at the window while a `KVCache` keeps growing, exactly as `kvsim.calc.memory` predicts.
+#
+# One numbering throughout: **token $t$ sits at position $t$**, counting from 0, so token 16 is the 17th token.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from kvsim.calc import memory, units, window_bytes as windows
 from kvsim.cache import ChunkedKVCache, RotatingKVCache
-from kvsim.measure.growth import measure_nbytes
-from kvsim.plots.windows import plot_measured_vs_formula
-from kvsim.calc.registry import load_model
-from kvsim.measure.ring_slots import decode_positions
-from kvsim.calc.tables import format_table
+from kvsim.calc import memory, units
+from kvsim.calc import window_bytes as windows
 from kvsim.calc.counterfactual import full_attention
+from kvsim.calc.exercises import check
+from kvsim.calc.kind_share import kind_shares
+from kvsim.calc.masks import attention_mask
+from kvsim.calc.registry import load_model
+from kvsim.calc.tables import format_table
+from kvsim.measure.growth import measure_nbytes
+from kvsim.measure.ring_order import ring_order_check
+from kvsim.measure.ring_slots import decode_positions
+from kvsim.plots.windows import plot_measured_vs_formula
+from kvsim.widgets.masks import draw_kind_shares, draw_masks, draw_ring_link, kind_share_view, mask_view, ring_link_view
+from kvsim.widgets.windows import window_bytes_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -52,6 +64,20 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 #
 # Mistral 7B uses $W = 4096$ in every layer. Jiang et al. (2023, section 2) note that on a 32K-token sequence
 # this cuts the cache 8-fold: $32768 / 4096 = 8$.
+#
+# The four rules side by side, as **masks**: row $q$ is a query position, column $k$ a key position, blue where the
+# query may attend. Full attention sees the whole past (a triangle); a sliding window a band of width $W$; a chunked
+# layer only its own chunk of $C$ tokens (blocks on the diagonal); **sink tokens** (StreamingLLM, mlx-lm's
+# `RotatingKVCache(keep=...)`) are the first few keys, which every query keeps seeing. The framed row is token 16's:
+# exactly the keys its layer's cache must still hold.
+
+# %%
+fig, ax = plt.subplots(figsize=(10, 3.8), layout="constrained")
+draw_masks(ax, token=16, window=6, chunk=8, sinks=2)
+plt.show()
+
+# %% tags=["nbval-ignore-output"]
+mask_view()
 
 # %% [markdown]
 # ## The formula, layer by layer
@@ -117,32 +143,31 @@ print(format_table(rows))
 
 # %%
 gemma = load_model("gemma-3-27b")
-split = windows.bytes_by_kind(gemma, 131_072)
-print(format_table([{"kind": k, "layers": gemma.count(k), "bytes": v, "= ": units.format_bytes(v),
-                     "share %": round(100 * v / sum(split.values()), 1)} for k, v in split.items()]))
+shares = kind_shares(gemma, 131_072)
+print(format_table([{"kind": k, "layers": r["layers"], "layers %": round(r["layers %"], 1), "bytes": r["bytes"],
+                     "= ": units.format_bytes(r["bytes"]), "bytes %": round(r["bytes %"], 1)} for k, r in shares.items()]))
 
 # %% [markdown]
-# The 52 sliding layers are 84 % of the layers but 4 % of the bytes: at long context the cache is
-# essentially the 10 global layers, so the saving tends to $62/10 = 6.2\times$ (gpt-oss: $2\times$, Llama 4 Scout: $4\times$).
-# The plot shows the stacked bytes per layer kind against tokens, with the window-ignoring calculator dashed.
+# The 52 sliding layers are 84 % of the layers but 4 % of the bytes: at long context the cache is essentially the
+# 10 global layers, so the saving tends to $62/10 = 6.2\times$ (gpt-oss: $2\times$, Llama 4 Scout: $4\times$).
+# The two bars make the split visible; on a stacked plot against tokens the sliding layers are a band too thin to see.
 
 # %%
-from kvsim.widgets.windows import draw_window_bytes  # noqa: E402
-
-fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-draw_window_bytes(ax, model="gemma-3-27b", tokens=131_072)
+fig, ax = plt.subplots(figsize=(8, 2.8), layout="constrained")
+draw_kind_shares(ax, model="gemma-3-27b", tokens=131_072)
 plt.show()
 
 # %% [markdown]
 # ## Try it: model, tokens, dtype
 #
-# Pick Llama 4 Scout and go to 1M tokens: the chunked layers draw a saw-tooth (their chunk restarts every 8192 tokens)
-# too thin to see next to the 12 global layers. Pick gpt-oss: the sliding half vanishes after 128 tokens.
+# The share bars first: at 1,024 tokens, before any window is full, layers and bytes split alike; from the window on,
+# the full layers take over. Then the bytes against tokens: pick Llama 4 Scout and go to 1M tokens, where the chunked
+# layers draw a saw-tooth (their chunk restarts every 8192 tokens) too thin to see next to the 12 global layers.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.windows import window_bytes_view  # noqa: E402
+# %% tags=["nbval-ignore-output"]
+kind_share_view()
 
+# %% tags=["nbval-ignore-output"]
 window_bytes_view()
 
 # %% [markdown]
@@ -152,7 +177,8 @@ window_bytes_view()
 # ring is full, each new token overwrites the oldest one, the one that just left the window. Nothing is shifted.
 #
 # To see it on a **real** cache we decode tokens whose key and value *are* their position (+1, so an empty slot
-# reads 0), then read the cache's key buffer back slot by slot. Here $W = 6$, ten decode steps:
+# reads 0), then read the cache's key buffer back slot by slot. Here $W = 6$, ten decode steps; each row is the cache
+# right after token $t$ was written:
 
 # %%
 ring_cache = RotatingKVCache(max_size=6)
@@ -163,37 +189,49 @@ print(ring_cache)
 
 # %% [markdown]
 # Token 6 lands in slot 0, where token 0 was; from then on the query of token $t$ sees exactly the 6 keys
-# $t-5, \dots, t$, and the buffer never grows. The picture below is drawn from the same kind of real cache: coloured
-# cells are the keys the step's query attended to (what `update_and_fetch` returned), the frame marks the slot
-# that step wrote.
+# $t-5, \dots, t$, and the buffer never grows.
+#
+# With sink tokens the first `keep` slots are pinned and the ring of recent tokens is the slots after them. The picture
+# links the three views of token 16 in `RotatingKVCache(max_size=8, keep=2)`: its mask row (top), the slots of the real
+# cache after writing it (middle: tokens 14-16 sit before 11-13, because the ring wrapped), and the same keys in
+# temporal order (bottom).
 
 # %%
-from kvsim.widgets.windows import draw_ring_buffer  # noqa: E402
-
-fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
-draw_ring_buffer(ax, step=14, window=6, sinks=0)
+fig, ax = plt.subplots(figsize=(10, 3.4), layout="constrained")
+draw_ring_link(ax, token=16, window=6, sinks=2)
 plt.show()
 
+# %% tags=["nbval-ignore-output"]
+ring_link_view()
+
 # %% [markdown]
-# ## Try it: decode step, window, sink tokens
+# ## Out of order, and still the same attention
 #
-# Drag the decode step and watch the frame walk around the ring. `keep` (sink tokens) pins the first few tokens
-# in their own slots forever, as mlx-lm's `RotatingKVCache(keep=...)` and StreamingLLM's attention sinks do:
-# they are hatched and always coloured, and the ring of recent tokens shrinks to the slots after them.
+# The middle row is not in temporal order. Does attention care? No, for two reasons:
+# 1. **RoPE is applied before the write.** A key is rotated by its own position $t$ when it is computed, and then
+#    stored. Whatever slot it lands in, it carries its position with it; attention never reads the slot number.
+# 2. **Softmax does not care about order.** The output is $\sum_j \mathrm{softmax}(q \cdot k_j)\, v_j$, a sum over the
+#    keys: permuting the keys (with their values, and the mask entries) permutes the terms, not the sum.
+#
+# Seed 000 describes mlxcel's ring as handing attention a **linearized** window (선형화: oldest first). That is kvsim's
+# default, `RotatingKVCache(ordered=True)`, which copies the window into temporal order once it wraps. mlx-lm skips the
+# copy and returns the ring as stored, with a mask that describes that order (`ordered=False`). The two are the same
+# attention; linearizing costs a copy of the window per step and buys a simpler mask. Measured on real caches, seeded
+# keys rotated by RoPE before each write, one query per decode step:
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.windows import ring_buffer_view  # noqa: E402
-
-ring_buffer_view()
+order = ring_order_check(steps=24, window=6, sinks=2)
+print(f"steps whose keys came back out of temporal order (ordered=False): {order.reordered_steps()} of 24")
+print("token 23's keys, as stored:", order.stored_positions[-1], "| linearized:", order.ordered_positions[-1])
+print("largest |difference| between the two attention outputs < 1e-5:", bool(order.max_abs_difference.max() < 1e-5))
 
 # %% [markdown]
 # ## Chunks: Llama 4 forgets at the boundary
 #
-# A chunked layer lets the query at $p$ see only keys of its own chunk, $C\lfloor p/C \rfloor, \dots, p$. So the
-# cache needs $C$ slots, and at every multiple of $C$ the visible set drops back to one token. In kvsim's
-# `ChunkedKVCache` position $t$ lives in slot $t \bmod C$: the first token of a new chunk overwrites slot 0, and the
-# rest of the old chunk stays in the buffer (grey) until overwritten, never attended to again.
+# A chunked layer lets the query at $p$ see only keys of its own chunk, $C\lfloor p/C \rfloor, \dots, p$ (the blocks on
+# the diagonal of the chunked mask above). So the cache needs $C$ slots, and at every multiple of $C$ the visible set
+# drops back to one token. In kvsim's `ChunkedKVCache` position $t$ lives in slot $t \bmod C$: the first token of a new
+# chunk overwrites slot 0, and the rest of the old chunk stays in the buffer until overwritten, never attended to again.
 # Llama 4 Scout's global NoPE layers (every 4th) keep a standard `KVCache`, so long-range information survives there.
 
 # %%
@@ -201,19 +239,6 @@ chunk_cache = ChunkedKVCache(chunk_size=8)
 chunks = decode_positions(chunk_cache, 12)
 print(format_table([{"after token": int(p), "visible positions": f"{vis[0]}..{vis[-1]}", "keys attended": len(vis),
                      "start_position": int(p) - len(vis) + 1} for p, vis in zip(chunks.positions, chunks.visible)]))
-
-# %%
-from kvsim.widgets.windows import draw_chunks  # noqa: E402
-
-fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
-draw_chunks(ax, step=12, chunk_size=8)
-plt.show()
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.windows import chunk_view  # noqa: E402
-
-chunk_view()
 
 # %% [markdown]
 # ## Measured: a real RotatingKVCache stops growing at the window
@@ -244,9 +269,68 @@ plt.show()
 # The whole model is 32 such layers: 32 × 16 MiB = 512 MiB per sequence however long the conversation gets.
 
 # %% [markdown]
-# ## Check yourself
+# ## Summary
+# - A query sees a triangle of keys (full), a band of $W$ (sliding), its own chunk of $C$ (chunked), plus any sinks; its
+#   layer's cache must hold exactly those keys.
+# - A sliding layer keeps $\min(T, W)$ tokens, a chunked layer at most $C$; only full layers grow with $T$.
+# - Mistral 7B (all layers W = 4096): 512 MiB per sequence at any length, 8× less than a window-ignoring calculator at 32K.
+# - Gemma 3 (5 local : 1 global), gpt-oss (alternating W = 128) and Llama 4 Scout (C = 8192, every 4th layer global, NoPE)
+#   save 6.2×, 2× and 4× at long context: their few global layers hold nearly all of the cache.
+# - A ring buffer writes token $t$ into slot $t \bmod W$ and never moves anything; the slot order does not matter to
+#   attention because RoPE is applied before the write and softmax sums over keys in any order.
+# - Real MLX caches measure what `kvsim.calc.memory` computes, slack included.
+#
+# ## Your turn
+#
+# Solutions: `notebooks/solutions/04_sliding_windows_and_chunks.ipynb`.
+#
+# **1.** A Mistral-7B-shaped model (32 layers, 8 KV heads of 128, bf16) with a sliding window in every layer: what is
+# the largest window $W$ (in tokens) for which one sequence's cache fits in 256 MiB, however long it gets?
 
 # %%
+largest_window = None  # your turn
+
+# %%
+check("04.1", largest_window)
+
+# %% [markdown]
+# **2.** Gemma 3 27B (52 sliding layers with $W = 1024$, 10 full layers; 16 KV heads of 128 in every layer): how many
+# bytes of KV does one sequence of 32,768 tokens hold in bf16?
+
+# %%
+gemma_bytes_32k = None  # your turn
+
+# %%
+check("04.2", gemma_bytes_32k)
+
+# %% [markdown]
+# **3.** `RotatingKVCache(max_size=6, keep=2)`: 2 sink slots, then a ring of 4. In which slot does token 20 sit?
+# (Check your reasoning with `ring_link_view`.)
+
+# %%
+slot_of_token_20 = None  # your turn
+
+# %%
+check("04.3", slot_of_token_20)
+
+# %% [markdown]
+# ## Exercises
+# 1. Gemma 3 27B: at what context length do the 10 global layers hold 99 % of the cache? (Use `kind_shares`.)
+# 2. In the ring view set `sinks` to 2 and `window` to 4. Which slots are never overwritten, and what does the
+#    query of token 20 attend to? Check with `decode_positions(RotatingKVCache(6, keep=2), 21).visible[-1]`.
+# 3. `RotatingKVCache(6, rewind_tokens=2)` keeps 2 extra slots so that speculative decoding can rewind. Decode 10 tokens
+#    into it: how many slots does it allocate, which tokens do they hold, and what is `trimmable_tokens`?
+# 4. phi-3-mini-4k declares `sliding_window = 2047`. How much does that save at its 4K context?
+
+# %%
+# Exercise 3 - your answer here: h = decode_positions(RotatingKVCache(6, rewind_tokens=2), 10); look at h.slots[-1].
+
+# %% [markdown]
+# ## Self-test
+#
+# kvsim against the papers' numbers and the real caches above (silent when everything holds).
+
+# %% tags=["self-test"]
 assert windows.window_savings(mistral, 32_768)["ratio"] == 8.0
 assert memory.kv_bytes(mistral, 32_768) == 32 * 4096 * memory.layer_token_bytes(mistral.layers[0]) == 512 * 2**20
 assert gemma.kinds == {"sliding": 52, "full": 10} and windows.largest_window_tokens(gemma) == 1024
@@ -268,25 +352,8 @@ assert chunk_cache.start_position == 8 and chunk_cache.size() == 4
 assert (measured_ring == formula_ring).all() and (measured_full == formula_full).all()
 assert (measured_ring[token_counts >= 4096] == 4096 * 8 * 128 * 2 * 2).all()
 assert measured_full[-1] == 3 * measured_ring[-1]
-print("all checks passed")
-
-# %% [markdown]
-# ## Summary
-# - A sliding layer keeps $\min(T, W)$ tokens, a chunked layer at most $C$; only full layers grow with $T$.
-# - Mistral 7B (all layers W = 4096): 512 MiB per sequence at any length, 8× less than a window-ignoring calculator at 32K.
-# - Gemma 3 (5 local : 1 global), gpt-oss (alternating W = 128) and Llama 4 Scout (C = 8192, every 4th layer global, NoPE)
-#   save 6.2×, 2× and 4× at long context: their few global layers hold nearly all of the cache.
-# - A ring buffer writes token $t$ into slot $t \bmod W$ and never moves anything; a chunked cache restarts at slot 0
-#   at every chunk boundary.
-# - Real MLX caches measure what `kvsim.calc.memory` computes, slack included.
-#
-# ## Exercises
-# 1. Gemma 3 27B: at what context length do the 10 global layers hold 99 % of the cache? (Use `windows.bytes_by_kind`.)
-# 2. In the ring-buffer view set `sinks` to 2 and `window` to 4. Which slots are never overwritten, and what does the
-#    query of token 20 attend to? Check your answer with `decode_positions(RotatingKVCache(6, keep=2), 21).visible[-1]`.
-# 3. `RotatingKVCache(6, rewind_tokens=2)` keeps 2 extra slots so that speculative decoding can rewind. Decode 10 tokens
-#    into it: how many slots does it allocate, which tokens do they hold, and what is `trimmable_tokens`?
-# 4. phi-3-mini-4k declares `sliding_window = 2047`. How much does that save at its 4K context?
-
-# %%
-# Exercise 3 - your answer here: h = decode_positions(RotatingKVCache(6, rewind_tokens=2), 10); look at h.slots[-1].
+# the masks are what the real caches returned; out-of-order ring slots gave the same attention
+assert [list(np.flatnonzero(attention_mask(10, "sliding", window=6)[t])) for t in range(10)] == [list(v) for v in ring.visible]
+assert order.reordered_steps() > 0 and order.max_abs_difference.max() < 1e-5
+assert round(shares["sliding"]["bytes %"], 1) == 3.9 and round(shares["sliding"]["layers %"], 1) == 83.9
+print("self-test passed")

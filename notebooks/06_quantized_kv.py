@@ -16,28 +16,35 @@
 # %% [markdown]
 # # 06 · Quantized KV
 #
+# > **요약** (seed 001 「Attention 최적화 기법이 캐시를 바꾸는 방식」의 KV cache 양자화, seed 000 「세 가지 구조적 캐시 레이아웃」의 KV 저장 모드)
+# > 양자화는 원소당 바이트 $b$ 만 바꾼다: FP8 이면 절반, 2 비트면 8 분의 1 이지만, 그룹마다 붙는 scale·bias 와 원래 정밀도로 남기는 최근 토큰이 더해진다.
+# > 비트를 줄이면 attention 오차가 커지고, key 를 채널별로 양자화하면 (KIVI) outlier 채널이 있는 key 에서 오차가 준다.
+#
 # **You will learn**
 # - what a quantized KV cache stores: packed low-bit integers **plus one scale and one bias per group**, and why
 #   "FP8 halves the cache, 2-bit is an eighth" is true only before that metadata;
 # - how many bytes Llama 3 8B needs per token at fp16, fp8 and 8/6/4/3/2-bit with groups of 32, 64 and 128;
 # - that a real MLX `QuantizedKVCache` holds exactly the bytes the formula predicts;
 # - how much attention output error each setting costs, measured on real tensors, and how keeping the newest
-#   tokens in full precision buys much of it back.
+#   tokens in full precision buys much of it back;
+# - why KIVI quantizes keys per channel rather than per token, measured on the same tensors, and why two settings that
+#   look the same can report different errors.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 import mlx.core as mx
 
-from kvsim.calc import memory
-from kvsim.calc import quant_bytes
-from kvsim.measure import quant_error
 from kvsim.cache import QuantizedKVCache
-from kvsim.plots.quantized import plot_error_vs_bits, plot_error_vs_bytes
+from kvsim.calc import memory, quant_bytes
+from kvsim.calc.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
+from kvsim.measure import channel_quant, quant_error
+from kvsim.plots.quantized import plot_error_vs_bits, plot_error_vs_bytes
+from kvsim.widgets.channel_quant import channel_quant_view, draw_channel_quant
+from kvsim.widgets.quantized import quantized_kv_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -163,8 +170,7 @@ print("q", tuple(qkv.q.shape), "k", tuple(qkv.k.shape), "v", tuple(qkv.v.shape))
 share_128 = quant_error.recent_attention_share(qkv, 128)
 print(f"share of the attention on the newest 128 of 1,024 tokens: {100 * share_128:.0f} %")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 sweep = quant_error.error_sweep(qkv, full_precision_tokens=(0, 128), progress=True)
 print(format_table(quant_error.error_pivot(sweep, recent_tokens=0)))
 
@@ -199,8 +205,7 @@ plt.show()
 # full-precision residual) removes much of the error for a fixed cost of $R$ bf16 tokens. That cost is large
 # at 1,024 tokens and small at 32K:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 window_rows = quant_error.recent_window_table(llama8b, qkv, bits=4, group_size=64, progress=True)
 print(format_table(window_rows))
 
@@ -216,16 +221,132 @@ print(format_table([{k: r[k] for k in ("R", "MiB at 1,024", "MiB at 32,768")} fo
 # Each redraw fills a fresh `QuantizedKVCache` with the structured keys and values (2 KV heads, to stay quick)
 # and measures the attention error; the bars are one Llama 3 8B sequence at that length.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.quantized import quantized_kv_view  # noqa: E402
-
+# %% tags=["nbval-ignore-output"]
 quantized_kv_view()
 
 # %% [markdown]
-# ## Check yourself
+# ## Same setting, two numbers: 7.99 % and 13.54 %
+#
+# At its defaults (q4, $g$ = 64, $R$ = 128, 1,024 tokens) the view reports about 8 % error; the recent-window table above
+# reports 13.54 % for the same setting. Both are right, on different tensors. To redraw quickly the view uses its own
+# sample with 2 KV heads (8 query heads, 4 queries), the tables one with 4 KV heads (16 query heads, 8 queries), and a
+# different shape draws different random numbers. How much does the choice of heads matter? Each KV head alone:
+
+# %% tags=["nbval-ignore-output"]
+view_qkv = quant_error.synthetic_qkv(1024, **quant_error.VIEW_HEADS)
+heads = {"lesson sample (4 KV heads)": (qkv, quant_error.attention_error(qkv, 4, 64, 128).relative_error),
+         "view sample (2 KV heads)": (view_qkv, quant_error.view_error(4, 64, 128, 1024))}
+print(format_table([{"sample": name, "error %": round(100 * err, 2),
+                     **{f"KV head {h} alone %": round(100 * e, 2)
+                        for h, e in enumerate(channel_quant.per_head_errors(sample, 4, 64, 128))}}
+                    for name, (sample, err) in heads.items()]))
+
+# %% [markdown]
+# The heads differ by a factor of two and more, and a sample's error always lies between its best and worst head's
+# (the squared error and the squared output are both sums over heads). The view's two heads happen to be easy ones.
+# So an error figure belongs to its tensors: compare settings on one sample, as the tables and the view each do, and
+# do not compare a number from one with a number from the other.
+#
+# ## Keys per channel: KIVI
+#
+# kvsim's `QuantizedKVCache`, like mlx-lm's, groups **per token**: the $g$ elements sharing a scale and a bias are $g$
+# consecutive channels of one token's vector (`mx.quantize` groups along the last axis, and the cache grows one token at
+# a time). KIVI (Liu et al., 2024) quantizes **keys per channel** instead, and values per token: a group is one channel
+# over $g$ consecutive tokens. Why: the large values of key caches sit in a few fixed channels. In a per-token group one
+# outlier channel sets the scale for all the channels beside it, and their small values land on a coarse grid. In a
+# per-channel group the outlier channel gets scales of its own and the other channels keep a fine grid. The metadata is
+# the same, one scale and one bias per $g$ elements; the price is that a group is complete only after $g$ tokens, so
+# KIVI keeps the newest tokens in full precision until it is.
+#
+# The picture: the first 64 tokens of one key head of the lesson's sample (left, outlier channels dark), and the error
+# each grouping leaves in them at 2 bits (one colour scale for both). Per token, the error spreads over every channel;
+# per channel, it stays in the outlier channels. The attention errors are over the whole sample, values per token in both.
 
 # %%
+fig, ax = plt.subplots(figsize=(10, 3.4), layout="constrained")
+draw_channel_quant(ax, bits=2, group_size=64)
+plt.show()
+
+# %% [markdown]
+# The same comparison at every bit width, on the lesson's sample and on the same sample without outlier channels
+# (`synthetic_qkv(..., outlier_channels=0)`):
+
+# %% tags=["nbval-ignore-output"]
+no_outliers = quant_error.synthetic_qkv(tokens=1024, queries=8, outlier_channels=0)
+kivi_rows = []
+for label, sample in (("4 outlier channels", qkv), ("no outlier channels", no_outliers)):
+    for bits in (2, 3, 4, 8):
+        e = channel_quant.scheme_errors(sample, bits, 64)
+        kivi_rows.append({"sample": label, "bits": bits, "keys per token %": round(100 * e["keys per token"], 2),
+                          "keys per channel %": round(100 * e["keys per channel (KIVI)"], 2)})
+print(format_table(kivi_rows))
+
+# %% [markdown]
+# With outlier channels, per-channel keys cut the error by about half at 3 and 4 bits; without them the two groupings
+# are close. KIVI's argument rests on the outliers being there.
+#
+# **How does this compare with a real model?** Not measured here: kvsim's models have random weights, so there are
+# no trained keys and values to quantize. The outliers in this sample are a stand-in with the property KIVI describes;
+# their size (4 of 128 channels, 8 times larger) is a choice, not a measurement. And a relative attention error on one
+# layer is not what papers report: KIVI reports task quality, and finds that its 2-bit cache (keys per channel, values
+# per token, recent tokens in full precision) keeps Llama, Falcon and Mistral models at almost the quality of 16 bits.
+# Read the numbers here for their direction (bits matter most; per-channel keys help when outlier channels exist),
+# not their size.
+
+# %% tags=["nbval-ignore-output"]
+channel_quant_view()
+
+# %% [markdown]
+# ## Summary
+# - A quantized cache stores $d_h \cdot \text{bits}/8$ bytes of packed integers **plus** $2 \cdot (d_h/g)$ scales and biases per
+#   vector; the seed's "FP8 halves, 2-bit is an eighth" holds before that metadata (Llama 3 8B: 128 → 64 KiB at FP8,
+#   16 KiB of 2-bit data + 4 KiB of metadata at $g$ = 64).
+# - A real MLX `QuantizedKVCache` holds exactly those bytes (allocated in steps of 256 tokens).
+# - From 3 bits up, each bit roughly halves the attention error; smaller groups lower it further at a metadata cost.
+# - Keeping the newest tokens exact targets the tokens attention reads most; its fixed cost vanishes at long contexts.
+# - Grouping keys per channel (KIVI) gives outlier channels their own scales: about half the error at 3-4 bits on keys
+#   with outlier channels, little change without them. An error figure belongs to its tensors (7.99 % vs 13.54 %).
+#
+# ## Your turn
+#
+# Solutions: `notebooks/solutions/06_quantized_kv.ipynb`.
+#
+# **1.** Llama 3 8B (32 layers, 8 KV heads of 128) at 4 bits with groups of 64 and bf16 scales and biases: how many bytes
+# does one token add to the cache, metadata included?
+
+# %%
+q4_bytes_per_token = None  # your turn
+
+# %%
+check("06.1", q4_bytes_per_token)
+
+# %% [markdown]
+# **2.** The same cache keeping the newest $R$ = 256 tokens in bf16: from how many tokens $T$ on is it smaller than half
+# of the bf16 cache? (Write $M(T)$ for both and solve, or search with `memory.kv_bytes`.)
+
+# %%
+first_tokens_below_half = None  # your turn
+
+# %%
+check("06.2", first_tokens_below_half)
+
+# %% [markdown]
+# ## Exercises
+# 1. DeepSeek-V3 caches a 512-element latent and a 64-element RoPE key per layer (lesson 03). Which group sizes can
+#    quantize the RoPE key? Compute its bytes per token at q4 with `quant_bytes.token_bytes_split`.
+# 2. Set `outlier_channels=0` in `quant_error.synthetic_qkv` and rerun the sweep. Which group size gains most, and why?
+# 3. In the per-channel view, move to 8 bits and to groups of 32. Does per-channel grouping still pay? Why does the
+#    gap shrink as the grid gets finer?
+
+# %%
+# Exercise 2 - your answer here: quant_error.error_sweep(quant_error.synthetic_qkv(tokens=1024, queries=8, outlier_channels=0))
+
+# %% [markdown]
+# ## Self-test
+#
+# kvsim against the seed's ratios and the real caches above (silent when everything holds).
+
+# %% tags=["self-test"]
 fp16 = memory.bytes_per_token(llama8b, "fp16")
 q2 = memory.parse_kv_dtype("q2", group_size=64)
 assert memory.bytes_per_token(llama8b, "fp8") * 2 == fp16 == 131_072                     # FP8 halves
@@ -240,23 +361,9 @@ assert errors[32][1][-1] < 0.02 and errors[128][1][0] > 0.3                     
 assert all(errors[32][1] < errors[128][1])                                               # smaller groups, smaller error
 assert 0.5 < share_128 < 0.7
 assert window_rows[0]["error %"] > 1.4 * next(r["error %"] for r in window_rows if r["R"] == 128)
-print("all checks passed")
-
-# %% [markdown]
-# ## Summary
-# - A quantized cache stores $d_h \cdot \text{bits}/8$ bytes of packed integers **plus** $2 \cdot (d_h/g)$ scales and biases per
-#   vector; the seed's "FP8 halves, 2-bit is an eighth" holds before that metadata (Llama 3 8B: 128 → 64 KiB at FP8,
-#   16 KiB of 2-bit data + 4 KiB of metadata at $g$ = 64).
-# - A real MLX `QuantizedKVCache` holds exactly those bytes (allocated in steps of 256 tokens).
-# - From 3 bits up, each bit roughly halves the attention error; smaller groups lower it further at a metadata cost.
-# - Keeping the newest tokens exact targets the tokens attention reads most; its fixed cost vanishes at long contexts.
-#
-# ## Exercises
-# 1. DeepSeek-V3 caches a 512-element latent and a 64-element RoPE key per layer (lesson 03). Which group sizes can
-#    quantize the RoPE key? Compute its bytes per token at q4 with `quant_bytes.token_bytes_split`.
-# 2. Set `outlier_channels=0` in `quant_error.synthetic_qkv` and rerun the sweep. Which group size gains most, and why?
-# 3. From which context length on is a Llama 3 8B cache at q4, $g$ = 64, $R$ = 256 smaller than half of the bf16 cache?
-#    Use `memory.kv_bytes` with `memory.parse_kv_dtype(..., full_precision_tokens=256)` on a range of token counts.
-
-# %%
-# Exercise 2 - your answer here: quant_error.error_sweep(quant_error.synthetic_qkv(tokens=1024, queries=8, outlier_channels=0))
+# the two error figures: one per sample, each within its heads' range; per-channel keys beat per-token with outliers
+for sample, err in heads.values():
+    per_head = channel_quant.per_head_errors(sample, 4, 64, 128)
+    assert min(per_head) <= err <= max(per_head)
+assert all(r["keys per channel %"] < r["keys per token %"] for r in kivi_rows if r["sample"] == "4 outlier channels")
+print("self-test passed")
