@@ -16,28 +16,36 @@
 # %% [markdown]
 # # 09 · Speculative decoding and rewind
 #
+# > **요약** (seed 000 「투기적 디코딩의 rewind」)
+# > 투기적 디코딩은 여러 토큰을 제안하고 target 모델이 한 번에 검증하며, 수락되지 않은 위치 이후의 캐시 상태는 `trim` 으로 되돌린다.
+# > sliding window 링은 여분 슬롯만큼만 되돌릴 수 있고, 순환 상태는 되돌릴 수 없어 스냅숏을 복원한 뒤 수락된 토큰을 다시 넣는다.
+#
 # **You will learn**
 # - why a cache must be able to go **back**: speculative decoding writes draft tokens into it, and some are rejected;
 # - `trim` on a real `KVCache`: the offset moves back, no memory is freed, and the next token overwrites the stale rows;
 # - speculative decoding on real MLX models: a draft proposes $k$ tokens, the target checks them in one pass, the
 #   caches are trimmed past the first rejection, and the output is exactly plain greedy decoding; acceptance against $k$;
 # - how far a sliding-window ring can rewind, and why a hybrid's recurrent state is snapshotted and restored instead;
-# - that a prompt padded for a faster prefill and trimmed back to its true length gives the same answer.
+# - that a prompt padded for a faster prefill and trimmed back to its true length gives the same answer;
+# - why the output is exactly the target's for greedy decoding, what sampling needs instead (rejection sampling), and
+#   the drafters seed 000 names: a smaller full model, multi-token prediction, prompt lookup.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 import mlx.core as mx
 
-from kvsim.cache import RotatingKVCache, make_caches
-from kvsim.decode import generate, speculative_generate
-from kvsim.model import build_model, perturbed, toy_spec
-from kvsim.calc.tables import format_table
+from kvsim.cache import RotatingKVCache
 from kvsim.calc import speculation
+from kvsim.calc.draft_round import prompt_lookup_draft, round_stages
+from kvsim.calc.exercises import check
+from kvsim.calc.tables import format_table
+from kvsim.decode import generate, speculative_generate
 from kvsim.measure import rewind, speculation_runs
+from kvsim.model import build_model, perturbed, toy_spec
 from kvsim.widgets import speculative
+from kvsim.widgets.draft_round import draw_round, round_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -54,6 +62,20 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 #
 # The catch is the cache. The verification pass wrote keys and values for all $k + 1$ positions into every layer of
 # the target (and the draft wrote its own proposals). Everything after the first rejection must be taken back out.
+#
+# One round, drawn on the target's cache. Before the round the cache holds $P$ tokens; the last token is known but
+# not yet fed. The draft proposes $d_1 \dots d_k$; the target is fed the last token and all $k$ drafts in **one** pass,
+# so its cache grows to $P + k + 1$. Draft $d_i$ is accepted when it equals the token the target itself picks after
+# $d_{i-1}$; the first mismatch ends the round, and the target's own pick replaces it. With $n$ drafts accepted,
+# `trim(k − n)` moves the offset back to $P + n + 1$: the rows beyond it are stale and get overwritten next.
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 5.2), layout="constrained")
+draw_round(ax, num_draft=4, accepted=2)
+plt.show()
+
+# %% tags=["nbval-ignore-output"]
+round_view()
 
 # %% [markdown]
 # ## The formulas
@@ -111,8 +133,7 @@ drafts = {"the target itself": target, "noise 0.05": perturbed(target, 0.05, see
 print({k: target.spec.config[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                                           "head_dim", "vocab_size")}, "prompt:", prompt)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 runs = speculation_runs.speculation_sweep(target, drafts, prompt, max_new_tokens=40, ks=(1, 2, 4, 8), progress=True)
 
 # %%
@@ -142,9 +163,37 @@ plt.show()
 # $(1 - \alpha^{k+1}) / (1 - \alpha)$ tokens. Move $\alpha$ and $c$ and watch the best $k$ (the star) move: a cheap, good
 # draft wants long proposals; an expensive or poor one wants short ones.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 speculative.speculation_view()
+
+# %% [markdown]
+# ## Exact for greedy decoding; sampling needs rejection sampling
+#
+# Every run above equals greedy decoding because acceptance compares tokens: the target keeps a draft only if it would
+# have picked that very token, and otherwise emits its own. With **sampling** there is no single token the target
+# "would have picked", and comparing sampled tokens would change the output distribution. Speculative sampling
+# (Leviathan et al., 2023; Chen et al., 2023) keeps it exact instead: with $p$ the target's and $q$ the draft's
+# next-token distributions at a position, accept the draft token $x$ with probability $\min(1, p(x)/q(x))$; at the first
+# rejection, draw the replacement from $\max(0, p - q)$, renormalized. Then every emitted token is distributed exactly as
+# if the target had sampled it alone. Greedy decoding is the special case where $p$ puts all its mass on one token.
+# The cache is handled the same either way: trim back past the first rejection. kvsim implements the greedy case.
+#
+# ## Where drafts come from
+#
+# Seed 000 lists the round loops a real engine runs: one for prompt lookup and full-model drafters, and one for MTP and
+# DFlash drafters. The draft only has to be cheap and often right:
+# - **A smaller full model** of the same family and vocabulary (what this lesson's noisy copies stand in for). It has
+#   its own KV cache, which is trimmed too.
+# - **Multi-token prediction (MTP)**: extra heads or a small module trained with the target to predict the tokens after
+#   the next one (DeepSeek-V3 trains one). It reuses the target's hidden state, so drafting costs a fraction of a step.
+# - **Prompt lookup**: no model at all. If the last few tokens occurred earlier in the context (code being edited, a
+#   document being quoted), propose the tokens that followed them there. Free to compute; right only when text repeats.
+#   `prompt_lookup_draft` does exactly this, here on words:
+
+# %%
+context = "the cache keeps the keys and values . to rewind the cache keeps".split()
+print("context ends with:", context[-2:], "-> proposal:", prompt_lookup_draft(context, num_draft=4, ngram=2))
+print("no earlier match:", prompt_lookup_draft("a b c d".split(), num_draft=4, ngram=2))
 
 # %% [markdown]
 # ## How far a ring can rewind
@@ -212,9 +261,66 @@ print("Jamba:", rewind.padded_prefill_refusal(jamba, prompt, pad_multiple=16))
 # seed lists recurrent hybrids among the models that do not pad their prefill).
 
 # %% [markdown]
-# ## Check yourself
+# ## Summary
+# - Speculative decoding trades cheap draft steps for fewer target passes; verifying $k + 1$ tokens reads the same bytes
+#   as one step, and the output is exactly greedy decoding of the target.
+# - Rejected tokens are rewound with `trim`: the offset moves back, memory stays allocated, the next write overwrites
+#   the stale rows.
+# - Acceptance falls as $k$ grows; the best $k$ depends on how good and how cheap the draft is.
+# - A ring can rewind only as far as its spare slots allow ($R + 1$ after a write); a recurrent state cannot be trimmed
+#   at all and is snapshotted and restored, at the price of re-feeding the accepted tokens.
+# - Padding a prefill and trimming back gives the same answer for attention caches; recurrent layers cannot do it.
+# - Greedy verification is exact by construction; sampling stays exact with rejection sampling. Drafts can come from a
+#   smaller model, MTP heads or a lookup in the prompt.
+#
+# ## Your turn
+#
+# Solutions: `notebooks/solutions/09_speculative_decoding_and_rewind.ipynb`.
+#
+# **1.** A draft whose proposals the target accepts independently with probability $\alpha$ = 0.8, with $k$ = 4
+# proposals per round: how many tokens does one target pass yield on average?
 
 # %%
+tokens_per_pass = None  # your turn
+
+# %%
+check("09.1", tokens_per_pass)
+
+# %% [markdown]
+# **2.** A round proposes $k$ = 5 drafts and the target accepts the first 2. By how many tokens must each cache be trimmed?
+
+# %%
+tokens_to_trim = None  # your turn
+
+# %%
+check("09.2", tokens_to_trim)
+
+# %% [markdown]
+# **3.** A sliding-window layer's `RotatingKVCache(8, rewind_tokens=2)` has wrapped long ago. Right after a one-token
+# write, how many tokens can it rewind?
+
+# %%
+ring_rewind = None  # your turn
+
+# %%
+check("09.3", ring_rewind)
+
+# %% [markdown]
+# ## Exercises
+# 1. Add a draft with noise 0.1 to the sweep. Where does its acceptance rate at $k = 4$ land between the other two?
+# 2. Build a `RotatingKVCache(8, rewind_tokens=2)`, write 20 tokens one at a time and find `trimmable_tokens`. Then
+#    write 3 tokens in one update: how far can it rewind now, and why is that enough for speculative decoding with $k = 1$?
+# 3. With the view, find $\alpha$ for which proposing any tokens at all is slower than plain decoding when $c = 0.3$.
+
+# %%
+# Exercise 2 - your answer here: ring2 = RotatingKVCache(8, rewind_tokens=2); write tokens; print(ring2.trimmable_tokens)
+
+# %% [markdown]
+# ## Self-test
+#
+# kvsim checking itself on the real runs above (silent when everything holds).
+
+# %% tags=["self-test"]
 walk = rewind.trim_walkthrough()
 assert [r["offset"] for r in walk] == [0, 6, 4, 5]
 assert walk[1]["nbytes"] == walk[2]["nbytes"] == walk[3]["nbytes"] == 256 * 2 * 8 * 128 * 2   # trim frees nothing
@@ -236,24 +342,8 @@ assert hybrid_run.tokens == generate(jamba, prompt, 24, trace=False).tokens and 
 # padded prefill: same tokens, trimmed back to the true length
 assert all(r["same tokens"] and r["offset after trim"] == "12" for r in rewind.padded_prefill_rows(target, prompt))
 assert float(speculation.expected_tokens_per_pass(0.5, 3)) == 1 + 0.5 + 0.25 + 0.125
-print("all checks passed")
-
-# %% [markdown]
-# ## Summary
-# - Speculative decoding trades cheap draft steps for fewer target passes; verifying $k + 1$ tokens reads the same bytes
-#   as one step, and the output is exactly greedy decoding of the target.
-# - Rejected tokens are rewound with `trim`: the offset moves back, memory stays allocated, the next write overwrites
-#   the stale rows.
-# - Acceptance falls as $k$ grows; the best $k$ depends on how good and how cheap the draft is.
-# - A ring can rewind only as far as its spare slots allow ($R + 1$ after a write); a recurrent state cannot be trimmed
-#   at all and is snapshotted and restored, at the price of re-feeding the accepted tokens.
-# - Padding a prefill and trimming back gives the same answer for attention caches; recurrent layers cannot do it.
-#
-# ## Exercises
-# 1. Add a draft with noise 0.1 to the sweep. Where does its acceptance rate at $k = 4$ land between the other two?
-# 2. Build a `RotatingKVCache(8, rewind_tokens=2)`, write 20 tokens one at a time and find `trimmable_tokens`. Then
-#    write 3 tokens in one update: how far can it rewind now, and why is that enough for speculative decoding with $k = 1$?
-# 3. With the view, find $\alpha$ for which proposing any tokens at all is slower than plain decoding when $c = 0.3$.
-
-# %%
-# Exercise 2 - your answer here: ring2 = RotatingKVCache(8, rewind_tokens=2); write tokens; print(ring2.trimmable_tokens)
+# the drawn round is the arithmetic of speculative_generate: P -> P + k + 1 -> P + n + 1
+r = round_stages(20, 4, 2)
+assert (r.offset_after_verify, r.trimmed, r.offset_after, r.emitted) == (25, 2, 23, 3)
+assert prompt_lookup_draft(context, 4) == ["the", "keys", "and", "values"]
+print("self-test passed")
