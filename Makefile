@@ -14,7 +14,8 @@ TEST_STAMP := $(VENV)/.kvsim-test.stamp
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # The exact pytest arguments of each stage. tests/test_notebooks.py reads NBVAL_ARGS and UI_ARGS from this file
-# to prove that every notebook is collected by the nbval run and every lesson by the browser run.
+# to prove that every notebook (lessons and notebooks/solutions/) is collected by the nbval run and every lesson by
+# the browser run.
 UNIT_ARGS := tests -m "not ui and not slow"
 ENV_ARGS := tests -m "slow and not ui"
 NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
@@ -26,7 +27,7 @@ help:
 	@echo "make lab            create .venv, install kvsim[notebooks], launch JupyterLab on notebooks/ ($(HOST):$(PORT))"
 	@echo "make test           create/update .venv and run every test: unit, notebooks (nbval), real browser"
 	@echo "make test-unit | test-env | test-notebooks | test-ui   one stage of make test (test-unit: fast feedback)"
-	@echo "make notebooks      re-execute every notebook in place (fresh stored outputs) and sync the jupytext pairs"
+	@echo "make notebooks      re-execute every notebook (lessons and solutions/) in place and sync the jupytext pairs"
 	@echo "make bench          run the benchmark scripts in benchmarks/"
 	@echo "variables: PYTHON=$(PYTHON) VENV=$(VENV) HOST=$(HOST) PORT=$(PORT); KVSIM_REQUIRE_BROWSER=1 fails when chromium is missing"
 
@@ -96,7 +97,7 @@ STRIP_TIMING := import sys, nbformat; nbs = [(p, nbformat.read(p, 4)) for p in s
   [c.metadata.pop("execution", None) for _, nb in nbs for c in nb.cells]; [nbformat.write(nb, p) for p, nb in nbs]
 
 notebooks: $(TEST_STAMP)
-	@nbs=$$(ls notebooks/[0-9][0-9]_*.ipynb 2>/dev/null); \
+	@nbs=$$(ls notebooks/[0-9][0-9]_*.ipynb notebooks/solutions/[0-9][0-9]_*.ipynb 2>/dev/null); \
 	if [ -z "$$nbs" ]; then echo "no lesson notebooks yet"; exit 0; fi; \
 	set -e; \
 	$(VENV)/bin/jupytext --sync $$nbs; \

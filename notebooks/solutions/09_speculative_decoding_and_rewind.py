@@ -1,0 +1,48 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 09 · Speculative decoding and rewind — solutions
+#
+# Worked answers to the "your turn" cells of lesson 09.
+
+# %%
+from kvsim.calc.exercises import check
+
+# %% [markdown]
+# **1.** A pass yields $1 + \alpha + \alpha^2 + \dots + \alpha^k$ tokens on average: the target's own token always, the
+# $i$-th draft only if the first $i$ were all accepted. The geometric sum is $(1 - \alpha^{k+1}) / (1 - \alpha)$.
+
+# %%
+alpha, k = 0.8, 4
+tokens_per_pass = sum(alpha**i for i in range(k + 1))
+print(round(tokens_per_pass, 4), "=", round((1 - alpha ** (k + 1)) / (1 - alpha), 4))
+check("09.1", tokens_per_pass)
+
+# %% [markdown]
+# **2.** The verify pass wrote $k + 1 = 6$ positions: the last token and 5 drafts. Keep the last token, the 2 accepted
+# drafts (the target's own token at the first rejection is fed next round): trim $6 - 3 = k - n$.
+
+# %%
+tokens_to_trim = 5 - 2
+check("09.2", tokens_to_trim)
+
+# %% [markdown]
+# **3.** A wrapped ring of $W$ slots can rewind only the newest token: every older slot is needed by the next query.
+# Each of the $R$ spare slots keeps one more token around, so right after a write it can rewind $R + 1$.
+
+# %%
+ring_rewind = 2 + 1
+check("09.3", ring_rewind)
