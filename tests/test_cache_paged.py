@@ -10,7 +10,7 @@ from kvsim.cache import ChunkedKVCache, KVCache, RotatingKVCache, load_cache, sa
 from kvsim.cache.paged import PagedKVCache, PagedKVPool
 from kvsim.cache.sdpa import sdpa
 from kvsim.calc.config import LayerSpec
-from kvsim.serving.blocks import RequestTooLarge
+from kvsim.serving.block_pool import RequestTooLarge
 
 H, D, HQ, BS = 2, 8, 4, 4
 WINDOWS = {"full": None, "sliding": 7, "chunked": 6}

@@ -15,7 +15,8 @@ from kvsim.plots.paged import (  # noqa: E402
     sequence_colors,
 )
 from kvsim.serving import fragmentation, ledger, sim, workload  # noqa: E402
-from kvsim.serving.blocks import BlockAllocator, cdiv  # noqa: E402
+from kvsim.serving.block_pool import cdiv  # noqa: E402
+from kvsim.serving.blocks import BlockAllocator  # noqa: E402
 from kvsim.serving.blockview import sharing_savings, sharing_scenario, snapshot  # noqa: E402
 from kvsim.widgets import VIEWS  # noqa: E402
 from kvsim.widgets.paged import draw_block_tables, draw_serving  # noqa: E402

@@ -1,4 +1,4 @@
-"""Block tables read from a real :class:`~kvsim.blocks.BlockAllocator`, step by step.
+"""Block tables read from a real :class:`~kvsim.serving.blocks.BlockAllocator`, step by step.
 
 Contract
 - :func:`snapshot` copies what an allocator holds right now: each sequence's block table
@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..calc.units import DEFAULT_BLOCK_SIZE
-from .blocks import BlockAllocator, cdiv
+from .block_pool import cdiv
+from .blocks import BlockAllocator
 
 
 @dataclass(frozen=True)

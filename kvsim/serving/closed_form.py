@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from .blocks import cdiv
+from .block_pool import cdiv
 
 
 def ceil_sum(n, b):

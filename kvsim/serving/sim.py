@@ -28,7 +28,8 @@ import numpy as np
 from ..calc import capacity, hardware, memory, registry, weights
 from ..calc.units import DEFAULT_BLOCK_SIZE
 from . import closed_form
-from .blocks import BlockAllocator, cdiv
+from .block_pool import cdiv
+from .blocks import BlockAllocator
 from .contiguous import FirstFitExtents, reservation_tokens
 from .ledger import Ledger, SimResult
 from .workload import Workload, prefix_token_ids
