@@ -5,8 +5,8 @@ Contract
   per-layer offsets, windows, sharing, pressure: see there) that hands out views: ``caches(seq_id)``
   gives one :class:`PagedKVCache` per layer, ``fork`` the child's.
 - :class:`PagedKVCache` (pool, seq_id, layer) follows :mod:`kvsim.cache.base` for one layer of one
-  sequence (B = 1), through the store's public per-layer methods only (offset, write, rewind,
-  start_at). ``update_and_fetch`` writes token t into block ``table[t // bs]``, row ``t % bs``, and
+  sequence (B = 1), through the store's public per-layer methods only (offset, first_kept, write,
+  rewind, start_at). ``update_and_fetch`` writes token t into block ``table[t // bs]``, row ``t % bs``, and
   returns the keys/values gathered by block table from the first held block to ``offset + S``
   (temporal order): attention over them equals the dense cache's. Masks hide older keys a kept
   block still holds.
