@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from .calc import capacity, memory, units
-from .calc.config import ConfigError, ModelSpec
+from .calc.config import ModelSpec
 from .calc.tables import format_table
 from .calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP, InputError
 
