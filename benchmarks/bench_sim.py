@@ -21,13 +21,9 @@ from pathlib import Path
 from kvsim.calc import capacity, memory
 from kvsim.calc.config import LayerSpec, ModelSpec
 from kvsim.calc.hardware import get_accelerator
-from kvsim.serving.sim import (
-    POLICIES,
-    SPLIT,
-    capacity_tokens_for,
-    make_workload,
-    simulate,
-)
+from kvsim.serving.ledger import SPLIT
+from kvsim.serving.sim import POLICIES, capacity_tokens_for, simulate
+from kvsim.serving.workload import make_workload
 
 OUT = Path(__file__).parent / "results"
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}

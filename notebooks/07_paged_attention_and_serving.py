@@ -34,6 +34,7 @@ import matplotlib.pyplot as plt
 from dataclasses import replace
 
 from kvsim.serving import blockview, fragmentation, capacity_tables as serving, sim
+from kvsim.serving.workload import make_workload
 from kvsim.calc import memory
 from kvsim.measure import paged_check
 from kvsim.plots.paged import plot_policy_split
@@ -134,7 +135,7 @@ block_table_view()
 # ## Attention over blocks is the same attention
 #
 # `kvsim.cache.paged.PagedKVCache` keeps one layer of one sequence in a pool of MLX arrays of shape
-# `(num_blocks, block_size, n_kv_heads, head_dim)`: it writes each new row into the slot its block table names and,
+# `(num_blocks, n_kv_heads, block_size, head_dim)`: it writes each new row into the slot its block table names and,
 # for attention, gathers the held blocks in table order. `paged_check.paged_vs_dense` feeds the same seeded keys,
 # values and queries to it and to the dense cache of the same layer, a 100-token prefill and then 60 decode steps,
 # and compares the attention outputs at every step. Real layer geometries (float32); the Gemma 3 window and the
@@ -177,7 +178,7 @@ print(format_table([{"requests": n, "system prompt": p, "own tokens": u, **block
 
 # %%
 capacity_tokens = fragmentation.kwon_setup_capacity_tokens()
-workload = sim.make_workload(1000, "chat", rate=1.0, max_len=2048, seed=0)
+workload = make_workload(1000, "chat", rate=1.0, max_len=2048, seed=0)
 results = fragmentation.compare_policies(workload, capacity_tokens, progress=True)
 print(f"KV budget: {capacity_tokens:,} token slots; {len(workload)} requests")
 print(format_table(fragmentation.figure2_rows(results), digits=1))
@@ -205,7 +206,7 @@ plt.show()
 # with and without prefix sharing:
 
 # %%
-shared_workload = sim.make_workload(500, "chat", rate=1.0, max_len=2048, seed=0, shared_prefix_tokens=512, num_prefixes=4)
+shared_workload = make_workload(500, "chat", rate=1.0, max_len=2048, seed=0, shared_prefix_tokens=512, num_prefixes=4)
 shared_runs = {sharing: sim.simulate(shared_workload, "paged", capacity_tokens=capacity_tokens, prefix_sharing=sharing)
                for sharing in (False, True)}
 print(format_table([{"prefix sharing": sharing, "iterations": r.summary["iterations"],
@@ -297,7 +298,7 @@ print("all checks passed")
 # 1. In the simulator, at which block size does the paged token-state share fall below the oracle reservation's?
 #    (`fragmentation.compare_policies(workload, capacity_tokens, block_size=...)`)
 # 2. Why does `blockview.sharing_savings(10, 15, 1, 16)` save nothing? Change one number so that it does.
-# 3. Rerun the policy comparison with `sim.make_workload(..., lengths="short")` (Alpaca-like lengths). Which policy
+# 3. Rerun the policy comparison with `make_workload(..., lengths="short")` (Alpaca-like lengths). Which policy
 #    suffers most from short answers, and why?
 
 # %%

@@ -7,12 +7,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvsim.serving.blocks import (
-    BlockAllocator,
-    OutOfBlocks,
-    RequestTooLarge,
-    block_hash,
-)
+from kvsim.serving.block_pool import OutOfBlocks, RequestTooLarge
+from kvsim.serving.blocks import BlockAllocator
+from kvsim.serving.prefix_cache import block_hash
 
 
 def snapshot(a: BlockAllocator) -> dict:

@@ -1,5 +1,7 @@
 """PagedKVCache: same attention as a dense cache, isolation, sharing, windows, pressure."""
 
+import copy
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from kvsim.cache import ChunkedKVCache, KVCache, RotatingKVCache, load_cache, sa
 from kvsim.cache.paged import PagedKVCache, PagedKVPool
 from kvsim.cache.sdpa import sdpa
 from kvsim.calc.config import LayerSpec
-from kvsim.serving.blocks import RequestTooLarge
+from kvsim.serving.block_pool import RequestTooLarge
 
 H, D, HQ, BS = 2, 8, 4, 4
 WINDOWS = {"full": None, "sliding": 7, "chunked": 6}
@@ -37,7 +39,7 @@ def token_rows(tokens, start):
 
 def reference(q, k_all, v_all, start, kind, window):
     """Attention of queries at [start, start+S) over every key ever written, by the layer's rule."""
-    S, T = q.shape[2], start + q.shape[2]
+    T = start + q.shape[2]
     qp = mx.arange(start, T)[:, None]
     kp = mx.arange(0, T)[None, :]
     mask = kp <= qp
@@ -269,3 +271,109 @@ def test_bf16_pool_bytes_and_attention():
     assert mx.allclose(layer.attend(q).astype(mx.float32), sdpa(q, keys, values, mask).astype(mx.float32))
     with pytest.raises(ValueError, match="queries must be"):
         layer.attend(queries(2, 7))
+
+
+# ---------------------------------------------------------------- the pool's per-layer interface
+
+
+def pool_snapshot(pool: PagedKVPool):
+    """Everything a pool operation could change: allocator state, per-layer offsets and write ends,
+    the preempted list and every stored row (the allocator's admission counter aside)."""
+    arrays = ("keys", "values", "host_keys", "host_values")
+    allocator = {k: copy.deepcopy(v) for k, v in vars(pool.allocator).items() if k != "_counter"}
+    rest = {k: copy.deepcopy(v) for k, v in vars(pool).items()
+            if k not in arrays + ("allocator", "geometry", "dtype")}
+    return allocator, rest, [np.array(a) for name in arrays for a in getattr(pool, name)]
+
+
+def same_snapshot(a, b) -> bool:
+    return a[:2] == b[:2] and len(a[2]) == len(b[2]) and all(np.array_equal(x, y) for x, y in zip(a[2], b[2]))
+
+
+def test_pool_writes_rows_into_the_slots_its_block_table_names():
+    pool = pool_for("full", num_blocks=8, layers=2)
+    pool.add_sequence("s")
+    k, v = rows(1, 6), rows(2, 6)
+    assert pool.write("s", 0, k, v) == (0, 6)
+    assert (pool.offset("s", 0), pool.offset("s", 1)) == (6, 0)
+    slots = pool.allocator.slots("s", 0, 6)
+    stored = pool.keys[0][mx.array(slots // BS), :, mx.array(slots % BS)]  # (S, H, D)
+    assert mx.array_equal(stored, k[0].swapaxes(0, 1))
+    assert pool.write("s", 1, k, v) == (0, 6) and pool.used_blocks == 2
+
+
+def test_pool_rewind_gives_blocks_back_once_no_layer_is_past_them():
+    pool = pool_for("full", num_blocks=8, layers=2)
+    pool.add_sequence("s")
+    for layer in (0, 1):
+        pool.write("s", layer, rows(1, 10), rows(2, 10))
+    assert pool.rewind("s", 0, 7) == 7 and pool.used_blocks == 3  # layer 1 still at 10
+    assert pool.rewind("s", 1, 5) == 5 and pool.used_blocks == 2  # highest offset 5: ⌈5 / 4⌉ blocks
+    assert (pool.offset("s", 0), pool.offset("s", 1)) == (3, 5)
+    assert pool.write("s", 0, rows(3, 2), rows(4, 2)) == (0, 5)  # rewrites positions 3, 4
+
+
+def test_pool_write_returns_the_window_it_can_read():
+    pool = pool_for("sliding", num_blocks=8)  # W = 7, blocks of 4
+    pool.add_sequence("s")
+    assert pool.write("s", 0, rows(1, 12), rows(2, 12)) == (0, 12)
+    assert pool.first_kept("s") == 4  # release point 12 − 7 + 1 = 6, rounded down to a block
+    assert pool.write("s", 0, rows(3, 1), rows(4, 1)) == (4, 13)
+    assert pool.allocator.first_live_token("s") == 4
+
+
+def test_pool_start_at_restores_a_sequence_past_its_window():
+    pool = pool_for("sliding", num_blocks=8, layers=2)
+    pool.add_sequence("r")
+    pool.start_at("r", 10)
+    assert [pool.offset("r", layer) for layer in (0, 1)] == [10, 10]
+    assert pool.allocator.first_live_token("r") == 8 and pool.used_blocks == 1
+    assert pool.write("r", 0, rows(1, 1), rows(2, 1)) == (8, 11)
+
+
+def _bad_calls(pool):
+    k, v = rows(1, 2), rows(2, 2)
+    return [
+        lambda: pool.offset("s", 2),
+        lambda: pool.write("s", 2, k, v),
+        lambda: pool.write("s", True, k, v),
+        lambda: pool.write("s", 0, mx.zeros((2, H, 1, D)), mx.zeros((2, H, 1, D))),
+        lambda: pool.write("s", 0, mx.zeros((1, 3, 1, D)), mx.zeros((1, 3, 1, D))),
+        lambda: pool.rewind("s", 0, -1),
+        lambda: pool.rewind("s", 0, 11),  # layer 0 holds positions 4..13: the window released 0..3
+        lambda: pool.rewind("s", 0, 1.0),
+        lambda: pool.rewind("s", 0, True),
+        lambda: pool.rewind("s", -1, 1),
+        lambda: pool.start_at("s", 3),  # "s" already holds tokens
+        lambda: pool.start_at("e", -1),
+        lambda: pool.start_at("e", 1.5),
+        lambda: pool.start_at("e", 100),  # RequestTooLarge: 25 blocks, the pool has 8
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_calls(None))))
+def test_bad_pool_input_is_a_one_line_value_error_and_changes_nothing(case):
+    pool = pool_for("sliding", num_blocks=8, layers=2)
+    pool.add_sequence("s")
+    pool.add_sequence("e")
+    for layer in (0, 1):
+        pool.write("s", layer, rows(layer, 13), rows(layer + 9, 13))
+    pool.write("s", 0, rows(5, 1), rows(6, 1))
+    assert pool.allocator.first_live_token("s") == 4
+    before = pool_snapshot(pool)
+    with pytest.raises(ValueError) as err:
+        _bad_calls(pool)[case]()
+    assert "\n" not in str(err.value)
+    assert same_snapshot(pool_snapshot(pool), before)
+
+
+def test_unknown_sequence_is_a_key_error_and_changes_nothing():
+    pool = pool_for("full", num_blocks=8)
+    pool.add_sequence("s")
+    pool.write("s", 0, rows(1, 3), rows(2, 3))
+    before = pool_snapshot(pool)
+    for call in (lambda: pool.offset("x", 0), lambda: pool.write("x", 0, rows(1, 1), rows(2, 1)),
+                 lambda: pool.rewind("x", 0, 1), lambda: pool.start_at("x", 0)):
+        with pytest.raises(KeyError, match="not in this pool"):
+            call()
+    assert same_snapshot(pool_snapshot(pool), before)

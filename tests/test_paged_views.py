@@ -14,8 +14,9 @@ from kvsim.plots.paged import (  # noqa: E402
     plot_split_over_time,
     sequence_colors,
 )
-from kvsim.serving import fragmentation, sim  # noqa: E402
-from kvsim.serving.blocks import BlockAllocator, cdiv  # noqa: E402
+from kvsim.serving import fragmentation, ledger, sim, workload  # noqa: E402
+from kvsim.serving.block_pool import cdiv  # noqa: E402
+from kvsim.serving.blocks import BlockAllocator  # noqa: E402
 from kvsim.serving.blockview import sharing_savings, sharing_scenario, snapshot  # noqa: E402
 from kvsim.widgets import VIEWS  # noqa: E402
 from kvsim.widgets.paged import draw_block_tables, draw_serving  # noqa: E402
@@ -76,7 +77,7 @@ def test_kwon_setup_capacity():
 
 
 def test_policies_order_like_kwon_figure2():
-    w = sim.make_workload(300, "chat", rate=1.0, seed=0)
+    w = workload.make_workload(300, "chat", rate=1.0, seed=0)
     res = fragmentation.compare_policies(w, fragmentation.kwon_setup_capacity_tokens())
     rows = {r["policy"]: r for r in fragmentation.figure2_rows(res)}
     share = [rows[p]["token states %"] for p in ("max", "pow2", "oracle", "paged")]
@@ -91,13 +92,13 @@ def test_policies_order_like_kwon_figure2():
 
 
 def test_split_over_time_conserves_slot_iterations():
-    w = sim.make_workload(80, "chat", rate=0.05, seed=1)
+    w = workload.make_workload(80, "chat", rate=0.05, seed=1)
     res = sim.simulate(w, "paged", capacity_tokens=6000)
     t, shares = fragmentation.split_over_time(res, bins=37)
     total = sum(shares.values())
     assert len(t) == 37 and np.allclose(total, 1.0)
     width = res.summary["iterations"] / 37
-    for part in sim.SPLIT:
+    for part in ledger.SPLIT:
         assert np.isclose(shares[part].sum() * width * 6000, res.summary["slot_iterations"][part])
 
 

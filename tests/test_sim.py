@@ -5,16 +5,11 @@ import pytest
 
 from kvsim.calc import memory, weights
 from kvsim.calc.registry import load_model
-from kvsim.serving.sim import (
-    LENGTHS,
-    POLICIES,
-    SPLIT,
-    _ceil_sum,
-    _Extents,
-    capacity_tokens_for,
-    make_workload,
-    simulate,
-)
+from kvsim.serving.closed_form import ceil_sum
+from kvsim.serving.contiguous import FirstFitExtents
+from kvsim.serving.ledger import SPLIT
+from kvsim.serving.sim import POLICIES, capacity_tokens_for, simulate
+from kvsim.serving.workload import LENGTHS, make_workload
 
 
 def test_workload_is_seeded_and_respects_limits():
@@ -115,8 +110,8 @@ def test_timeline_rows_cover_the_run():
 def test_ceil_sum_and_first_fit_extents():
     n = np.arange(0, 100)
     brute = np.array([sum(-(-x // 16) for x in range(1, k + 1)) for k in n])
-    assert np.array_equal(_ceil_sum(n, 16), brute)
-    e = _Extents(100)
+    assert np.array_equal(ceil_sum(n, 16), brute)
+    e = FirstFitExtents(100)
     a, b, c = e.alloc(30), e.alloc(30), e.alloc(30)
     assert (a, b, c) == (0, 30, 60) and e.alloc(20) is None  # 10 free, not 20
     e.release(b, 30)

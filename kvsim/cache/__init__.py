@@ -2,8 +2,9 @@
 
 Layouts: KVCache (standard), RotatingKVCache (sliding window), ChunkedKVCache (Llama 4 chunks),
 QuantizedKVCache (``mx.quantize`` storage), LatentCache (MLA), RecurrentStateCache (fixed
-state), PagedKVCache (fixed-size blocks of a shared PagedKVPool); CachePool owns per-sequence
-cache sets; make_caches picks one cache per layer.
+state), PagedKVCache (fixed-size blocks of a shared PagedKVPool, whose storage and per-layer
+offsets are :mod:`.paged_store`); CachePool owns per-sequence cache sets; make_caches picks one
+cache per layer.
 Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pickle); attention over what a cache returns: :mod:`.sdpa`.
 """
 

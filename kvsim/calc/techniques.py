@@ -115,60 +115,83 @@ def _pct(part, whole) -> float:
     return round(100 * float(part) / float(whole), 2)
 
 
+def _row(name, term, stays, example, stored, read) -> dict:
+    return {"technique": name, "term changed": term, "what stays in the cache": stays,
+            "example": example, "stored %": stored, "read/step %": read}
+
+
+def _fewer_heads_rows(llama, t: int = 8192) -> list[dict]:
+    """MQA/GQA (Llama 3 8B vs its MHA twin) and MLA (DeepSeek-V3 sizes vs MHA)."""
+    v = attention_variants()
+    gqa, mha = memory.kv_bytes(llama, t), memory.kv_bytes(as_mha(llama), t)
+    mla, full = memory.bytes_per_token(v["MLA"]), memory.bytes_per_token(v["MHA"])
+    latent = v["MLA"].layers[0]
+    return [
+        _row("MQA, GQA", "n_kv", "one K/V pair per group", f"Llama 3 8B vs its MHA: {mha / gqa:.0f}x smaller",
+             _pct(gqa, mha), _pct(memory.read_bytes_per_step(llama, t), memory.read_bytes_per_step(as_mha(llama), t))),
+        _row("MLA", "2·n_kv·d_h", f"latent {latent.kv_lora_rank} + RoPE key {latent.qk_rope_head_dim} per layer",
+             "DeepSeek-V3 sizes vs MHA", _pct(mla, full), _pct(mla, full)),
+    ]
+
+
+def _quantization_rows(llama) -> list[dict]:
+    """fp8 and 2-bit K/V on Llama 3 8B against bf16, the 2-bit one with and without its scales/biases."""
+    bf16, fp8 = memory.bytes_per_token(llama, "bf16"), memory.bytes_per_token(llama, "fp8")
+    q2 = memory.parse_kv_dtype("q2")
+    q2_data = sum(n * 2 * layer.num_key_value_heads * q2.vector_bytes(layer.head_dim, metadata=False)
+                  for layer, n in memory.layer_groups(llama))
+    q2_all = memory.bytes_per_token(llama, "q2")
+    return [
+        _row("KV quantization (fp8)", "b", "the same K/V, 1 byte each", "Llama 3 8B, fp8 vs bf16",
+             _pct(fp8, bf16), _pct(fp8, bf16)),
+        _row("KV quantization (2-bit)", "b", "2-bit K/V (+ scales, biases)", "Llama 3 8B, data only vs bf16",
+             _pct(q2_data, bf16), _pct(q2_data, bf16)),
+        _row("  same, with metadata", "b", "+ bf16 scale and bias per 64", "group_size 64",
+             _pct(q2_all, bf16), _pct(q2_all, bf16)),
+    ]
+
+
+def _fewer_tokens_rows(mistral, jamba, mixtral) -> list[dict]:
+    """Sliding windows (Mistral 7B at 32K) and a Mamba hybrid (Jamba vs Mixtral at 256K)."""
+    t = 32_768
+    sw, nosw = memory.kv_bytes(mistral, t), memory.kv_bytes(full_attention(mistral), t)
+    window = _row("sliding window", "T -> min(T, W) per layer", "the last W tokens, in a ring",
+                  f"Mistral 7B (W=4096) at 32K: {nosw / sw:.0f}x smaller", _pct(sw, nosw),
+                  _pct(memory.read_bytes_per_step(mistral, t), memory.read_bytes_per_step(full_attention(mistral), t)))
+    t = 262_144
+    j, m = hybrid.cache_split(jamba, t)["total"], hybrid.cache_split(mixtral, t)["total"]
+    n_rec = jamba.count("recurrent")
+    mamba = _row("hybrid (Mamba + attention)", "n_layers -> attention layers",
+                 f"K/V of {jamba.num_hidden_layers - n_rec} layers + {n_rec} fixed states",
+                 f"Jamba {units.format_bytes(j)} vs Mixtral {units.format_bytes(m)} at 256K", _pct(j, m),
+                 _pct(memory.read_bytes_per_step(jamba, t), memory.read_bytes_per_step(mixtral, t)))
+    return [window, mamba]
+
+
+def _same_bytes_rows(llama, dsv3, nsa_tokens: int, dsa_tokens: int) -> list[dict]:
+    """Techniques that keep every token: sparse reads (NSA, DSA), paged storage, faster kernels."""
+    dense, nsa = sparse_bytes(llama, nsa_tokens, "dense"), sparse_bytes(llama, nsa_tokens, "nsa")
+    dense_v3, dsa = sparse_bytes(dsv3, dsa_tokens, "dense"), sparse_bytes(dsv3, dsa_tokens, "dsa")
+    held, reserved = 500, 2048
+    paged = memory.allocated_bytes(llama, held, block_size=units.DEFAULT_BLOCK_SIZE)
+    read_held = memory.read_bytes_per_step(llama, held)
+    return [
+        _row("NSA", "none", "every token's K/V", f"NSA budget on Llama 3 8B at {nsa_tokens // 1024}K",
+             _pct(nsa["stored"], dense["stored"]), _pct(nsa["read"], dense["read"])),
+        _row("DSA", "none", "every token's latent + indexer key",
+             f"DeepSeek-V3 sizes at {dsa_tokens // 1024}K, top-2048",
+             _pct(dsa["stored"], dense_v3["stored"]), _pct(dsa["read"], dense_v3["read"])),
+        _row("PagedAttention", "none", f"the same K/V in {units.DEFAULT_BLOCK_SIZE}-token blocks",
+             f"{held} tokens held, {reserved} reserved: allocated", _pct(paged, memory.kv_bytes(llama, reserved)),
+             _pct(read_held, read_held)),
+        _row("FlashAttention, Flash-Decoding", "none", "the same K/V", "a faster kernel reading the same bytes",
+             100.0, 100.0),
+    ]
+
+
 def technique_table(nsa_tokens: int = 65_536, dsa_tokens: int = 131_072) -> list[dict]:
     """One row per technique: term changed, what stays cached, example, stored % and read-per-step % of baseline."""
     llama, mistral = load_model("llama-3-8b"), load_model("mistral-7b-v0.1")
     jamba, mixtral, dsv3 = load_model("jamba-v0.1"), load_model("mixtral-8x7b"), load_model("deepseek-v3")
-    v = attention_variants()
-    rows = []
-
-    def row(name, term, stays, example, stored, read):
-        rows.append({"technique": name, "term changed": term, "what stays in the cache": stays,
-                     "example": example, "stored %": stored, "read/step %": read})
-
-    t = 8192
-    gqa, mha = memory.kv_bytes(llama, t), memory.kv_bytes(as_mha(llama), t)
-    row("MQA, GQA", "n_kv", "one K/V pair per group", f"Llama 3 8B vs its MHA: {mha / gqa:.0f}x smaller",
-        _pct(gqa, mha), _pct(memory.read_bytes_per_step(llama, t), memory.read_bytes_per_step(as_mha(llama), t)))
-    mla, full = memory.bytes_per_token(v["MLA"]), memory.bytes_per_token(v["MHA"])
-    latent = v["MLA"].layers[0]
-    row("MLA", "2·n_kv·d_h", f"latent {latent.kv_lora_rank} + RoPE key {latent.qk_rope_head_dim} per layer",
-        "DeepSeek-V3 sizes vs MHA", _pct(mla, full), _pct(mla, full))
-    bf16 = memory.bytes_per_token(llama, "bf16")
-    q2 = memory.parse_kv_dtype("q2")
-    q2_data = sum(n * 2 * layer.num_key_value_heads * q2.vector_bytes(layer.head_dim, metadata=False)
-                  for layer, n in memory.layer_groups(llama))
-    row("KV quantization (fp8)", "b", "the same K/V, 1 byte each", "Llama 3 8B, fp8 vs bf16",
-        _pct(memory.bytes_per_token(llama, "fp8"), bf16), _pct(memory.bytes_per_token(llama, "fp8"), bf16))
-    row("KV quantization (2-bit)", "b", "2-bit K/V (+ scales, biases)", "Llama 3 8B, data only vs bf16",
-        _pct(q2_data, bf16), _pct(q2_data, bf16))
-    row("  same, with metadata", "b", "+ bf16 scale and bias per 64", "group_size 64",
-        _pct(memory.bytes_per_token(llama, "q2"), bf16), _pct(memory.bytes_per_token(llama, "q2"), bf16))
-    t = 32_768
-    sw, nosw = memory.kv_bytes(mistral, t), memory.kv_bytes(full_attention(mistral), t)
-    row("sliding window", "T -> min(T, W) per layer", "the last W tokens, in a ring",
-        f"Mistral 7B (W=4096) at 32K: {nosw / sw:.0f}x smaller", _pct(sw, nosw),
-        _pct(memory.read_bytes_per_step(mistral, t), memory.read_bytes_per_step(full_attention(mistral), t)))
-    t = 262_144
-    j, m = hybrid.cache_split(jamba, t)["total"], hybrid.cache_split(mixtral, t)["total"]
-    n_rec = jamba.count("recurrent")
-    row("hybrid (Mamba + attention)", "n_layers -> attention layers",
-        f"K/V of {jamba.num_hidden_layers - n_rec} layers + {n_rec} fixed states",
-        f"Jamba {units.format_bytes(j)} vs Mixtral {units.format_bytes(m)} at 256K", _pct(j, m),
-        _pct(memory.read_bytes_per_step(jamba, t), memory.read_bytes_per_step(mixtral, t)))
-    dense = sparse_bytes(llama, nsa_tokens, "dense")
-    nsa = sparse_bytes(llama, nsa_tokens, "nsa")
-    row("NSA", "none", "every token's K/V", f"NSA budget on Llama 3 8B at {nsa_tokens // 1024}K",
-        _pct(nsa["stored"], dense["stored"]), _pct(nsa["read"], dense["read"]))
-    dense = sparse_bytes(dsv3, dsa_tokens, "dense")
-    dsa = sparse_bytes(dsv3, dsa_tokens, "dsa")
-    row("DSA", "none", "every token's latent + indexer key", f"DeepSeek-V3 sizes at {dsa_tokens // 1024}K, top-2048",
-        _pct(dsa["stored"], dense["stored"]), _pct(dsa["read"], dense["read"]))
-    held, reserved = 500, 2048
-    paged = memory.allocated_bytes(llama, held, block_size=units.DEFAULT_BLOCK_SIZE)
-    row("PagedAttention", "none", "the same K/V in 16-token blocks",
-        f"{held} tokens held, {reserved} reserved: allocated", _pct(paged, memory.kv_bytes(llama, reserved)),
-        _pct(memory.read_bytes_per_step(llama, held), memory.read_bytes_per_step(llama, held)))
-    row("FlashAttention, Flash-Decoding", "none", "the same K/V", "a faster kernel reading the same bytes", 100.0,
-        100.0)
-    return rows
+    return (_fewer_heads_rows(llama) + _quantization_rows(llama) + _fewer_tokens_rows(mistral, jamba, mixtral)
+            + _same_bytes_rows(llama, dsv3, nsa_tokens, dsa_tokens))

@@ -19,7 +19,7 @@ from ..cache.paged import PagedKVPool
 from ..cache.sdpa import sdpa
 from ..calc.config import LayerSpec
 from ..calc.units import DEFAULT_BLOCK_SIZE
-from ..serving.blocks import cdiv
+from ..serving.block_pool import cdiv
 
 
 def _dense(layer: LayerSpec):

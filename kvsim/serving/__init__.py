@@ -1,4 +1,8 @@
 """Pure serving arithmetic: the block allocator, the serving simulator, capacity tables, fragmentation.
 
+Block allocator, one layer per module: block_pool (block states, reference counts, LRU eviction)
+-> prefix_cache (block hashes) -> block_tables (sequences) -> blocks (BlockAllocator: preemption).
+Simulator: workload (requests) and sim (the loop), with contiguous (reservations), closed_form
+(sums over growth iterations) and ledger (totals, SimResult).
 No MLX, matplotlib or ipywidgets (a test checks): paged caches on MLX live in :mod:`kvsim.cache`.
 """

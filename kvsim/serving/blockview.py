@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
-from .blocks import BlockAllocator, cdiv
+from .block_pool import cdiv
+from .blocks import BlockAllocator
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 from ..calc import capacity, hardware, registry, weights
 from ..calc.tables import format_table
 from ..calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP
-from .sim import make_workload
+from .workload import make_workload
 
 MODELS = ("llama-3-8b", "llama-3-70b", "deepseek-v3", "gemma-3-27b")
 ACCELERATORS = ("A100 40GB", "A100 80GB", "H100 80GB", "H200 141GB",

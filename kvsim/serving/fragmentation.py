@@ -17,6 +17,8 @@ import numpy as np
 
 from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
 from . import sim
+from .ledger import SPLIT, SimResult
+from .workload import Workload
 
 KWON_FIGURE2 = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}
 POLICY_LABELS = {"max": "reserve max length (Orca Max)", "pow2": "reserve next power of 2 (Orca Pow2)",
@@ -32,7 +34,7 @@ def kwon_setup_capacity_tokens(memory_bytes: int = 40 * 10**9, kv_share: float =
     return int(kv_share * memory_bytes) // token_bytes
 
 
-def compare_policies(workload: sim.Workload, capacity_tokens: int, policies=sim.POLICIES,
+def compare_policies(workload: Workload, capacity_tokens: int, policies=sim.POLICIES,
                      block_size: int = DEFAULT_BLOCK_SIZE, progress: bool = False, **kwargs) -> dict:
     """{policy: SimResult} for one workload; ``kwargs`` go to :func:`kvsim.serving.sim.simulate`."""
     it = policies
@@ -64,11 +66,11 @@ def saturated_splits(results: dict, labels: dict = POLICY_LABELS) -> dict:
     """{label: {part: share}} of the memory split while requests waited, for a stacked-bar plot
     (parts that are zero under every policy are left out)."""
     shares = {p: r.summary["share_saturated"] for p, r in results.items()}
-    parts = [k for k in sim.SPLIT if any(sh[k] > 0 for sh in shares.values())]
+    parts = [k for k in SPLIT if any(sh[k] > 0 for sh in shares.values())]
     return {labels.get(p, p): {k: sh[k] for k in parts} for p, sh in shares.items()}
 
 
-def split_over_time(result: sim.SimResult, bins: int = 100) -> tuple[np.ndarray, dict]:
+def split_over_time(result: SimResult, bins: int = 100) -> tuple[np.ndarray, dict]:
     """(bin centres in iterations, {part: share of capacity per bin}), iteration-weighted.
 
     Timeline rows hold per-iteration averages over a jump of ``iterations`` steps starting at ``t``;
@@ -82,5 +84,5 @@ def split_over_time(result: sim.SimResult, bins: int = 100) -> tuple[np.ndarray,
     overlap = np.clip(np.minimum(stop[:, None], edges[None, 1:]) - np.maximum(start[:, None], edges[None, :-1]), 0, None)
     width = np.diff(edges)
     shares = {part: (tl[part][:, None] * overlap).sum(axis=0) / width / result.summary["capacity_tokens"]
-              for part in sim.SPLIT}
+              for part in SPLIT}
     return (edges[:-1] + edges[1:]) / 2, shares

@@ -11,6 +11,7 @@ import ipywidgets as widgets
 from ..plots.paged import plot_block_tables, plot_split_over_time, sequence_colors
 from ..serving import fragmentation, sim
 from ..serving.blockview import sharing_scenario
+from ..serving.workload import make_workload
 from .base import dropdown, int_slider, make_view
 
 VIEW_REQUESTS = 200          # requests per simulated run in the view (a redraw stays well under a second)
@@ -41,7 +42,7 @@ def block_table_view(step=3, block_size=4):
 
 @lru_cache(maxsize=64)
 def _run(policy: str, block_size: int, rate: float, num_requests: int = VIEW_REQUESTS):
-    w = sim.make_workload(num_requests, "chat", rate=rate, seed=0)
+    w = make_workload(num_requests, "chat", rate=rate, seed=0)
     return sim.simulate(w, policy, capacity_tokens=fragmentation.kwon_setup_capacity_tokens(),
                         block_size=block_size)
 
