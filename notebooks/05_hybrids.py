@@ -16,27 +16,37 @@
 # %% [markdown]
 # # 05 · Hybrids: a fixed state beside a growing cache
 #
+# > **요약** (seed 000 「순환·하이브리드 모델」, seed 001 「Attention 최적화 기법이 캐시를 바꾸는 방식」의 hybrid)
+# > Mamba·linear attention 층은 문맥 길이와 상관없는 고정 크기 순환 상태를 매 토큰 갱신하고, softmax attention 층만 key·value 를 쌓는다.
+# > 그래서 긴 문맥에서는 하이브리드의 캐시가 훨씬 작지만 (Jamba: 256K 에서 4 GB, Mixtral 32 GB), 수백 토큰 이하의 짧은 문맥에서는 상태 때문에 오히려 더 크다.
+#
 # **You will learn**
 # - how recurrent layers (Mamba, Mamba-2, Gated DeltaNet, RG-LRU) replace a growing K/V cache by a state of fixed size;
 # - why Jamba needs 4 GB of KV at 256K tokens where Mixtral needs 32 GB (Lieber et al., 2024, Table 1), and where
 #   Qwen3-Next (36 Gated DeltaNet + 12 full attention) and RecurrentGemma (18 RG-LRU + 8 local attention) land;
 # - which cache each layer of a model gets (the architecture table), and how big a purely recurrent model's state is;
 # - by decoding a real reduced-depth Jamba and Qwen3-Next: the recurrent layers' measured `nbytes` stay constant while
-#   the attention layer's `KVCache` grows, byte for byte as `kvsim.calc.memory` says.
+#   the attention layer's `KVCache` grows, byte for byte as `kvsim.calc.memory` says;
+# - what one state update does, drawn, and the short-context crossover: below a few dozen to a few hundred tokens a
+#   hybrid holds MORE than the same depth of attention layers.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from kvsim.calc import hybrid, memory, units, window_bytes as windows
+from kvsim.calc import hybrid, memory, units
+from kvsim.calc import window_bytes as windows
+from kvsim.calc.exercises import check
+from kvsim.calc.registry import load_model
+from kvsim.calc.short_context import hybrid_crossover_tokens, layer_crossover
+from kvsim.calc.tables import format_table
 from kvsim.measure.growth import cache_classes, decode_layer_bytes
 from kvsim.model import build_model
 from kvsim.plots.hybrids import plot_layer_bytes
-from kvsim.calc.registry import load_model
-from kvsim.calc.tables import format_table
+from kvsim.widgets.hybrids import draw_state_vs_kv, hybrid_view
+from kvsim.widgets.state_update import draw_short_context, draw_state_update, short_context_view, state_update_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -50,6 +60,23 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 #
 # A **hybrid** stacks mostly recurrent layers with a few softmax-attention layers, which keep exact recall.
 # Only those few grow with the context: in the size formula, $n_{\text{layers}}$ becomes the number of attention layers.
+#
+# One update of a Jamba (Mamba) layer, sketched: the old state decays, the new token's contribution is added, and the
+# output is read from the new state, which has exactly the old one's shape. Below, the same layer's state beside one
+# attention layer's keys and values after 40 tokens, bar lengths proportional to bytes: the state never grows, the
+# K/V grows by one row per token and passes the state at the dashed line.
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 4.6), layout="constrained")
+draw_state_update(ax, model="jamba-v0.1", tokens=40)
+plt.show()
+
+# %% [markdown]
+# Slide the tokens, or pick Qwen3-Next (Gated DeltaNet: a matrix memory written with the delta rule) or RecurrentGemma
+# (RG-LRU: one decaying vector per layer).
+
+# %% tags=["nbval-ignore-output"]
+state_update_view()
 
 # %% [markdown]
 # ## Which cache each layer gets
@@ -140,8 +167,6 @@ print(format_table(rows))
 # windowed RecurrentGemma flattens at 2048 tokens and the pure state-space models are flat from the first token.
 
 # %%
-from kvsim.widgets.hybrids import draw_state_vs_kv  # noqa: E402
-
 fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
 draw_state_vs_kv(ax, tokens=262_144)
 plt.show()
@@ -152,11 +177,40 @@ plt.show()
 # The KV of the attention layers, the flat recurrent state (dashed) and the all-attention counterfactual of one model.
 # With batch 64 the state is paid 64 times too: it is per sequence, like the KV.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.hybrids import hybrid_view  # noqa: E402
-
+# %% tags=["nbval-ignore-output"]
 hybrid_view()
+
+# %% [markdown]
+# ## The short context: where a hybrid holds more
+#
+# The state is paid from the first token. Its all-attention twin (the same depth, every recurrent layer replaced by the
+# model's own attention layer, `hybrid.all_attention`) starts from nothing and pays K/V per token in those layers. So
+# at short context the hybrid holds **more**, and only from a crossover on does it hold less. Per recurrent layer the
+# crossover is its state divided by one attention layer's K/V per token; since every recurrent layer is swapped for
+# one attention layer, the whole model crosses at the same length (`short_context.hybrid_crossover_tokens`):
+
+# %%
+crossover_rows = []
+for name in ("jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b"):
+    spec = load_model(name)
+    c = layer_crossover(spec)
+    crossover_rows.append({"model": name, "state per recurrent layer": units.format_bytes(c["state_bytes"]),
+                 "K/V per token, one attention layer": units.format_bytes(c["kv_token_bytes"]),
+                 "layer crossover (tokens)": c["tokens"], "model crossover (tokens)": hybrid_crossover_tokens(spec)})
+print(format_table(crossover_rows))
+
+# %% [markdown]
+# Below those lengths (a few dozen tokens for Jamba and RecurrentGemma, a few hundred for Qwen3-Next with its large
+# delta-rule memories) the hybrid is the bigger cache; a server full of short chats gains nothing from it in memory.
+# On log-log axes, each hybrid (solid) against its twin (dashed):
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
+draw_short_context(ax)
+plt.show()
+
+# %% tags=["nbval-ignore-output"]
+short_context_view()
 
 # %% [markdown]
 # ## Real hybrid decode: measured bytes per layer
@@ -205,9 +259,68 @@ for name, spec in (("jamba-v0.1", jamba), ("qwen3-next-80b-a3b", qwen)):
 print(format_table(rows))
 
 # %% [markdown]
-# ## Check yourself
+# ## Summary
+# - A recurrent layer keeps a fixed state per sequence; only attention layers grow with the context.
+# - Jamba (4 attention layers of 32): 4 GiB of KV at 256K tokens vs Mixtral's 32 GiB, plus 8.3 MiB of Mamba state.
+# - Qwen3-Next (12 of 48 layers attend): 6 GiB at 256K instead of 24; RecurrentGemma (8 local layers, W = 2048) stops at 16 MiB;
+#   Mamba-2 2.7B and Falcon-Mamba 7B hold 82 MiB and 19 MiB whatever the length.
+# - A real hybrid decode measures exactly that: `RecurrentStateCache.nbytes` constant, `KVCache.nbytes` growing in steps.
+# - A recurrent layer updates its state in place, token by token; the state is paid from the first token, so below the
+#   crossover (tens of tokens for Jamba, hundreds for Qwen3-Next) a hybrid holds more than its all-attention twin.
+#
+# ## Your turn
+#
+# Solutions: `notebooks/solutions/05_hybrids.ipynb`.
+#
+# **1.** Jamba v0.1 has 32 layers, of which 4 are attention layers with 8 KV heads of 128. How large is its KV cache, in
+# GiB, for one sequence of 262,144 tokens in bf16?
 
 # %%
+jamba_kv_gib = None  # your turn
+
+# %%
+check("05.1", jamba_kv_gib)
+
+# %% [markdown]
+# **2.** A Jamba Mamba layer keeps the last $K - 1$ inputs of its convolution ($K$ = `mamba_d_conv` = 4) for each of
+# $d_{\text{inner}}$ = `mamba_expand` × `hidden_size` = 8,192 channels, and an SSM state of $d_{\text{inner}} \times
+# d_{\text{state}}$ (`mamba_d_state` = 16). How many elements is that?
+
+# %%
+mamba_state_elements = None  # your turn
+
+# %%
+check("05.2", mamba_state_elements)
+
+# %% [markdown]
+# **3.** From how many tokens on does Jamba's all-attention twin hold at least as many bytes as Jamba itself (KV plus
+# state)? Use kvsim's bytes for the state (`memory.fixed_state_bytes(jamba)`) and for the K/V per token.
+
+# %%
+jamba_crossover = None  # your turn
+
+# %%
+check("05.3", jamba_crossover)
+
+# %% [markdown]
+# ## Exercises
+# 1. At how many tokens does Jamba's KV equal its Mamba state? And Qwen3-Next's? (Use `hybrid.tokens_to_reach`.)
+# 2. Serving 64 sequences of 4K tokens, which needs more cache memory: Falcon-Mamba 7B or Llama 3 8B? At what
+#    context length do they swap?
+# 3. Run `decode_layer_bytes(small, kv_dtype="fp32", step=32)`: which layers' bytes double, and does the Mamba
+#    state change with the number of tokens?
+# 4. RecurrentGemma's attention is local. How large would its cache be at 256K tokens if those 8 layers were global?
+
+# %%
+# Exercise 2 - your answer here: compare hybrid.cache_split(load_model("falcon-mamba-7b"), 4096, batch=64)["total"]
+# with memory.kv_bytes(load_model("llama-3-8b"), 4096, batch=64).
+
+# %% [markdown]
+# ## Self-test
+#
+# kvsim against the papers' numbers and the real decode above (silent when everything holds).
+
+# %% tags=["self-test"]
 assert memory.kv_bytes(jamba, 262_144) == 4 * 2**30 and memory.kv_bytes(mixtral, 262_144) == 32 * 2**30
 assert memory.kv_bytes(hybrid.all_attention(jamba), 262_144) == memory.kv_bytes(mixtral, 262_144)
 assert hybrid.mixers(jamba) == {"mamba": 28, "full": 4} and windows.pattern_period(jamba) == "RRRRFRRR"
@@ -227,24 +340,12 @@ for run, spec in ((runs["jamba-v0.1"], jamba), (runs["qwen3-next-80b-a3b"], qwen
     assert run.measured[1, -1] > run.measured[1, 0]
     assert [c.offset for c in run.caches] == [t_end, t_end] == [64 + 47] * 2
 assert rows[0]["from measured layers"] == rows[0]["kvsim.calc.memory"] and rows[1]["from measured layers"] == rows[1]["kvsim.calc.memory"]
-print("all checks passed")
-
-# %% [markdown]
-# ## Summary
-# - A recurrent layer keeps a fixed state per sequence; only attention layers grow with the context.
-# - Jamba (4 attention layers of 32): 4 GiB of KV at 256K tokens vs Mixtral's 32 GiB, plus 8.3 MiB of Mamba state.
-# - Qwen3-Next (12 of 48 layers attend): 6 GiB at 256K instead of 24; RecurrentGemma (8 local layers, W = 2048) stops at 16 MiB;
-#   Mamba-2 2.7B and Falcon-Mamba 7B hold 82 MiB and 19 MiB whatever the length.
-# - A real hybrid decode measures exactly that: `RecurrentStateCache.nbytes` constant, `KVCache.nbytes` growing in steps.
-#
-# ## Exercises
-# 1. At how many tokens does Jamba's KV equal its Mamba state? And Qwen3-Next's? (Use `hybrid.tokens_to_reach`.)
-# 2. Serving 64 sequences of 4K tokens, which needs more cache memory: Falcon-Mamba 7B or Llama 3 8B? At what
-#    context length do they swap?
-# 3. Run `decode_layer_bytes(small, kv_dtype="fp32", step=32)`: which layers' bytes double, and does the Mamba
-#    state change with the number of tokens?
-# 4. RecurrentGemma's attention is local. How large would its cache be at 256K tokens if those 8 layers were global?
-
-# %%
-# Exercise 2 - your answer here: compare hybrid.cache_split(load_model("falcon-mamba-7b"), 4096, batch=64)["total"]
-# with memory.kv_bytes(load_model("llama-3-8b"), 4096, batch=64).
+# the short-context crossover: the hybrid holds more just below it, the twin at least as much from it on
+for name in ("jamba-v0.1", "qwen3-next-80b-a3b"):
+    spec = load_model(name)
+    t = hybrid_crossover_tokens(spec)
+    twin = hybrid.all_attention(spec)
+    assert hybrid.cache_split(spec, t - 1)["total"] > memory.kv_bytes(twin, t - 1)
+    assert hybrid.cache_split(spec, t)["total"] <= memory.kv_bytes(twin, t)
+    assert t == layer_crossover(spec)["tokens"]
+print("self-test passed")

@@ -7,9 +7,13 @@ Contract (pure, over :mod:`kvsim.calc.hybrid`)
 - :func:`hybrid_crossover_tokens` = the first T with all-attention KV(T) ≥ hybrid KV(T) + state,
   with kvsim's default state dtype (:func:`kvsim.calc.hybrid.cache_split`).
 - :func:`short_context_curves`: both per-sequence sizes against T, for the lesson 05 plot.
+- :func:`layer_crossover`: the same in one layer: one recurrent layer's state bytes against one attention
+  layer's K/V bytes per token, and the first T at which that attention layer holds at least as much.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -48,3 +52,15 @@ def short_context_curves(spec: ModelSpec, tokens, kv_dtype="bf16") -> dict:
     return {"hybrid": np.asarray(hybrid.cache_split(spec, t, 1, kv_dtype)["total"], dtype=np.int64),
             "all-attention": np.asarray(memory.kv_bytes(hybrid.all_attention(spec), t, 1, kv_dtype),
                                         dtype=np.int64)}
+
+
+def layer_crossover(spec: ModelSpec, kv_dtype="bf16") -> dict:
+    """{"state_bytes": one recurrent layer's state, "kv_token_bytes": one attention layer's K/V per token,
+    "tokens": ⌈state / per-token⌉, the first T at which that layer holds at least the state}."""
+    recurrent = [layer for layer in spec.layers if layer.kind == "recurrent"]
+    attention = [layer for layer in spec.layers if layer.kind in hybrid.ATTENTION_KINDS]
+    if not recurrent or not attention:
+        raise InputError(f"{spec.name} needs a recurrent and an attention layer to compare")
+    state = memory.state_bytes(recurrent[0])  # kvsim's default state dtype
+    per_token = memory.layer_token_bytes(attention[0], kv_dtype)
+    return {"state_bytes": state, "kv_token_bytes": per_token, "tokens": math.ceil(state / per_token)}

@@ -19,6 +19,7 @@ from .seed_figure import seed_figure_view
 from .size import capacity_view, kv_size_view
 from .speculative import speculation_view
 from .start import slider_demo_view
+from .state_update import short_context_view, state_update_view
 from .variants import variants_view
 from .windows import chunk_view, ring_buffer_view, window_bytes_view
 
@@ -47,6 +48,8 @@ VIEWS = {
     "kind_share": kind_share_view,
     "channel_quant": channel_quant_view,
     "draft_round": round_view,
+    "state_update": state_update_view,
+    "short_context": short_context_view,
 }
 
 __all__ = ["VIEWS", "View", "make_view", "kv_size_view", "capacity_view"]
