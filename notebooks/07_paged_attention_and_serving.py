@@ -16,6 +16,10 @@
 # %% [markdown]
 # # 07 · Paged attention and serving
 #
+# > **요약** (seed 000 「Paged decode 저장소와 커널」, 「시퀀스별 상태와 CachePool」, seed 001 「Attention 최적화 기법이 캐시를 바꾸는 방식」의 PagedAttention)
+# > PagedAttention 은 토큰당 크기를 바꾸지 않고, 같은 내용을 16 토큰 블록에 나눠 담아 미리 잡아 두고 안 쓰는 메모리를 없앤다.
+# > 그래서 같은 GPU 에 더 많은 요청이 들어가고, 메모리가 모자라면 요청을 preemption 했다가 다시 계산한다 (한 요청이 여러 번 preemption 될 수 있다).
+#
 # **You will learn**
 # - why a server that reserves one contiguous region per request wastes most of its KV memory, and how
 #   fixed-size blocks with a block table (PagedAttention) remove that waste without changing the bytes per token;
@@ -23,24 +27,30 @@
 # - how kvsim's serving simulator reproduces Kwon et al. (2023) Figure 2 (20.4 / 26.8 / 38.2 / 96.3 % of KV memory
 #   holding real tokens) and how close it comes;
 # - how many sequences fit on A100, H100, H200 and Mac memory with dense, paged and quantized KV;
-# - that attention over blocks gathered through a block table gives the same output as dense attention.
+# - that attention over blocks gathered through a block table gives the same output as dense attention;
+# - why the simulator counts more preemptions than requests, why the `paged` capacity column equals `dense`, and why an
+#   MLA latent is copied to every GPU under tensor parallelism.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 
-from dataclasses import replace
-
-from kvsim.serving import blockview, fragmentation, capacity_tables as serving, sim
-from kvsim.serving.workload import make_workload
 from kvsim.calc import memory
-from kvsim.measure import paged_check
-from kvsim.plots.paged import plot_policy_split
+from kvsim.calc.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.weights import weights_bytes
+from kvsim.measure import paged_check
+from kvsim.plots.paged import plot_policy_split
+from kvsim.serving import blockview, fragmentation, sim
+from kvsim.serving import capacity_tables as serving
+from kvsim.serving.blocks import BlockAllocator
+from kvsim.serving.preemption_story import preemption_story
+from kvsim.serving.workload import make_workload
+from kvsim.widgets.paged import block_table_view, draw_block_tables, serving_view
+from kvsim.widgets.preemption import draw_preemption_story, draw_tp_bytes, preemption_view, tp_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -113,8 +123,6 @@ print(format_table([{"step": i, "sequence": name, "tokens": s.tokens[name],
                     for i, s in enumerate(steps) for name in s.tables]))
 
 # %%
-from kvsim.widgets.paged import draw_block_tables  # noqa: E402
-
 fig, axes = plt.subplots(4, 1, figsize=(8, 12), layout="constrained")
 for ax, step in zip(axes, (1, 2, 3, 4)):
     draw_block_tables(ax, step=step, block_size=4)
@@ -125,10 +133,7 @@ plt.show()
 # Move the sliders: with a block size that does not divide the 8-token system prompt, only its full blocks are
 # shared, and the block holding the rest of the system prompt plus the question is private.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.paged import block_table_view  # noqa: E402
-
+# %% tags=["nbval-ignore-output"]
 block_table_view()
 
 # %% [markdown]
@@ -200,6 +205,46 @@ plt.show()
 # about 1.9× as many run at once as with the oracle reservation and the tokens generated per iteration rise with them.
 
 # %% [markdown]
+# ## More preemptions than requests
+#
+# The paged row counts more preemptions than the workload has requests. A preemption is an **event**, not a request:
+# when a running request needs a new block and none is free, the scheduler preempts the most recently admitted request
+# (vLLM's choice), frees its blocks and puts it back at the front of the queue, keeping its tokens (recompute). When it
+# is admitted again it recomputes the keys and values of everything it had, and it can be preempted again later.
+
+# %%
+paged_summary = results["paged"].summary
+print({k: paged_summary[k] for k in ("completed", "preemptions", "recomputed_tokens", "prefill_tokens")})
+print(f"preemption events per completed request: {paged_summary['preemptions'] / paged_summary['completed']:.3f}")
+
+# %% [markdown]
+# The same thing small enough to see: four requests (6-token prompts, 10-token answers) arrive together on a real
+# `BlockAllocator` of 11 blocks of 4 tokens. Each step the running requests grow by one token; when a block is missing
+# the latest admitted request is preempted (×), and a step that preempted admits nobody. Request 4 is preempted,
+# readmitted (its prompt and answer so far recomputed), and preempted again: four requests, more events than requests.
+
+# %%
+story = preemption_story(((0, 6, 10),) * 4, num_blocks=11, block_size=4)
+fig, ax = plt.subplots(figsize=(8, 3.4), layout="constrained")
+draw_preemption_story(ax, num_blocks=11, output_tokens=10)
+plt.show()
+print("preempted per request:", story.preempted, "| the allocator's count:", story.events)
+
+# %% [markdown]
+# The allocator counts the same way on its own: one sequence preempted, resumed and preempted again is two events.
+
+# %%
+alloc = BlockAllocator(num_blocks=8, block_size=4, enable_prefix_caching=False)
+alloc.add_sequence("A", num_tokens=10)
+alloc.preempt("A")
+alloc.resume("A")
+alloc.preempt("A")
+print("sequences: 1, preemptions:", alloc.stats["preemptions"])
+
+# %% tags=["nbval-ignore-output"]
+preemption_view()
+
+# %% [markdown]
 # ## Prefix sharing in the simulator
 #
 # The same stream, now with one of 4 system prompts of 512 tokens in front of every prompt, served with paged blocks
@@ -226,10 +271,7 @@ print(format_table([{"prefix sharing": sharing, "iterations": r.summary["iterati
 # 200 requests on the same budget. At a low arrival rate memory sits idle whatever the policy; at a high one,
 # the policy decides how much of the full memory holds tokens. Large blocks bring internal fragmentation back.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from kvsim.widgets.paged import serving_view  # noqa: E402
-
+# %% tags=["nbval-ignore-output"]
 serving_view()
 
 # %% [markdown]
@@ -262,11 +304,98 @@ print(format_table(h100, columns=["model", "tp", "context_tokens", "dense", "pag
 # %% [markdown]
 # A full-length sequence costs the same paged or not; what paging buys is that a short request holds only what it
 # uses, so far more of them run at once (the `paged_chat` column). Quantized KV roughly doubles every column at 8 bits.
-
-# %% [markdown]
-# ## Check yourself
+#
+# **Why `paged` equals `dense`.** Both columns assume every sequence really reaches the context $T$. Dense reserves
+# $\lceil T/256 \rceil \cdot 256$ slots up front, paged ends with $\lceil T/16 \rceil \cdot 16$ slots in blocks; every $T$
+# in these tables (4,096 to 131,072) is a multiple of 256, so both hold exactly $T$ slots and the same bytes. Paging
+# removes memory that is reserved and **unused**; a sequence that uses all of it leaves nothing to remove. The columns
+# part only when $T$ is not a multiple of the step, and by less than 256 tokens:
 
 # %%
+print(format_table([{"tokens T": t,
+                     "dense, 256-token steps (MiB)": round(memory.allocated_bytes(llama8b, t) / 2**20, 2),
+                     "paged, 16-token blocks (MiB)": round(memory.allocated_bytes(llama8b, t, block_size=16) / 2**20, 2)}
+                    for t in (4096, 8192, 8100, 8200)], digits=2))
+
+# %% [markdown]
+# ## Tensor parallelism: heads are split, an MLA latent is copied
+#
+# With tensor parallelism over `tp` GPUs each GPU computes its share of the attention heads, so it keeps the K/V heads
+# of those query heads: Llama 3 70B's 8 KV heads split 8 ways leave one per GPU, an eighth of the bytes (beyond 8 GPUs
+# a KV head is copied, so the bytes stop falling). An MLA latent has no heads to split: every head is rebuilt from the
+# whole latent, so every GPU keeps all of it, and DeepSeek-V3's 68.6 KiB per token stay 68.6 KiB on each GPU. That is
+# why the `tp` column above does not shrink DeepSeek-V3's KV the way it shrinks Llama's.
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4), layout="constrained")
+draw_tp_bytes(ax, "llama-3-70b", "deepseek-v3")
+plt.show()
+
+# %% tags=["nbval-ignore-output"]
+tp_view()
+
+# %% [markdown]
+# ## Summary
+# - Contiguous reservation wastes KV memory three ways: reserved-but-not-yet-used, reserved-never-used, and holes.
+#   Kwon et al. measured real tokens in only 20.4–38.2 % of it; paging with 16-token blocks, 96.3 %.
+# - A block table maps each sequence's logical blocks to physical blocks anywhere in one pool; waste is under one block
+#   per sequence, and identical full prefix blocks, forks and parallel samples share blocks until one writes (CoW).
+# - kvsim's simulator reproduces the ordering and the paged figure within a point; the contiguous figures come out higher.
+# - Attention over blocks gathered through a block table equals dense attention, exactly, for full, sliding and chunked layers.
+# - Paging does not shrink a token (lesson 02's formula still holds): a sequence that fills its context costs the same;
+#   short requests hold only what they use, so many more fit (`serving.capacity_table`), and 8-bit KV doubles that again.
+# - Preemptions are events: a preempted request is readmitted, recomputes its tokens and may be preempted again.
+# - Under tensor parallelism KV heads are split over GPUs, an MLA latent is copied to each.
+#
+# ## Your turn
+#
+# Solutions: `notebooks/solutions/07_paged_attention_and_serving.ipynb`.
+#
+# **1.** How many blocks of 16 tokens does a sequence of 1,000 tokens hold?
+
+# %%
+blocks_for_1000_tokens = None  # your turn
+
+# %%
+check("07.1", blocks_for_1000_tokens)
+
+# %% [markdown]
+# **2.** A server gives Llama 3 8B (128 KiB per token in bf16) a KV budget of 20 GiB, in blocks of 16 tokens. How many
+# blocks is that?
+
+# %%
+blocks_in_20_gib = None  # your turn
+
+# %%
+check("07.2", blocks_in_20_gib)
+
+# %% [markdown]
+# **3.** DeepSeek-V3 (61 MLA layers, latent 512 + RoPE key 64, bf16) served with tensor parallelism over 8 GPUs: how many
+# bytes of KV does each GPU hold per token?
+
+# %%
+mla_bytes_per_gpu = None  # your turn
+
+# %%
+check("07.3", mla_bytes_per_gpu)
+
+# %% [markdown]
+# ## Exercises
+# 1. In the simulator, at which block size does the paged token-state share fall below the oracle reservation's?
+#    (`fragmentation.compare_policies(workload, capacity_tokens, block_size=...)`)
+# 2. Why does `blockview.sharing_savings(10, 15, 1, 16)` save nothing? Change one number so that it does.
+# 3. Rerun the policy comparison with `make_workload(..., lengths="short")` (Alpaca-like lengths). Which policy
+#    suffers most from short answers, and why?
+
+# %%
+# Exercise 1 - your answer here: try block_size in (16, 64, 256, 1024) with policies=("oracle", "paged").
+
+# %% [markdown]
+# ## Self-test
+#
+# kvsim against Kwon et al.'s Figure 2 and the real allocator and caches above (silent when everything holds).
+
+# %% tags=["self-test"]
 rows = {r["policy"]: r for r in fragmentation.figure2_rows(results)}
 share = {p: rows[p]["token states %"] for p in sim.POLICIES}
 assert share["max"] < share["pow2"] < share["oracle"] < share["paged"]                  # Kwon et al.'s order
@@ -281,25 +410,12 @@ assert paged_check.summarize(paged_runs["Gemma 3 27B, sliding (W=64)"])["blocks 
 cap = {(r["model"], r["context_tokens"]): r for r in h100}
 assert all(r["dense"] == r["paged"] <= r["paged_chat"] and r["quantized"] >= r["paged"] for r in h100)
 assert cap[("llama-3-8b", 8192)]["dense"] == int(0.9 * 80 * 2**30 - weights_bytes(llama8b, "bf16")) // (8192 * 131_072)
-print("all checks passed")
-
-# %% [markdown]
-# ## Summary
-# - Contiguous reservation wastes KV memory three ways: reserved-but-not-yet-used, reserved-never-used, and holes.
-#   Kwon et al. measured real tokens in only 20.4–38.2 % of it; paging with 16-token blocks, 96.3 %.
-# - A block table maps each sequence's logical blocks to physical blocks anywhere in one pool; waste is under one block
-#   per sequence, and identical full prefix blocks, forks and parallel samples share blocks until one writes (CoW).
-# - kvsim's simulator reproduces the ordering and the paged figure within a point; the contiguous figures come out higher.
-# - Attention over blocks gathered through a block table equals dense attention, exactly, for full, sliding and chunked layers.
-# - Paging does not shrink a token (lesson 02's formula still holds): a sequence that fills its context costs the same;
-#   short requests hold only what they use, so many more fit (`serving.capacity_table`), and 8-bit KV doubles that again.
-#
-# ## Exercises
-# 1. In the simulator, at which block size does the paged token-state share fall below the oracle reservation's?
-#    (`fragmentation.compare_policies(workload, capacity_tokens, block_size=...)`)
-# 2. Why does `blockview.sharing_savings(10, 15, 1, 16)` save nothing? Change one number so that it does.
-# 3. Rerun the policy comparison with `make_workload(..., lengths="short")` (Alpaca-like lengths). Which policy
-#    suffers most from short answers, and why?
-
-# %%
-# Exercise 1 - your answer here: try block_size in (16, 64, 256, 1024) with policies=("oracle", "paged").
+# preemptions are events: the allocator counts one sequence twice; the small story has more events than requests
+assert alloc.stats["preemptions"] == 2 and story.events > len(story.preempted)
+assert paged_summary["completed"] == len(workload)
+# paged = dense at full length; the MLA latent is the same on every GPU, GQA heads split
+assert memory.allocated_bytes(llama8b, 8192) == memory.allocated_bytes(llama8b, 8192, block_size=16)
+ds = load_model("deepseek-v3")
+assert memory.bytes_per_token(ds, tp=8) == memory.bytes_per_token(ds) and \
+    memory.bytes_per_token(load_model("llama-3-70b"), tp=8) * 8 == memory.bytes_per_token(load_model("llama-3-70b"))
+print("self-test passed")

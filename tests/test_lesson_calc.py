@@ -131,3 +131,13 @@ def test_prompt_lookup_draft():
 def test_ring_history_default_view_is_out_of_order():
     _, h = ring_history(6, 2, 17)
     assert h.slots[-1].tolist() != sorted(h.slots[-1].tolist())
+
+
+def test_short_context_layer_crossover_matches_the_model_crossover():
+    from kvsim.calc.short_context import layer_crossover
+    for name in ("jamba-v0.1", "qwen3-next-80b-a3b"):
+        spec = load_model(name)
+        c = layer_crossover(spec)
+        assert c["tokens"] == hybrid_crossover_tokens(spec) == math.ceil(c["state_bytes"] / c["kv_token_bytes"])
+    with pytest.raises(InputError, match="recurrent and an attention layer"):
+        layer_crossover(load_model("mamba2-2.7b"))

@@ -13,6 +13,7 @@ from .head_sharing import head_sharing_view, mla_view
 from .hybrids import hybrid_view
 from .masks import kind_share_view, mask_view, ring_link_view
 from .paged import block_table_view, serving_view
+from .preemption import preemption_view, tp_view
 from .quantized import quantized_kv_view
 from .recompute import recompute_view
 from .seed_figure import seed_figure_view
@@ -50,6 +51,8 @@ VIEWS = {
     "draft_round": round_view,
     "state_update": state_update_view,
     "short_context": short_context_view,
+    "preemption": preemption_view,
+    "tp_bytes": tp_view,
 }
 
 __all__ = ["VIEWS", "View", "make_view", "kv_size_view", "capacity_view"]
