@@ -42,7 +42,12 @@ from kvsim.calc.tables import format_table
 from kvsim.calc.tokens_fed import CACHED, UNCACHED, fed_rows, tokens_fed
 from kvsim.measure.cache_speedup import decode_with_and_without_cache
 from kvsim.model import build_model, toy_spec
-from kvsim.widgets.cache_grid import draw_step_grid, draw_tokens_fed_log, step_grid_view, tokens_fed_log_view
+from kvsim.widgets.cache_grid import (
+                                         draw_step_grid,
+                                         draw_tokens_fed_log,
+                                         step_grid_view,
+                                         tokens_fed_log_view,
+)
 from kvsim.widgets.recompute import draw_decode_time
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))

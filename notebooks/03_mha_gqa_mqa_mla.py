@@ -35,7 +35,12 @@ import importlib.metadata as md
 import matplotlib.pyplot as plt
 
 from kvsim.calc import memory
-from kvsim.calc.counterfactual import attention_variants, decodable_variants, equivalent_gqa_groups, variant_rows
+from kvsim.calc.counterfactual import (
+    attention_variants,
+    decodable_variants,
+    equivalent_gqa_groups,
+    variant_rows,
+)
 from kvsim.calc.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table

@@ -49,7 +49,14 @@ from kvsim.measure.growth import measure_nbytes
 from kvsim.measure.ring_order import ring_order_check
 from kvsim.measure.ring_slots import decode_positions
 from kvsim.plots.windows import plot_measured_vs_formula
-from kvsim.widgets.masks import draw_kind_shares, draw_masks, draw_ring_link, kind_share_view, mask_view, ring_link_view
+from kvsim.widgets.masks import (
+    draw_kind_shares,
+    draw_masks,
+    draw_ring_link,
+    kind_share_view,
+    mask_view,
+    ring_link_view,
+)
 from kvsim.widgets.windows import window_bytes_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))

@@ -46,7 +46,12 @@ from kvsim.measure.growth import cache_classes, decode_layer_bytes
 from kvsim.model import build_model
 from kvsim.plots.hybrids import plot_layer_bytes
 from kvsim.widgets.hybrids import draw_state_vs_kv, hybrid_view
-from kvsim.widgets.state_update import draw_short_context, draw_state_update, short_context_view, state_update_view
+from kvsim.widgets.state_update import (
+    draw_short_context,
+    draw_state_update,
+    short_context_view,
+    state_update_view,
+)
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

@@ -50,7 +50,12 @@ from kvsim.serving.blocks import BlockAllocator
 from kvsim.serving.preemption_story import preemption_story
 from kvsim.serving.workload import make_workload
 from kvsim.widgets.paged import block_table_view, draw_block_tables, serving_view
-from kvsim.widgets.preemption import draw_preemption_story, draw_tp_bytes, preemption_view, tp_view
+from kvsim.widgets.preemption import (
+    draw_preemption_story,
+    draw_tp_bytes,
+    preemption_view,
+    tp_view,
+)
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
