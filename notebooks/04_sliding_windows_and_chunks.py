@@ -220,10 +220,10 @@ ring_link_view()
 # 2. **Softmax does not care about order.** The output is $\sum_j \mathrm{softmax}(q \cdot k_j)\, v_j$, a sum over the
 #    keys: permuting the keys (with their values, and the mask entries) permutes the terms, not the sum.
 #
-# Seed 000 describes mlxcel's ring as handing attention a **linearized** window (선형화: oldest first). That is kvsim's
-# default, `RotatingKVCache(ordered=True)`, which copies the window into temporal order once it wraps. mlx-lm skips the
-# copy and returns the ring as stored, with a mask that describes that order (`ordered=False`). The two are the same
-# attention; linearizing costs a copy of the window per step and buys a simpler mask. Measured on real caches, seeded
+# Seed 000 describes mlxcel's ring as handing attention a **linearized** window (선형화: oldest first). kvsim's
+# `RotatingKVCache(ordered=True)` does that: once the ring wraps it copies the window into temporal order. mlx-lm skips
+# the copy and returns the ring as stored, with a mask that describes that order; kvsim's `ordered=False` does the same.
+# The two are the same attention; linearizing costs a copy of the window per step and buys a simpler mask. Measured on real caches, seeded
 # keys rotated by RoPE before each write, one query per decode step:
 
 # %%
