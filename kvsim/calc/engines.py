@@ -11,6 +11,7 @@ Contract
   mlx_lm_bytes takes mlx-lm's own settings (model dtype, kv_bits, kv_group_size, quantized_kv_start).
 - Where mlx-lm refuses (kv_bits on a sliding-window model, 5 or 6 bits a fresh QuantizedKVCache cannot
   hold) or a setting has no mlx-lm meaning (batch, tp, fp8): :class:`~kvsim.calc.units.InputError`.
+- :func:`engine_summary` is the JSON block ``kvsim calc --engine`` prints; :func:`format_engine_summary` its text.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .units import (
     MLX_QUANTIZE_BITS,
     InputError,
     dtype_key,
+    format_bytes,
     positive_int,
 )
 
@@ -180,3 +182,39 @@ def engine_bytes(spec: ModelSpec, engine: str = "kvsim", *, prompt_tokens: int, 
     if dt.quantized:
         return mlx_lm_bytes(spec, feeds, dt.scale_dtype, dt.bits, dt.group_size, quantized_kv_start)
     return mlx_lm_bytes(spec, feeds, _float_dtype(dt.name))
+
+
+def cache_classes(eb: EngineBytes) -> dict[str, int]:
+    """How many layers hold each cache class, in first-seen order ('' layers keep none)."""
+    out: dict[str, int] = {}
+    for row in eb.layers:
+        if row.cache:
+            out[row.cache] = out.get(row.cache, 0) + 1
+    return out
+
+
+def engine_summary(eb: EngineBytes, prompt_tokens: int, prefill_step: int, decode_steps: int) -> dict:
+    """The JSON-able block ``kvsim calc --engine`` prints: allocated K/V, state and total bytes, per layer too."""
+    return {
+        "engine": eb.engine, "prompt_tokens": prompt_tokens, "prefill_step": prefill_step,
+        "decode_steps": decode_steps, "model_calls": len(eb.feeds), "quantized": eb.quantized,
+        "cache_classes": cache_classes(eb), "allocated_bytes": eb.kv_bytes,
+        "allocated_state_bytes": eb.state_bytes, "allocated_total_bytes": eb.total_bytes,
+        "engine_layers": [{"index": r.index, "kind": r.kind, "cache": r.cache, "allocated_bytes": r.kv_bytes,
+                           "allocated_state_bytes": r.state_bytes} for r in eb.layers],
+    }
+
+
+def format_engine_summary(e: dict, asked_quantized: bool = False) -> str:
+    """The lines ``kvsim calc --engine`` prints under the summary, from :func:`engine_summary`'s block."""
+    steps = f" in steps of {e['prefill_step']:,}" if e["engine"] == "mlx-lm" else ""
+    classes = ", ".join(f"{n} {name}" for name, n in e["cache_classes"].items())
+    lines = [f"  engine {e['engine']}: {e['prompt_tokens']:,}-token prompt{steps} + {e['decode_steps']:,} decode "
+             f"steps ({e['model_calls']:,} model calls)",
+             f"  allocated by {e['engine']} ({classes}): {e['allocated_total_bytes']:,} B "
+             f"({format_bytes(e['allocated_total_bytes'])})"]
+    if e["allocated_state_bytes"]:
+        lines.append(f"    K/V {e['allocated_bytes']:,} B + recurrent state {e['allocated_state_bytes']:,} B")
+    if asked_quantized and e["engine"] == "mlx-lm" and not e["quantized"]:
+        lines.append("  (K/V stay unquantized: mlx-lm quantizes once the cache holds --quantized-kv-start tokens)")
+    return "\n".join(lines)

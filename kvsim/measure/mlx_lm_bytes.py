@@ -10,7 +10,9 @@ Contract
   ``generate_step`` does (with kv_bits: its ``maybe_quantize_kv_cache`` after every call); it returns
   the caches. :func:`cache_bytes` reads each cache's (K/V bytes, state bytes) from ``nbytes``.
 - :func:`measure` puts every cache-holding layer's measured bytes beside
-  :func:`kvsim.calc.engines.mlx_lm_bytes` for the same feeds (:class:`Measured`).
+  :func:`kvsim.calc.engines.mlx_lm_bytes` (and kvsim's own caches, :func:`kvsim.calc.engines.kvsim_bytes`)
+  for the same feeds (:class:`Measured`); :func:`format_measured` / ``Measured.as_dict`` are what
+  ``kvsim measure`` prints.
 - mlx-lm is imported inside these functions: a missing mlx-lm raises ImportError when one is called.
   What this module returns is measured, never computed (the prediction is the calc's).
 """
@@ -25,10 +27,12 @@ import mlx.core as mx
 from mlx.utils import tree_flatten, tree_map
 
 from ..cache.base import mx_dtype
-from ..calc.config import ConfigError
-from ..calc.engines import EngineBytes, LayerBytes, mlx_lm_bytes
+from ..calc.config import ConfigError, ModelSpec
+from ..calc.engines import EngineBytes, LayerBytes, kvsim_bytes, mlx_lm_bytes
 from ..calc.hf_config import from_hf_config
-from ..calc.units import FLOAT_DTYPES, MLX_LM_QUANTIZED_KV_START, dtype_key
+from ..calc.memory import parse_kv_dtype
+from ..calc.tables import format_table
+from ..calc.units import FLOAT_DTYPES, MLX_LM_QUANTIZED_KV_START, QUANT_BITS, dtype_key
 
 
 def _read_config(path: Path) -> dict:
@@ -102,14 +106,47 @@ def cache_bytes(c) -> tuple[int, int]:
 class Measured:
     """Measured mlx-lm caches beside kvsim's mlx-lm prediction, one row per layer of the spec."""
 
-    model_type: str
+    spec: ModelSpec
     dtype: str
     predicted: EngineBytes
     measured: tuple[LayerBytes, ...]
+    kvsim: EngineBytes | None = None
 
     @property
     def measured_bytes(self) -> int:
         return sum(x.total_bytes for x in self.measured)
+
+    def rows(self) -> list[dict]:
+        """One dict per layer: kind, mlx-lm's cache class, measured and predicted bytes."""
+        own = self.kvsim.layers if self.kvsim else [None] * len(self.measured)
+        return [{"layer": m.index, "kind": m.kind, "mlx-lm cache": m.cache, "measured B": m.total_bytes,
+                 "predicted mlx-lm B": p.total_bytes, "kvsim caches B": k.total_bytes if k else None}
+                for m, p, k in zip(self.measured, self.predicted.layers, own)]
+
+    def as_dict(self, prompt_tokens: int, prefill_step: int, decode_steps: int) -> dict:
+        """What ``kvsim measure --json`` prints."""
+        import mlx_lm
+        return {"model": self.spec.name, "model_type": self.spec.model_type, "dtype": self.dtype,
+                "mlx_lm_version": mlx_lm.__version__, "prompt_tokens": prompt_tokens,
+                "prefill_step": prefill_step, "decode_steps": decode_steps,
+                "measured_bytes": self.measured_bytes, "predicted_bytes": self.predicted.total_bytes,
+                "kvsim_bytes": self.kvsim.total_bytes if self.kvsim else None,
+                "layers": [{"index": r["layer"], "kind": r["kind"], "cache": r["mlx-lm cache"],
+                            "measured_bytes": r["measured B"], "predicted_bytes": r["predicted mlx-lm B"],
+                            "kvsim_bytes": r["kvsim caches B"]} for r in self.rows()]}
+
+
+def format_measured(m: Measured, prompt_tokens: int, prefill_step: int, decode_steps: int) -> str:
+    """A per-layer table of measured and predicted bytes, with a total line."""
+    import mlx_lm
+    rows = m.rows()
+    rows.append({"layer": None, "kind": "total", "mlx-lm cache": "", "measured B": m.measured_bytes,
+                 "predicted mlx-lm B": m.predicted.total_bytes,
+                 "kvsim caches B": m.kvsim.total_bytes if m.kvsim else None})
+    verdict = "equal" if m.measured_bytes == m.predicted.total_bytes else "DIFFERENT"
+    return (f"{m.spec.model_type} ({m.dtype}) in mlx-lm {mlx_lm.__version__}: {prompt_tokens:,}-token prompt in steps "
+            f"of {prefill_step:,} + {decode_steps:,} decode steps\n{format_table(rows)}\n"
+            f"measured and predicted (engine mlx-lm) are {verdict}")
 
 
 def measure(path, feeds, dtype: str | None = None, kv_bits: int | None = None, kv_group_size: int = 64,
@@ -125,4 +162,12 @@ def measure(path, feeds, dtype: str | None = None, kv_bits: int | None = None, k
     measured = {row.index: LayerBytes(row.index, row.kind, type(c).__name__, *cache_bytes(c))
                 for row, c in zip(holders, cache)}
     rows = tuple(measured.get(r.index, LayerBytes(r.index, r.kind, "", 0, 0)) for r in predicted.layers)
-    return Measured(spec.model_type, key, predicted, rows)
+    return Measured(spec, key, predicted, rows, _kvsim_caches(spec, feeds, key, kv_bits, kv_group_size))
+
+
+def _kvsim_caches(spec, feeds, dtype, kv_bits, group_size) -> EngineBytes | None:
+    """kvsim's own caches for the same feeds (K/V and state in the model dtype; None for bits kvsim lacks)."""
+    kv = dtype if kv_bits is None else f"q{kv_bits}"
+    if kv_bits is not None and kv not in QUANT_BITS:
+        return None
+    return kvsim_bytes(spec, feeds, parse_kv_dtype(kv, group_size, dtype), dtype)
