@@ -159,7 +159,8 @@ def _load(name) -> ModelSpec:
 
 
 def _tokens(args) -> int:
-    """--tokens, or P + D when the prompt is given (--prompt-tokens and --tokens exclude each other)."""
+    """--tokens, or P + D when the prompt is given (--prompt-tokens and --tokens exclude each other).
+    Call once: :func:`_resolve` stores the result in ``args.tokens``."""
     prompt = getattr(args, "prompt_tokens", None)
     if prompt is None:
         return DEFAULT_TOKENS if args.tokens is None else args.tokens
@@ -168,19 +169,26 @@ def _tokens(args) -> int:
     return prompt + (args.decode_steps or 0)
 
 
+def _resolve(args):
+    """Fill the defaults that depend on other options: the token count and the state dtype."""
+    args.tokens, args.state_dtype = _tokens(args), args.state_dtype or "bf16"
+
+
 def _sizing(args) -> dict:
-    """The keyword arguments of :func:`summary` given on the command line."""
-    return dict(tokens=_tokens(args), batch=args.batch, kv_dtype=_kv_dtype(args), tp=args.tp,
-                state_dtype=args.state_dtype or "bf16", step=args.step, block_size=args.block_size)
+    """The keyword arguments of :func:`summary` given on the command line (after :func:`_resolve`)."""
+    return dict(tokens=args.tokens, batch=args.batch, kv_dtype=_kv_dtype(args), tp=args.tp,
+                state_dtype=args.state_dtype, step=args.step, block_size=args.block_size)
 
 
 def _engine_options(args) -> dict | None:
     """The engine_bytes keywords of ``calc``, or None when no engine option was given (then T is the tokens)."""
     mlx = args.engine == "mlx-lm"
+    if args.decode_steps is not None and args.prompt_tokens is None:
+        raise UsageError("--decode-steps needs --prompt-tokens (tokens = prompt + decode steps)")
     if not mlx and args.prompt_tokens is None:
-        for flag in ("decode_steps", "prefill_step", "quantized_kv_start"):
+        for flag in ("prefill_step", "quantized_kv_start"):
             if getattr(args, flag) is not None:
-                raise UsageError(f"--{flag.replace('_', '-')} needs --prompt-tokens or --engine mlx-lm")
+                raise UsageError(f"--{flag.replace('_', '-')} needs --engine mlx-lm")
         return None
     if not mlx and (args.prefill_step is not None or args.quantized_kv_start is not None):
         raise UsageError("--prefill-step and --quantized-kv-start apply to --engine mlx-lm")
@@ -302,8 +310,9 @@ def run(argv) -> int:
         print("\n".join(accelerator_names()))
     elif args.command == "calc":
         spec = _load(args.model)
+        options = _engine_options(args)  # before _resolve: it tells given options from defaults
+        _resolve(args)
         s = summary(spec, **_sizing(args))
-        options = _engine_options(args)
         e = _engine_block(spec, options) if options else None
         cap = _capacity(spec, args)
         if args.json:
@@ -318,6 +327,7 @@ def run(argv) -> int:
     elif args.command == "measure":
         _measure(args)
     else:
+        _resolve(args)
         rows = [summary(_load(m), **_sizing(args)) for m in args.models]
         print(json.dumps(rows, indent=2)) if args.json else _print_compare(rows)
     return 0

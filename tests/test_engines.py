@@ -226,6 +226,8 @@ def test_calc_engine_text_and_the_kvsim_engine(capsys):
 @pytest.mark.parametrize("argv, needle", [
     (["--tokens", "5", "--prompt-tokens", "4"], "not both"),
     (["--decode-steps", "4"], "--decode-steps needs --prompt-tokens"),
+    (["--engine", "mlx-lm", "--decode-steps", "4"], "--decode-steps needs --prompt-tokens"),
+    (["--prefill-step", "4"], "--prefill-step needs --engine mlx-lm"),
     (["--prompt-tokens", "4", "--prefill-step", "2"], "apply to --engine mlx-lm"),
     (["--engine", "mlx-lm", "--state-dtype", "fp32"], "--state-dtype applies to --engine kvsim"),
     (["--engine", "mlx-lm", "--step", "128"], "--step applies"),
