@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from .config import LayerSpec, ModelSpec
 from .units import (
     DEFAULT_STEP,
+    GROUP_SIZES,
     MLX_LM_PREFILL_STEP,
     InputError,
     nonnegative_int,
@@ -112,9 +113,10 @@ class EngineCache:
 
 
 def state_in_fp32(recurrent_family: str, state_name: str) -> bool:
-    """mlx-lm keeps the Mamba-2 and Gated DeltaNet ``ssm`` state in fp32; conv states, Mamba-1 and RG-LRU
-    states follow the model dtype (mamba2.py / ssm.py, gated_delta.py, mamba.py, recurrent_gemma.py)."""
-    return state_name == "ssm" and recurrent_family in ("mamba2", "gated_deltanet")
+    """mlx-lm keeps the Mamba-2 and Gated DeltaNet recurrent state (every state but ``conv``) in fp32; conv
+    states, Mamba-1 and RG-LRU states follow the model dtype (mamba2.py / ssm.py, gated_delta.py, mamba.py,
+    recurrent_gemma.py)."""
+    return state_name != "conv" and recurrent_family in ("mamba2", "gated_deltanet")
 
 
 def _kv(layer: LayerSpec, cls: str = "KVCache", **extra) -> EngineCache:
@@ -216,8 +218,9 @@ def quantized_vector_bytes(dim: int, bits: int, group_size: int, scale_bytes: in
     ``KVCache.to_quantized`` (generate_step's kv_bits path) packs with mx.quantize and always fits.
     """
     if dim % group_size:
-        raise InputError(f"mx.quantize needs group_size {group_size} to divide every cached width; "
-                         f"{dim} is not a multiple (use group_size 32 or a float dtype)")
+        ok = [g for g in GROUP_SIZES if dim % g == 0]
+        raise InputError(f"mx.quantize needs group_size {group_size} to divide every cached width, and {dim} is "
+                         f"not a multiple; accepted: {', '.join(map(str, ok)) or 'none (use a float dtype)'}")
     words = dim * bits // 32
     if fresh and dim // (32 // bits) != words:
         raise InputError(f"mlx-lm's QuantizedKVCache cannot hold {bits}-bit K/V of width {dim}: it allocates "
