@@ -3,7 +3,10 @@
 Contract
 - :class:`LayerSpec`: one decoder layer, with an attention ``kind`` and the dimensions that decide how
   much cache it keeps. Kinds: ``full``, ``sliding`` (window W), ``chunked`` (chunk C), ``mla``
-  (latent + RoPE key), ``recurrent`` (fixed state tensors), ``none`` (no cache).
+  (latent + RoPE key), ``recurrent`` (fixed state tensors), ``none`` (no cache). An attention layer
+  that runs a recurrent mixer beside its attention (Falcon-H1: attention and Mamba-2 in every layer)
+  keeps its attention kind and also carries ``recurrent_family`` + ``state_shapes``: the calculator
+  counts its K/V and its state (``state_elements`` is every layer's state, whatever its kind).
 - :class:`ModelSpec`: the layers, the sizes weights need, and the typed fields the MLX model reads
   (RoPE base, norm epsilon, MLA and recurrent widths...), each with a documented default.
   Both are frozen; ``ModelSpec.config`` (the parsed ``config.json``) is frozen deeply: dicts become
@@ -60,7 +63,8 @@ class LayerSpec:
     Attention kinds (full/sliding/chunked) cache K of ``head_dim`` and V of ``v_head_dim``
     for each of ``num_key_value_heads`` heads. ``mla`` caches ``kv_lora_rank +
     qk_rope_head_dim`` elements shared by all heads. ``recurrent`` keeps ``state_shapes``
-    per sequence (no batch axis), whatever the number of tokens.
+    per sequence (no batch axis), whatever the number of tokens; an attention layer with
+    ``state_shapes`` keeps both (a parallel recurrent mixer, as in Falcon-H1).
     """
 
     kind: str
@@ -90,7 +94,9 @@ class LayerSpec:
         if self.kind == "mla":
             positive_int("kv_lora_rank", self.kv_lora_rank, ConfigError)
             positive_int("qk_rope_head_dim", self.qk_rope_head_dim, ConfigError)
-        if self.kind == "recurrent":
+        if self.kind == "recurrent" or self.state_shapes:
+            if self.kind in ("mla", "none"):
+                raise ConfigError(f"a {self.kind} layer keeps no recurrent state; state_shapes must be empty")
             if self.recurrent_family not in RECURRENT_FAMILIES:
                 raise ConfigError(
                     f"recurrent_family {self.recurrent_family!r} is not one of "

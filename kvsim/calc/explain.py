@@ -93,7 +93,7 @@ def explain(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: i
         if line:
             ex.text_lines.append("  " + line[0])
             ex.latex_lines.append(line[1])
-        elif layer.kind == "recurrent":
+        if layer.state_shapes:  # recurrent layers, and attention layers with a mixer beside (Falcon-H1)
             shapes = " + ".join(f"{name} {'×'.join(map(str, shape))}" for name, shape in layer.state_shapes)
             b = units.DTYPE_BYTES[state_dtype]
             per_seq = count * memory.state_bytes(layer, state_dtype)
