@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from .calc import capacity, memory, units
-from .calc.config import ConfigError, ModelSpec
+from .calc.config import ModelSpec
 from .calc.tables import format_table
 from .calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP, InputError
 
@@ -79,7 +79,9 @@ def _add_sizing(p):
     p.add_argument("--scale-dtype", default="bf16", help="dtype of quantization scales/biases (default bf16)")
     p.add_argument("--full-precision-tokens", type=_nonneg_int("--full-precision-tokens"), default=0,
                    help="most recent tokens kept unquantized (default 0)")
-    p.add_argument("--state-dtype", default="bf16", help="dtype of recurrent state: fp32, bf16, fp16 (default bf16)")
+    p.add_argument("--state-dtype", default=None,
+                   help="dtype of all recurrent state: fp32, bf16, fp16 (default: as the reference implementation "
+                        "keeps it: SSM / delta-rule / RG-LRU state fp32, conv window bf16)")
     p.add_argument("--tp", type=_pos_int("--tp"), default=1, help="tensor-parallel ranks (default 1)")
     p.add_argument("--step", type=_pos_int("--step"), default=DEFAULT_STEP,
                    help=f"token slots a growing cache adds at a time (default {DEFAULT_STEP})")
@@ -126,7 +128,7 @@ def _sizing(args) -> dict:
 
 
 def summary(spec: ModelSpec, *, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
-            state_dtype: str = "bf16", step: int = DEFAULT_STEP, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
+            state_dtype: str | None = None, step: int = DEFAULT_STEP, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
     """The numbers ``calc`` and ``compare`` print, as a JSON-able dict.
 
     kv_bytes = Σ_layers kept(T)·token_bytes·B; total_bytes = kv_bytes + fixed_state_bytes; allocated_bytes
