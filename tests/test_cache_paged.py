@@ -37,7 +37,7 @@ def token_rows(tokens, start):
 
 def reference(q, k_all, v_all, start, kind, window):
     """Attention of queries at [start, start+S) over every key ever written, by the layer's rule."""
-    S, T = q.shape[2], start + q.shape[2]
+    T = start + q.shape[2]
     qp = mx.arange(start, T)[:, None]
     kp = mx.arange(0, T)[None, :]
     mask = kp <= qp
@@ -269,3 +269,19 @@ def test_bf16_pool_bytes_and_attention():
     assert mx.allclose(layer.attend(q).astype(mx.float32), sdpa(q, keys, values, mask).astype(mx.float32))
     with pytest.raises(ValueError, match="queries must be"):
         layer.attend(queries(2, 7))
+
+
+def test_deepcopy_of_a_paged_cache_copies_its_pool():
+    """Issue 12, defect 1 (deepcopy raised 'cannot pickle Dtype'): the copy and its pool are independent."""
+    import copy
+
+    pool = PagedKVPool(1, 2, 4, num_blocks=8, block_size=4)
+    pool.add_sequence("a")
+    cache = pool.caches("a")[0]
+    x = mx.ones((1, 2, 5, 4), dtype=mx.float16)
+    cache.update_and_fetch(x, x)
+    twin = copy.deepcopy(cache)
+    assert twin.pool is not pool and twin.offset == 5
+    k, _ = twin.update_and_fetch(2 * x[:, :, :1], x[:, :, :1])
+    assert twin.offset == 6 and cache.offset == 5 and pool.allocator.num_tokens("a") == 5
+    assert mx.array_equal(k[:, :, :5], cache.update_and_fetch(x[:, :, :1], x[:, :, :1])[0][:, :, :5]).item()

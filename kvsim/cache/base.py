@@ -72,6 +72,14 @@ def dtype_from_name(name: str):
     raise ValueError(f"dtype {name!r} is not one of float32, float16, bfloat16")
 
 
+def deepcopy_object(obj, memo):
+    """``copy.deepcopy(obj)`` for an object whose attributes may hold mx.Dtype objects (shared, not copied)."""
+    new = type(obj).__new__(type(obj))
+    memo[id(obj)] = new
+    new.__dict__.update(_deepcopy(obj.__dict__, memo))
+    return new
+
+
 def _deepcopy(value, memo):
     """copy.deepcopy that shares mx.Dtype objects (each array's .dtype is a new one, so memo cannot)."""
     if isinstance(value, mx.Dtype):
@@ -200,10 +208,7 @@ class BaseCache:
 
     def __deepcopy__(self, memo):
         """An independent copy: arrays copied, MLX dtypes (immutable, and not picklable) shared."""
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        new.__dict__.update(_deepcopy(self.__dict__, memo))
-        return new
+        return deepcopy_object(self, memo)
 
     # ------------------------------------------------------------ masks
     def key_positions(self, n: int) -> mx.array:

@@ -40,7 +40,7 @@ import mlx.core as mx
 
 from ..calc.units import DEFAULT_BLOCK_SIZE
 from ..serving.blocks import BlockAllocator, OutOfBlocks, cdiv
-from .base import BaseCache, check_kv, dtype_from_name, dtype_name
+from .base import BaseCache, check_kv, deepcopy_object, dtype_from_name, dtype_name
 from .sdpa import sdpa
 
 KINDS = ("full", "sliding", "chunked")
@@ -97,6 +97,10 @@ class PagedKVPool:
         self._offsets: dict = {}   # seq -> per-layer offset
         self._written: dict = {}   # seq -> per-layer end of the last write (rewind detection)
         self.preempted: list = []  # ids preempted to make room, oldest first
+
+    def __deepcopy__(self, memo):
+        """An independent pool, every sequence's blocks copied (deep-copying a PagedKVCache copies its pool)."""
+        return deepcopy_object(self, memo)
 
     @classmethod
     def for_layer(cls, layer, num_layers: int, **kwargs) -> "PagedKVPool":
