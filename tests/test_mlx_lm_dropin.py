@@ -46,8 +46,9 @@ FULL, SLIDING = "full_attention", "sliding_attention"
 CONFIGS = {
     "llama": {**BASE, "model_type": "llama"},
     "llama+layer_types": {**BASE, "model_type": "llama", "sliding_window": 6, "layer_types": [FULL, SLIDING]},
-    # mlx-lm runs mistral as llama without a window; 4096 is longer than the test, so both agree
-    "mistral": {**BASE, "model_type": "mistral", "sliding_window": 4096},
+    # mlx-lm runs mistral as llama without a window (kvsim, like transformers, keeps Mistral 7B's 4096);
+    # the window is longer than the test, so both attend to the same keys
+    "mistral": {**BASE, "model_type": "mistral", "sliding_window": 4096, "max_position_embeddings": 32768},
     "gemma3_text": {**BASE, "model_type": "gemma3_text", "sliding_window": 6, "sliding_window_pattern": 2,
                     "query_pre_attn_scalar": 32},
     "gpt_oss": {**BASE, "model_type": "gpt_oss", "sliding_window": 6, "layer_types": [SLIDING, FULL],
@@ -152,7 +153,7 @@ def test_same_greedy_tokens_as_mlx_lm_caches_and_no_cache(name):
 
 def test_layouts_are_the_ones_the_layers_need():
     kinds = {name: [type(c) for c in kvsim_caches(name)] for name in CONFIGS}
-    assert kinds["llama+layer_types"] == [KVCache, RotatingKVCache]
+    assert kinds["llama+layer_types"] == [KVCache, RotatingKVCache] and kinds["mistral"] == [RotatingKVCache] * 2
     assert kinds["gpt_oss"] == [RotatingKVCache, KVCache] and kinds["gemma3_text"] == [RotatingKVCache, KVCache]
     assert kinds["llama4"] == [ChunkedKVCache] * 3 + [KVCache] and kinds["deepseek_v3"] == [LatentCache] * 2
     assert kinds["jamba"] == [RecurrentStateCache, KVCache] and kinds["mamba2"] == [RecurrentStateCache] * 2
@@ -173,8 +174,8 @@ def test_quantized_llama_same_tokens_as_mlx_lm_quantized_cache(bits):
 
 def test_quantized_fetch_through_mlx_lm_attention_equals_kvsim_attention():
     cache = QuantizedKVCache(bits=4, group_size=32)
-    k, v, q = (mx.random.normal((1, 2, 7, 64), key=mx.random.key(i)) for i in range(3))
-    q = mx.random.normal((1, 4, 7, 64), key=mx.random.key(9))
+    k, v = (mx.random.normal((1, 2, 7, 64), key=mx.random.key(i)) for i in range(2))
+    q = mx.random.normal((1, 4, 7, 64), key=mx.random.key(9))        # 4 query heads over 2 KV heads
     mask = cache.make_mask(7)
     keys, values = fetched = cache.update_and_fetch(k, v)
     ours = quantized_sdpa(q, fetched.keys, fetched.values, mask, 0.125, group_size=32, bits=4)
