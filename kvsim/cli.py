@@ -93,7 +93,9 @@ def _add_sizing(p):
     p.add_argument("--scale-dtype", default="bf16", help="dtype of quantization scales/biases (default bf16)")
     p.add_argument("--full-precision-tokens", type=_nonneg_int("--full-precision-tokens"), default=0,
                    help="most recent tokens kept unquantized (default 0)")
-    p.add_argument("--state-dtype", help="dtype of recurrent state: fp32, bf16, fp16 (default bf16)")
+    p.add_argument("--state-dtype", default=None,
+                   help="dtype of all recurrent state: fp32, bf16, fp16 (default: as the reference implementation "
+                        "keeps it: SSM / delta-rule / RG-LRU state fp32, conv window bf16)")
     p.add_argument("--tp", type=_pos_int("--tp"), default=1, help="tensor-parallel ranks (default 1)")
     p.add_argument("--step", type=_pos_int("--step"), default=DEFAULT_STEP,
                    help=f"token slots a growing cache adds at a time (default {DEFAULT_STEP})")
@@ -200,7 +202,7 @@ def _engine_options(args) -> dict | None:
     prompt = args.prompt_tokens if args.prompt_tokens is not None else _tokens(args)
     return dict(engine=args.engine, prompt_tokens=prompt, decode_steps=args.decode_steps or 0,
                 prefill_step=args.prefill_step or MLX_LM_PREFILL_STEP, kv_dtype=_kv_dtype(args),
-                state_dtype=args.state_dtype or "bf16", batch=args.batch, tp=args.tp,
+                state_dtype=args.state_dtype, batch=args.batch, tp=args.tp,
                 quantized_kv_start=(MLX_LM_QUANTIZED_KV_START if args.quantized_kv_start is None
                                     else args.quantized_kv_start))
 
@@ -211,7 +213,7 @@ def _engine_block(spec, options) -> dict:
 
 
 def summary(spec: ModelSpec, *, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
-            state_dtype: str = "bf16", step: int = DEFAULT_STEP, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
+            state_dtype: str | None = None, step: int = DEFAULT_STEP, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
     """The numbers ``calc`` and ``compare`` print, as a JSON-able dict.
 
     kv_bytes = Σ_layers kept(T)·token_bytes·B; total_bytes = kv_bytes + fixed_state_bytes; allocated_bytes

@@ -519,3 +519,46 @@ def test_unknown_extra_keys_never_change_the_spec(name, extra, nested):
     target = cfg["text_config"] if nested and "text_config" in cfg else cfg
     target.update(extra)
     assert from_hf_config(cfg, name=name) == spec_of(name)
+
+
+# ---------------------------------------------------------------- issue 12, defects 5 and 6
+
+TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+        "num_hidden_layers": 4}
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "phi3"])
+def test_dense_families_honour_layer_types(model_type):
+    """Defect 5: mlx-lm's test config (full, sliding, sliding, full) parsed as four sliding layers."""
+    from kvsim.cache import KVCache, RotatingKVCache, make_caches
+    from kvsim.calc.memory import kv_bytes
+
+    types = ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]
+    spec = from_hf_config({**TINY, "model_type": model_type, "sliding_window": 8, "layer_types": types})
+    assert [layer.kind for layer in spec.layers] == ["full", "sliding", "sliding", "full"]
+    assert spec.layers[1].sliding_window == 8
+    per_token = 2 * 2 * 16 * 2                      # K and V, 2 heads of 16, bf16
+    assert kv_bytes(spec, 1024) == per_token * (2 * 1024 + 2 * 8)
+    assert [type(c) for c in make_caches(spec)] == [KVCache, RotatingKVCache, RotatingKVCache, KVCache]
+    with pytest.raises(ConfigError, match=r"layer_types\[0\]"):
+        from_hf_config({**TINY, "model_type": model_type, "layer_types": ["linear_attention"] + types[1:]})
+
+
+def test_qwen_sliding_window_follows_transformers():
+    """Defect 5: transformers' Qwen2Config windows layers i >= max_window_layers when use_sliding_window."""
+    for model_type in ("qwen2", "qwen3"):
+        cfg = {**TINY, "model_type": model_type, "sliding_window": 8, "max_window_layers": 2}
+        kinds = [layer.kind for layer in from_hf_config({**cfg, "use_sliding_window": True}).layers]
+        assert kinds == ["full", "full", "sliding", "sliding"]
+        assert from_hf_config(cfg).kinds == {"full": 4}          # use_sliding_window defaults to false
+        assert from_hf_config({**cfg, "use_sliding_window": True, "max_window_layers": 28}).kinds == {"full": 4}
+        assert from_hf_config({k: v for k, v in {**cfg, "use_sliding_window": True}.items()
+                               if k != "max_window_layers"}).kinds == {"full": 4}   # default 28
+
+
+def test_gated_deltanet_state_is_laid_out_as_mlx_lm_writes_it():
+    """Defect 6: kvsim declared (Hv, Dk, Dv); mlx-lm's gated_delta writes (B, Hv, Dv, Dk)."""
+    spec = from_hf_config({**TINY, "model_type": "qwen3_next", "head_dim": 16, "linear_num_key_heads": 2,
+                           "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 24})
+    gdn = spec.layers[0]
+    assert dict(gdn.state_shapes) == {"conv": (3, 2 * 2 * 8 + 4 * 24), "ssm": (4, 24, 8)}

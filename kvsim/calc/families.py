@@ -83,12 +83,35 @@ def _layer_types_or(cfg, n, default_fn):
 
 
 def _dense(cfg):
-    """llama, mistral, mixtral, qwen2, qwen3, phi3: every layer full, or sliding if windowed."""
+    """llama, mistral, mixtral, phi3: ``layer_types`` if given, else every layer full, or sliding if windowed."""
     n = config_int(cfg, "num_hidden_layers")
     w = _window(cfg)
-    if w is None:
-        return [_attn(cfg) for _ in range(n)]
-    return [_attn(cfg, "sliding", window=w) for _ in range(n)]
+    return _typed_layers(cfg, n, w, lambda i: "full_attention" if w is None else "sliding_attention")
+
+
+def _qwen(cfg):
+    """qwen2, qwen3 (transformers' Qwen2Config): a window only with ``use_sliding_window`` true, and then
+    only on layers i >= ``max_window_layers`` (default 28); an explicit ``layer_types`` wins."""
+    n = config_int(cfg, "num_hidden_layers")
+    w = _window(cfg) if cfg.get("use_sliding_window") is True else None
+    first = cfg.get("max_window_layers", 28)
+    if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+        raise ConfigError(f"max_window_layers must be an integer >= 0, got {first!r}")
+    return _typed_layers(cfg, n, w, lambda i: "sliding_attention" if w and i >= first else "full_attention")
+
+
+def _typed_layers(cfg, n, window, default_fn):
+    """One layer per ``layer_types`` entry (or ``default_fn(i)``): full, or sliding with ``window``.
+
+    A sliding entry without a window (none configured, disabled, or as long as the context) is a full
+    layer, as transformers builds it (its sliding_window is then None).
+    """
+    out = []
+    for i, t in enumerate(_layer_types_or(cfg, n, default_fn)):
+        if t not in ("full_attention", "sliding_attention"):
+            raise ConfigError(f"layer_types[{i}] is {t!r}; accepted: sliding_attention, full_attention")
+        out.append(_attn(cfg, "sliding", window=window) if t == "sliding_attention" and window else _attn(cfg))
+    return out
 
 
 def _sliding_global(cfg, pattern_default):
@@ -185,7 +208,7 @@ def _qwen3_next(cfg):
     dk, dv = config_int(cfg, "linear_key_head_dim"), config_int(cfg, "linear_value_head_dim")
     k = config_int(cfg, "linear_conv_kernel_dim", default=4)
     gdn = LayerSpec(kind="recurrent", recurrent_family="gated_deltanet", state_shapes=(
-        ("conv", (k - 1, 2 * nk * dk + nv * dv)), ("ssm", (nv, dk, dv))))
+        ("conv", (k - 1, 2 * nk * dk + nv * dv)), ("ssm", (nv, dv, dk))))  # mlx-lm's layout
     types = _layer_types_or(
         cfg, n, lambda i: "full_attention" if (i + 1) % interval == 0 else "linear_attention")
     out = []
@@ -299,8 +322,8 @@ def _falcon_h1(cfg):
 
 
 FAMILIES = {
-    "llama": _dense, "mistral": _dense, "mixtral": _dense, "qwen2": _dense,
-    "qwen3": _dense, "phi3": _dense,
+    "llama": _dense, "mistral": _dense, "mixtral": _dense, "qwen2": _qwen,
+    "qwen3": _qwen, "phi3": _dense,
     "gemma2": lambda c: _sliding_global(c, 2),
     "gemma3": lambda c: _sliding_global(c, 6),
     "gemma3_text": lambda c: _sliding_global(c, 6),
