@@ -172,8 +172,8 @@ def _tokens(args) -> int:
 
 
 def _resolve(args):
-    """Fill the defaults that depend on other options: the token count and the state dtype."""
-    args.tokens, args.state_dtype = _tokens(args), args.state_dtype or "bf16"
+    """Fill the default that depends on other options: the token count (state dtype None = the reference's)."""
+    args.tokens = _tokens(args)
 
 
 def _sizing(args) -> dict:

@@ -21,6 +21,7 @@ from kvsim.calc.memory import (
     kv_bytes,
     parse_kv_dtype,
 )
+from kvsim.calc.registry import load_model
 
 BASE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
         "vocab_size": 100}
@@ -164,3 +165,10 @@ def test_fresh_caches_are_trimmable_as_mlx_lm_reads_it(name):
         assert c.is_trimmable() == (not isinstance(c, RecurrentStateCache)), type(c).__name__
     quantized = make_caches(from_hf_config(CONFIGS["gemma3"]), kv_dtype="q8")
     assert all(c.is_trimmable() for c in quantized)
+
+
+def test_layers_with_attention_and_a_state_are_refused_not_half_cached():
+    # Falcon-H1 runs attention and Mamba-2 side by side in every layer: a KVCache alone would drop the state
+    spec = load_model("falcon-h1-0.5b")
+    with pytest.raises(ValueError, match="K/V and a mamba2 state side by side"):
+        make_caches(spec)

@@ -71,8 +71,12 @@ def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, st
                                 max_size=max_size)
 
     caches = []
-    for layer in spec.layers:
+    for i, layer in enumerate(spec.layers):
         kind = layer.kind
+        if kind != "recurrent" and layer.state_shapes:
+            raise ValueError(f"layer {i} of {spec.name} keeps K/V and a {layer.recurrent_family} state side by "
+                             "side (Falcon-H1): kvsim has no MLX cache for such layers; the calculator sizes "
+                             "them (kvsim.calc.memory, engine 'mlx-lm')")
         if kind == "none":
             caches.append(None)
         elif kind == "recurrent":
