@@ -3,6 +3,12 @@
 Contract
 - ``kvsim models`` lists the registry; ``kvsim calc MODEL|config.json`` sizes one model;
   ``kvsim compare MODEL MODEL ...`` prints a side-by-side table (:func:`kvsim.calc.tables.format_table`).
+- ``kvsim calc MODEL --engine mlx-lm --prompt-tokens P --prefill-step S --decode-steps D`` adds what
+  an engine's caches hold after that prompt and decode (:func:`kvsim.calc.engines.engine_bytes`;
+  ``--engine kvsim`` is kvsim's own caches); in ``--json`` ``allocated_bytes`` is then the engine's.
+- ``kvsim measure MODEL`` (an MLX model folder or a config.json) runs the tokens through mlx-lm with
+  its own caches and prints measured bytes per layer beside the prediction
+  (:mod:`kvsim.measure.mlx_lm_bytes`, imported inside that command; without mlx-lm: exit 2).
 - ``--json`` prints one JSON object (``kv_bytes``, ``bytes_per_token``, ``fixed_state_bytes``,
   ``total_bytes``, ``allocated_bytes`` with its ``allocated_step_tokens``, ``paged_bytes`` with its
   ``paged_block_tokens``, ``layers`` ...), all computed by :mod:`kvsim.calc.memory` /
@@ -27,10 +33,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .calc import capacity, memory, units
+from .calc import capacity, engines, memory, units
 from .calc.config import ModelSpec
 from .calc.tables import format_table
-from .calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP, InputError
+from .calc.units import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_STEP,
+    MLX_LM_PREFILL_STEP,
+    MLX_LM_QUANTIZED_KV_START,
+    InputError,
+)
+
+DEFAULT_TOKENS = 8192
 
 _ROOT = Path(__file__).resolve().parents[1]  # the directory holding the kvsim package
 
@@ -72,14 +86,16 @@ def _pos_float(name):
 
 
 def _add_sizing(p):
-    p.add_argument("--tokens", type=_nonneg_int("--tokens"), default=8192, help="tokens per sequence (default 8192)")
+    p.add_argument("--tokens", type=_nonneg_int("--tokens"), help=f"tokens per sequence (default {DEFAULT_TOKENS})")
     p.add_argument("--batch", type=_pos_int("--batch"), default=1, help="concurrent sequences (default 1)")
     p.add_argument("--kv-dtype", default="bf16", help=f"one of {', '.join(units.KV_DTYPES)} (default bf16)")
     p.add_argument("--group-size", type=int, default=64, help="quantization group size: 32, 64, 128 (default 64)")
     p.add_argument("--scale-dtype", default="bf16", help="dtype of quantization scales/biases (default bf16)")
     p.add_argument("--full-precision-tokens", type=_nonneg_int("--full-precision-tokens"), default=0,
                    help="most recent tokens kept unquantized (default 0)")
-    p.add_argument("--state-dtype", default="bf16", help="dtype of recurrent state: fp32, bf16, fp16 (default bf16)")
+    p.add_argument("--state-dtype", default=None,
+                   help="dtype of all recurrent state: fp32, bf16, fp16 (default: as the reference implementation "
+                        "keeps it: SSM / delta-rule / RG-LRU state fp32, conv window bf16)")
     p.add_argument("--tp", type=_pos_int("--tp"), default=1, help="tensor-parallel ranks (default 1)")
     p.add_argument("--step", type=_pos_int("--step"), default=DEFAULT_STEP,
                    help=f"token slots a growing cache adds at a time (default {DEFAULT_STEP})")
@@ -103,11 +119,36 @@ def build_parser() -> argparse.ArgumentParser:
     calc.add_argument("--weights-dtype", default="bf16", help="weights dtype (default bf16)")
     calc.add_argument("--explain", action="store_true", help="show the formula with the numbers plugged in")
     calc.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_engine(calc)
     comp = sub.add_parser("compare", help="compare models side by side")
     comp.add_argument("models", nargs="+", help="registry names or config.json paths")
     _add_sizing(comp)
     comp.add_argument("--json", action="store_true", help="print a JSON list")
+    meas = sub.add_parser("measure", help="measure mlx-lm's own caches on a model (needs mlx-lm)")
+    meas.add_argument("model", help="a local MLX model folder (config.json + safetensors) or a config.json")
+    meas.add_argument("--prompt-tokens", type=_pos_int("--prompt-tokens"), default=300, help="default 300")
+    meas.add_argument("--prefill-step", type=_pos_int("--prefill-step"), default=MLX_LM_PREFILL_STEP,
+                      help=f"prompt tokens per model call (mlx-lm's prefill_step_size, default {MLX_LM_PREFILL_STEP})")
+    meas.add_argument("--decode-steps", type=_nonneg_int("--decode-steps"), default=20, help="default 20")
+    meas.add_argument("--dtype", help="model dtype for random weights: fp32, bf16, fp16 (default: the config's)")
+    meas.add_argument("--kv-bits", type=_pos_int("--kv-bits"), help="quantize the KV cache (mlx-lm's kv_bits)")
+    meas.add_argument("--kv-group-size", type=_pos_int("--kv-group-size"), default=64, help="default 64")
+    meas.add_argument("--quantized-kv-start", type=_nonneg_int("--quantized-kv-start"),
+                      default=MLX_LM_QUANTIZED_KV_START, help=f"default {MLX_LM_QUANTIZED_KV_START} (mlx-lm's)")
+    meas.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
+
+
+def _add_engine(p):
+    p.add_argument("--engine", choices=engines.ENGINES, default="kvsim",
+                   help="whose caches: kvsim's (default) or mlx-lm 0.32's (generate_step)")
+    p.add_argument("--prompt-tokens", type=_pos_int("--prompt-tokens"),
+                   help="prompt length P (then tokens = P + decode steps)")
+    p.add_argument("--prefill-step", type=_pos_int("--prefill-step"),
+                   help=f"mlx-lm: prompt tokens per model call (prefill_step_size, default {MLX_LM_PREFILL_STEP})")
+    p.add_argument("--decode-steps", type=_nonneg_int("--decode-steps"), help="decode steps D after the prompt")
+    p.add_argument("--quantized-kv-start", type=_nonneg_int("--quantized-kv-start"),
+                   help=f"mlx-lm with a qN --kv-dtype: quantize from this cache length (default {MLX_LM_QUANTIZED_KV_START})")
 
 
 def _kv_dtype(args):
@@ -119,14 +160,60 @@ def _load(name) -> ModelSpec:
     return load_model(name)
 
 
+def _tokens(args) -> int:
+    """--tokens, or P + D when the prompt is given (--prompt-tokens and --tokens exclude each other).
+    Call once: :func:`_resolve` stores the result in ``args.tokens``."""
+    prompt = getattr(args, "prompt_tokens", None)
+    if prompt is None:
+        return DEFAULT_TOKENS if args.tokens is None else args.tokens
+    if args.tokens is not None:
+        raise UsageError("give --tokens or --prompt-tokens (with --decode-steps), not both")
+    return prompt + (args.decode_steps or 0)
+
+
+def _resolve(args):
+    """Fill the default that depends on other options: the token count (state dtype None = the reference's)."""
+    args.tokens = _tokens(args)
+
+
 def _sizing(args) -> dict:
-    """The keyword arguments of :func:`summary` given on the command line."""
+    """The keyword arguments of :func:`summary` given on the command line (after :func:`_resolve`)."""
     return dict(tokens=args.tokens, batch=args.batch, kv_dtype=_kv_dtype(args), tp=args.tp,
                 state_dtype=args.state_dtype, step=args.step, block_size=args.block_size)
 
 
+def _engine_options(args) -> dict | None:
+    """The engine_bytes keywords of ``calc``, or None when no engine option was given (then T is the tokens)."""
+    mlx = args.engine == "mlx-lm"
+    if args.decode_steps is not None and args.prompt_tokens is None:
+        raise UsageError("--decode-steps needs --prompt-tokens (tokens = prompt + decode steps)")
+    if not mlx and args.prompt_tokens is None:
+        for flag in ("prefill_step", "quantized_kv_start"):
+            if getattr(args, flag) is not None:
+                raise UsageError(f"--{flag.replace('_', '-')} needs --engine mlx-lm")
+        return None
+    if not mlx and (args.prefill_step is not None or args.quantized_kv_start is not None):
+        raise UsageError("--prefill-step and --quantized-kv-start apply to --engine mlx-lm")
+    if mlx and args.state_dtype is not None:
+        raise UsageError("--state-dtype applies to --engine kvsim: mlx-lm keeps Mamba-2 / Gated DeltaNet "
+                         "state in fp32 and other states in the model dtype")
+    if mlx and args.step != DEFAULT_STEP:
+        raise UsageError(f"--step applies to --engine kvsim: mlx-lm's caches grow by {DEFAULT_STEP} slots")
+    prompt = args.prompt_tokens if args.prompt_tokens is not None else _tokens(args)
+    return dict(engine=args.engine, prompt_tokens=prompt, decode_steps=args.decode_steps or 0,
+                prefill_step=args.prefill_step or MLX_LM_PREFILL_STEP, kv_dtype=_kv_dtype(args),
+                state_dtype=args.state_dtype, batch=args.batch, tp=args.tp,
+                quantized_kv_start=(MLX_LM_QUANTIZED_KV_START if args.quantized_kv_start is None
+                                    else args.quantized_kv_start))
+
+
+def _engine_block(spec, options) -> dict:
+    eb = engines.engine_bytes(spec, **options)
+    return engines.engine_summary(eb, options["prompt_tokens"], options["prefill_step"], options["decode_steps"])
+
+
 def summary(spec: ModelSpec, *, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
-            state_dtype: str = "bf16", step: int = DEFAULT_STEP, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
+            state_dtype: str | None = None, step: int = DEFAULT_STEP, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
     """The numbers ``calc`` and ``compare`` print, as a JSON-able dict.
 
     kv_bytes = Σ_layers kept(T)·token_bytes·B; total_bytes = kv_bytes + fixed_state_bytes; allocated_bytes
@@ -225,19 +312,41 @@ def run(argv) -> int:
         print("\n".join(accelerator_names()))
     elif args.command == "calc":
         spec = _load(args.model)
+        options = _engine_options(args)  # before _resolve: it tells given options from defaults
+        _resolve(args)
         s = summary(spec, **_sizing(args))
+        e = _engine_block(spec, options) if options else None
         cap = _capacity(spec, args)
         if args.json:
-            print(json.dumps({**s, **({"capacity": cap} if cap else {})}, indent=2))
+            print(json.dumps({**s, **(e or {}), **({"capacity": cap} if cap else {})}, indent=2))
         else:
             _print_calc(s, cap)
+            if e:
+                print(engines.format_engine_summary(e, s["kv_dtype"] in units.QUANT_BITS))
             if args.explain:
                 from .calc.explain import explain
                 print(explain(spec, args.tokens, args.batch, _kv_dtype(args), args.tp, args.state_dtype).text)
+    elif args.command == "measure":
+        _measure(args)
     else:
+        _resolve(args)
         rows = [summary(_load(m), **_sizing(args)) for m in args.models]
         print(json.dumps(rows, indent=2)) if args.json else _print_compare(rows)
     return 0
+
+
+def _measure(args):
+    try:
+        import mlx_lm  # noqa: F401  (kvsim measure runs mlx-lm's own model and caches)
+    except ImportError as e:
+        raise UsageError(f"kvsim measure needs mlx-lm: pip install 'mlx-lm>=0.32,<0.33' ({e})") from None
+    from .measure.mlx_lm_bytes import format_measured, measure
+    feeds = engines.generate_step_feeds(args.prompt_tokens, args.prefill_step, args.decode_steps)
+    m = measure(args.model, feeds, args.dtype, args.kv_bits, args.kv_group_size, args.quantized_kv_start)
+    if args.json:
+        print(json.dumps(m.as_dict(args.prompt_tokens, args.prefill_step, args.decode_steps), indent=2))
+    else:
+        print(format_measured(m, args.prompt_tokens, args.prefill_step, args.decode_steps))
 
 
 def run_cli(command: str, timeout_seconds: float = 60) -> str:

@@ -341,7 +341,7 @@ assert cache_classes(rgemma) == {"RecurrentStateCache": 18, "RotatingKVCache": 8
 # the real decode: recurrent nbytes constant and equal to state_bytes, KV growing, all equal to the formula
 for run, spec in ((runs["jamba-v0.1"], jamba), (runs["qwen3-next-80b-a3b"], qwen)):
     assert (run.measured == run.formula).all()
-    assert (run.measured[0] == memory.state_bytes(spec.layers[0], "bf16")).all()
+    assert (run.measured[0] == memory.state_bytes(spec.layers[0])).all()
     assert run.measured[1, -1] > run.measured[1, 0]
     assert [c.offset for c in run.caches] == [t_end, t_end] == [64 + 47] * 2
 assert rows[0]["from measured layers"] == rows[0]["kvsim.calc.memory"] and rows[1]["from measured layers"] == rows[1]["kvsim.calc.memory"]

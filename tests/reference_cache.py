@@ -150,18 +150,15 @@ class Lockstep:
         self.peak = max(self.peak, self.cache.offset)
 
     def trim(self, n: int) -> None:
-        """Trim both when the cache says it can; otherwise expect ValueError and no change."""
-        want = min(n, self.cache.offset)
-        if want <= self.cache.trimmable_tokens:
-            assert self.cache.trim(n) == self.ref.trim(n) == want
-            return
-        before = fingerprint(self.cache)
-        try:
-            self.cache.trim(n)
-        except ValueError:
-            assert fingerprint(self.cache) == before, "a failed trim changed the cache"
-        else:
-            raise AssertionError(f"trim({n}) beyond trimmable_tokens did not raise")
+        """trim(n) rewinds exactly min(n, trimmable_tokens) and says so; the reference rewinds as many.
+
+        is_trimmable() is mlx-lm's capability test: every rewind up to offset would be exact.
+        """
+        can = self.cache.trimmable_tokens
+        assert 0 <= can <= self.cache.offset
+        assert self.cache.is_trimmable() == (can == self.cache.offset)
+        want = min(n, can)
+        assert self.cache.trim(n) == self.ref.trim(want) == want
 
     def save_load(self, path) -> None:
         """Round-trip through safetensors; the loaded cache replaces the original."""

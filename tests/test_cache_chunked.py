@@ -29,6 +29,8 @@ class ChunkedMachine(LockstepMachine):
             self.ls.check()
             c = self.ls.cache
             assert c.start_position % c.chunk_size == 0 and c.start_position <= c.offset
+            # mlx-lm's llama4 builds its chunk mask over [start_position, offset + S)
+            assert c.start_position == int(c.key_positions(1)[0]) == c.offset - c.offset % c.chunk_size
 
 
 ChunkedMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
@@ -45,7 +47,18 @@ def test_decode_never_reallocates_and_sees_its_chunk():
         assert cache.keys.shape == buffer == (1, 1, 4, 2)  # mlx-lm swings between 4 and 260 slots
         assert np.array(k[0, 0, :, 0]).tolist() == list(range(t - t % 4, t + 1))
         assert cache.size() == kept_tokens(layer, t + 1)
-    assert cache.offset == 300 and cache.start_position == 296
+    assert cache.offset == 300 and cache.held_start == 296 and cache.start_position == 300
+
+
+def test_start_position_at_a_chunk_boundary_is_the_new_chunk():
+    """Defect 4: after exactly one chunk, start_position stayed 0 while the next update returns keys from 4."""
+    cache = ChunkedKVCache(4)
+    cache.update_and_fetch(*position_kv(4))
+    assert cache.offset == 4 and cache.start_position == 4
+    # mlx-lm's llama4 mask: keys arange(start_position, offset + S), queries arange(offset, offset + S)
+    keys_in_mask = cache.offset + 1 - cache.start_position
+    k, _ = cache.update_and_fetch(*position_kv(1, 4))
+    assert k.shape[2] == keys_in_mask == 1 and np.array(k[0, 0, :, 0]).tolist() == [4]
 
 
 def test_save_load_restores_offset_after_300_decode_steps(tmp_path):
@@ -55,7 +68,7 @@ def test_save_load_restores_offset_after_300_decode_steps(tmp_path):
         cache.update_and_fetch(*random_kv(1, seed=t))
     save_cache(tmp_path / "c.safetensors", cache)
     loaded = load_cache(tmp_path / "c.safetensors", ChunkedKVCache)
-    assert loaded.offset == 300 and loaded.start_position == 296
+    assert loaded.offset == 300 and loaded.held_start == 296 and loaded.start_position == 300
     assert fingerprint(loaded) == fingerprint(cache)
     a = cache.update_and_fetch(*random_kv(3, seed=9))
     b = loaded.update_and_fetch(*random_kv(3, seed=9))
@@ -86,12 +99,9 @@ def test_nbytes_real_dtypes(dtype, name):
 def test_trim_stays_within_the_current_chunk():
     cache = ChunkedKVCache(4)
     cache.update_and_fetch(*random_kv(6))
-    assert cache.trimmable_tokens == 2
-    before = fingerprint(cache)
-    with pytest.raises(ValueError, match="trimmable_tokens is 2"):
-        cache.trim(3)
-    assert fingerprint(cache) == before
-    assert cache.trim(2) == 2 and cache.offset == 4 and cache.size() == 0
+    assert cache.trimmable_tokens == 2 and not cache.is_trimmable()  # positions 0..3 were overwritten
+    assert cache.trim(3) == 2 and cache.offset == 4 and cache.size() == 0  # back to the chunk start, no further
+    assert cache.trim(1) == 0 and cache.offset == 4
 
 
 def test_bad_input_and_constructor():

@@ -21,6 +21,7 @@ from kvsim.calc.memory import (
     kv_bytes,
     parse_kv_dtype,
 )
+from kvsim.calc.registry import load_model
 
 BASE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
         "vocab_size": 100}
@@ -115,3 +116,59 @@ def test_options_reach_the_caches():
     assert caches[0].ordered is False
     with pytest.raises(ValueError, match="spec must be a kvsim.calc.config.ModelSpec"):
         make_caches({"model_type": "llama"})
+
+
+# ---------------------------------------------------------------- issue 12, defects 1 and 2
+
+
+def _all_layouts():
+    """One used cache of every layout make_caches builds (the tiny CONFIGS above), plus a quantized one."""
+    out = []
+    for name in sorted(CONFIGS):
+        spec = from_hf_config(CONFIGS[name])
+        caches = make_caches(spec, step=16)
+        _feed(caches, spec, [9, 1], 1, mx.float32)
+        out += [(layer, c) for layer, c in zip(spec.layers, caches)]
+    spec = from_hf_config(CONFIGS["gemma3"])
+    caches = make_caches(spec, kv_dtype="q4", group_size=32, step=16)
+    _feed(caches, spec, [9, 1], 1, mx.float32)
+    return out + list(zip(spec.layers, caches))
+
+
+def test_deepcopy_of_used_caches_is_independent():
+    """Defect 1: copy.deepcopy(used cache) raised 'cannot pickle Dtype'; the copy must not share arrays."""
+    import copy
+
+    from reference_cache import fingerprint
+
+    for layer, cache in _all_layouts():
+        if isinstance(cache, RecurrentStateCache):
+            cache["ssm"] = mx.full(cache["ssm"].shape, 3.0, dtype=cache["ssm"].dtype)
+            cache.advance(10)
+        before = fingerprint(cache)
+        twin = copy.deepcopy(cache)
+        assert fingerprint(twin) == before, type(cache).__name__
+        if isinstance(cache, RecurrentStateCache):
+            cache["ssm"][:, 0] = 7.0                # an in-place write into the original's array
+            cache.advance(1)
+        else:
+            spec = ModelSpec("x", "custom", (layer,), 8, 1, 10)
+            _feed([cache], spec, [3], 1, mx.float32, seed=1)
+        assert fingerprint(twin) == before and fingerprint(cache) != before, type(cache).__name__
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_fresh_caches_are_trimmable_as_mlx_lm_reads_it(name):
+    """Defect 2: a fresh cache said is_trimmable() False; mlx-lm reads it as a capability."""
+    caches = make_caches(from_hf_config(CONFIGS[name]))
+    for c in caches:
+        assert c.is_trimmable() == (not isinstance(c, RecurrentStateCache)), type(c).__name__
+    quantized = make_caches(from_hf_config(CONFIGS["gemma3"]), kv_dtype="q8")
+    assert all(c.is_trimmable() for c in quantized)
+
+
+def test_layers_with_attention_and_a_state_are_refused_not_half_cached():
+    # Falcon-H1 runs attention and Mamba-2 side by side in every layer: a KVCache alone would drop the state
+    spec = load_model("falcon-h1-0.5b")
+    with pytest.raises(ValueError, match="K/V and a mamba2 state side by side"):
+        make_caches(spec)

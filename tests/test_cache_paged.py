@@ -377,3 +377,19 @@ def test_unknown_sequence_is_a_key_error_and_changes_nothing():
         with pytest.raises(KeyError, match="not in this pool"):
             call()
     assert same_snapshot(pool_snapshot(pool), before)
+
+
+def test_deepcopy_of_a_paged_cache_copies_its_pool():
+    """Issue 12, defect 1 (deepcopy raised 'cannot pickle Dtype'): the copy and its pool are independent."""
+    import copy
+
+    pool = PagedKVPool(1, 2, 4, num_blocks=8, block_size=4)
+    pool.add_sequence("a")
+    cache = pool.caches("a")[0]
+    x = mx.ones((1, 2, 5, 4), dtype=mx.float16)
+    cache.update_and_fetch(x, x)
+    twin = copy.deepcopy(cache)
+    assert twin.pool is not pool and twin.offset == 5
+    k, _ = twin.update_and_fetch(2 * x[:, :, :1], x[:, :, :1])
+    assert twin.offset == 6 and cache.offset == 5 and pool.allocator.num_tokens("a") == 5
+    assert mx.array_equal(k[:, :, :5], cache.update_and_fetch(x[:, :, :1], x[:, :, :1])[0][:, :, :5]).item()

@@ -123,14 +123,8 @@ def test_matches_reference_and_calculator(bits, group_size, dims, B, H, step, R,
                 kvd = _kv_dtype(cache, dtype)
             elif op == "trim":
                 can = ref.offset if held == ref.offset else max(0, held - window + 1)
-                assert cache.trimmable_tokens == can
-                if min(arg, ref.offset) > can:
-                    before = _snapshot(cache)
-                    with pytest.raises(ValueError, match="trimmable_tokens"):
-                        cache.trim(arg)
-                    assert _same(before, _snapshot(cache))
-                    continue
-                n = ref.trim(arg)
+                assert cache.trimmable_tokens == can and cache.is_trimmable() == (can == ref.offset)
+                n = ref.trim(min(arg, can))  # trim rewinds what it can exactly, and says how much
                 assert cache.trim(arg) == n
                 held -= n
                 fp_from = min(fp_from, ref.offset)
@@ -230,3 +224,40 @@ def test_bad_arguments_and_inputs_leave_cache_unchanged():
     with pytest.raises(ValueError, match="n must be a non-negative integer"):
         cache.trim(-1)
     assert _same(before, _snapshot(cache))
+
+
+# ---------------------------------------------------------------- issue 12, defect 8
+
+
+def test_fetch_unpacks_as_mlx_lm_triples_and_the_cache_has_bits():
+    """Defect 8: update_and_fetch returned a 6-field tuple; mlx-lm unpacks (keys, values) triples and
+    reads cache.bits / cache.group_size for its quantized attention."""
+    cache = QuantizedKVCache(bits=4, group_size=32)
+    k = mx.random.normal((1, 2, 5, 64), key=mx.random.key(1))
+    v = mx.random.normal((1, 2, 5, 64), key=mx.random.key(2))
+    keys, values = cache.update_and_fetch(k, v)
+    assert (cache.bits, cache.group_size) == (4, 32)
+    for got, x in ((keys, k), (values, v)):
+        want = mx.quantize(x, group_size=32, bits=4)
+        assert len(got) == 3 and all(mx.array_equal(a, b).item() for a, b in zip(got, want))
+    exact = QuantizedKVCache(bits=8, group_size=32, full_precision_tokens=2)
+    kv = exact.update_and_fetch(k, v)
+    assert kv.recent_keys.shape[2] == 2   # kvsim's named fields stay
+    with pytest.raises(ValueError, match="full-precision"):
+        keys, values = kv                 # mlx-lm's triples cannot carry the exact tokens
+
+
+def test_kv_cache_to_quantized_holds_the_same_tokens():
+    """Defect 8: KVCache had no to_quantized (mlx-lm's generate_step calls it with kv_bits)."""
+    from kvsim.cache import KVCache
+
+    dense = KVCache(step=16)
+    k = mx.random.normal((1, 2, 20, 64), key=mx.random.key(3))
+    dense.update_and_fetch(k, k)
+    dense.trim(3)
+    q = dense.to_quantized(group_size=64, bits=8)
+    assert isinstance(q, QuantizedKVCache) and (q.bits, q.group_size, q.offset, q.step) == (8, 64, 17, 16)
+    keys, _ = q.update_and_fetch(k[:, :, :1], k[:, :, :1])
+    want = mx.quantize(mx.concatenate([k[:, :, :17], k[:, :, :1]], axis=2), group_size=64, bits=8)
+    assert all(mx.array_equal(a, b).item() for a, b in zip(keys, want))
+    assert KVCache().to_quantized().offset == 0

@@ -38,17 +38,25 @@ def _layer(family):
     return next(layer for layer in spec.layers if layer.kind == "recurrent")
 
 
+# the tensors each family's reference implementation keeps in fp32 whatever the model dtype
+REFERENCE_FP32 = {"mamba": set(), "mamba2": {"ssm"}, "gated_deltanet": {"ssm"}, "rg_lru": {"ssm"}}
+
+
 @pytest.mark.parametrize("family", sorted(TINY_CONFIGS))
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 def test_nbytes_equals_calculator_state_bytes(family, dtype):
     layer = _layer(family)
     assert layer.recurrent_family == family
     cache = RecurrentStateCache.for_layer(layer, batch=3, dtype=DTYPES[dtype])
-    assert cache.nbytes == 3 * state_bytes(layer, dtype) == cache.used_bytes
+    assert cache.nbytes == 3 * state_bytes(layer, model_dtype=dtype) == cache.used_bytes
     for name, shape in layer.state_shapes:
-        assert cache[name].shape == (3, *shape) and cache[name].dtype == DTYPES[dtype]
+        want = mx.float32 if name in REFERENCE_FP32[family] else DTYPES[dtype]
+        assert cache[name].shape == (3, *shape) and cache[name].dtype == want == cache.dtypes[name]
     cache.advance(1000)  # the state does not grow with tokens
-    assert cache.nbytes == 3 * state_bytes(layer, dtype) and cache.capacity == 0
+    assert cache.nbytes == 3 * state_bytes(layer, model_dtype=dtype) and cache.capacity == 0
+    forced = RecurrentStateCache.for_layer(layer, batch=3, dtype=mx.float32, state_dtype=dtype)
+    assert set(forced.dtypes.values()) == {DTYPES[dtype]}  # an explicit state dtype overrides all
+    assert forced.nbytes == 3 * state_bytes(layer, dtype)
 
 
 def _fingerprint(cache):
@@ -120,9 +128,9 @@ def test_bad_writes_and_protocol_limits():
     assert _equal(_fingerprint(cache), before)
     cache.advance(5)
     assert not cache.is_trimmable() and cache.trim(0) == 0
-    with pytest.raises(ValueError, match="snapshot"):
-        cache.trim(2)
-    assert cache.offset == 5
+    assert cache.trim(2) == 0 and cache.offset == 5  # nothing can be rewound: trim says so
+    with pytest.raises(ValueError, match="non-negative integer"):
+        cache.trim(-1)
     with pytest.raises(TypeError, match="advance"):
         cache.update_and_fetch(mx.ones((1, 1, 1, 4)), mx.ones((1, 1, 1, 4)))
     assert cache.make_mask(3) is None and cache.visibility_mask(3).shape == (3, 0)  # nothing to mask
@@ -137,7 +145,7 @@ def test_save_load_round_trip():
     layer = _layer("mamba2")
     cache = RecurrentStateCache.for_layer(layer, batch=2, dtype=mx.bfloat16)
     for name, shape in layer.state_shapes:
-        cache[name] = mx.random.normal((2, *shape), key=mx.random.key(len(name))).astype(mx.bfloat16)
+        cache[name] = mx.random.normal((2, *shape), key=mx.random.key(len(name))).astype(cache.dtypes[name])
     cache.advance(17)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "state.safetensors"
@@ -145,5 +153,19 @@ def test_save_load_round_trip():
         loaded = load_cache(path, RecurrentStateCache)
     assert _equal(_fingerprint(loaded), _fingerprint(cache))
     assert loaded.shapes == cache.shapes and loaded.nbytes == cache.nbytes and loaded.dtype == mx.bfloat16
+    assert loaded.dtypes == cache.dtypes == {"conv": mx.bfloat16, "ssm": mx.float32}
     again = RecurrentStateCache.from_state(cache.state, cache.meta_state)
     assert _equal(_fingerprint(again), _fingerprint(cache))
+
+
+def test_indexed_like_mlx_lm_arrays_cache():
+    """Defect 7: mlx-lm's mamba2 / jamba / qwen3_next read and write cache[0] (conv) and cache[1] (ssm)."""
+    cache = RecurrentStateCache.for_layer(_layer("gated_deltanet"), batch=2)
+    assert cache[0] is cache["conv"] and cache[1] is cache["ssm"]
+    new = mx.ones(cache[1].shape)
+    cache[1] = new
+    assert cache["ssm"] is new
+    with pytest.raises(IndexError):
+        cache[2]
+    assert cache.lengths is None and cache.left_padding is None   # read by mlx-lm's SSM layers
+    assert cache.make_mask(5) is None and bool(cache)              # create_ssm_mask: None

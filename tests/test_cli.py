@@ -69,6 +69,14 @@ def test_calc_hybrid_json_has_state_and_per_layer_kinds(capsys):
     assert kinds.count("full") == 4 and kinds.count("recurrent") == 28
 
 
+def test_state_dtype_defaults_to_the_reference_implementation(capsys):
+    # Qwen3-Next's delta-rule state in fp32 beside a bf16 conv window (mlx-lm measures 77,266,944 B)
+    _, out, _ = run("calc", "qwen3-next-80b-a3b", "--tokens", "1", "--json", capsys=capsys)
+    assert json.loads(out)["fixed_state_bytes"] == 77_266_944
+    _, out, _ = run("calc", "qwen3-next-80b-a3b", "--tokens", "1", "--state-dtype", "bf16", "--json", capsys=capsys)
+    assert json.loads(out)["fixed_state_bytes"] == 39_518_208
+
+
 def test_calc_config_path_and_gpu_capacity(tmp_path, capsys):
     from kvsim.calc.registry import data_dir
     path = data_dir() / "models" / "llama-3-8b.json"

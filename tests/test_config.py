@@ -42,7 +42,9 @@ def test_every_data_file_loads(path):
     assert spec.name == path.stem and spec.model_type in SUPPORTED_MODEL_TYPES
     assert spec.num_hidden_layers == len(spec.layers) > 0
     assert sum(spec.kinds.values()) == spec.num_hidden_layers
-    assert all(layer.elements_per_token > 0 or layer.state_elements > 0 for layer in spec.layers)
+    # every layer keeps something, except the MLP / MoE blocks of Nemotron-H (kind "none")
+    assert all(layer.elements_per_token > 0 or layer.state_elements > 0 or layer.kind == "none"
+               for layer in spec.layers)
 
 
 def test_data_files_are_exactly_the_registry():
@@ -57,7 +59,9 @@ REAL_CONFIG_FOR = {
     "gemma3": "gemma-3-27b", "llama4_text": "llama-4-scout", "llama4": "llama-4-scout",
     "deepseek_v2": "deepseek-v2", "deepseek_v3": "deepseek-v3", "jamba": "jamba-v0.1", "gpt_oss": "gpt-oss-20b",
     "qwen3_next": "qwen3-next-80b-a3b", "mamba": None, "falcon_mamba": "falcon-mamba-7b", "mamba2": "mamba2-2.7b",
-    "recurrent_gemma": "recurrentgemma-2b",
+    "recurrent_gemma": "recurrentgemma-2b", "kimi_k2": "kimi-k2-instruct", "cohere": "command-r-v01",
+    "cohere2": "command-r7b", "olmo2": "olmo-2-7b", "phimoe": "phi-3.5-moe", "granitemoehybrid": "granite-4.0-h-small",
+    "nemotron_h": "nemotron-h-8b", "falcon_h1": "falcon-h1-0.5b",
 }
 
 
@@ -233,6 +237,82 @@ def test_recurrentgemma_8_local_attention_and_18_rg_lru():
     assert lru.recurrent_family == "rg_lru" and dict(lru.state_shapes) == {"conv": (3, 2560), "ssm": (2560,)}
 
 
+def test_kimi_k2_is_deepseek_v3s_mla_layout():
+    spec = spec_of("kimi-k2-instruct")
+    assert spec.kinds == {"mla": 61} and spec.num_attention_heads == 64
+    assert {(x.kv_lora_rank, x.qk_rope_head_dim) for x in spec.layers} == {(512, 64)}
+    assert spec.layers[0].elements_per_token == 576
+
+
+@pytest.mark.parametrize("name, layers, kv_heads", [("command-r-v01", 40, 64), ("olmo-2-7b", 32, 32),
+                                                     ("phi-3.5-moe", 32, 8)])
+def test_command_r_olmo2_and_phi35_moe_are_all_full_attention_head_dim_128(name, layers, kv_heads):
+    spec = spec_of(name)
+    assert spec.kinds == {"full": layers}
+    assert {(x.num_key_value_heads, x.head_dim, x.use_rope) for x in spec.layers} == {(kv_heads, 128, True)}
+
+
+def test_phi35_moe_window_as_long_as_the_context_is_no_window():
+    assert raw("phi-3.5-moe")["sliding_window"] == raw("phi-3.5-moe")["max_position_embeddings"]
+    windowed = from_hf_config({**raw("phi-3.5-moe"), "sliding_window": 2048})
+    assert windowed.kinds == {"sliding": 32}
+
+
+def test_command_r7b_3_sliding_then_1_global_without_rope():
+    spec = spec_of("command-r7b")
+    assert indices(spec, "full") == list(range(3, 32, 4)) and spec.count("sliding") == 24
+    assert {x.window_tokens for x in spec.layers if x.kind == "sliding"} == {4096}
+    assert {x.use_rope for x in spec.layers if x.kind == "full"} == {False}
+    assert {x.use_rope for x in spec.layers if x.kind == "sliding"} == {True}
+    types = ["sliding_attention", "full_attention"] * 16  # layer_types wins over the pattern
+    assert indices(from_hf_config({**raw("command-r7b"), "layer_types": types}), "full") == list(range(1, 32, 2))
+
+
+def test_granite_4_h_small_36_mamba2_and_4_nope_attention():
+    spec = spec_of("granite-4.0-h-small")
+    assert indices(spec, "full") == [5, 15, 25, 35] and spec.count("recurrent") == 36
+    attn, mamba = spec.layers[5], spec.layers[0]
+    assert (attn.num_key_value_heads, attn.head_dim, attn.use_rope) == (8, 128, False)
+    assert mamba.recurrent_family == "mamba2"
+    assert dict(mamba.state_shapes) == {"conv": (3, 8192 + 2 * 128), "ssm": (128, 64, 128)}
+    newer = ["linear_attention" if t == "mamba" else "full_attention" for t in raw("granite-4.0-h-small")["layer_types"]]
+    assert from_hf_config({**raw("granite-4.0-h-small"), "layer_types": newer}).layers == spec.layers
+    no_types = {k: v for k, v in raw("granite-4.0-h-small").items() if k != "layer_types"}
+    assert from_hf_config(no_types).kinds == {"recurrent": 40}  # GraniteMoeHybridConfig's default
+
+
+def test_nemotron_h_8b_pattern_24_mamba2_4_attention_24_mlp():
+    spec = spec_of("nemotron-h-8b")
+    pattern = raw("nemotron-h-8b")["hybrid_override_pattern"]
+    assert spec.num_hidden_layers == len(pattern) == 52
+    assert indices(spec, "full") == [i for i, c in enumerate(pattern) if c == "*"] == [7, 18, 29, 40]
+    assert spec.count("recurrent") == 24 and spec.count("none") == 24
+    attn, mamba = spec.layers[7], spec.layers[0]
+    assert (attn.num_key_value_heads, attn.head_dim, attn.use_rope) == (8, 128, False)
+    assert dict(mamba.state_shapes) == {"conv": (3, 8192 + 2 * 8 * 128), "ssm": (128, 64, 128)}
+    as_list = [{"M": "mamba", "*": "attention", "-": "mlp"}[c] for c in pattern]
+    assert from_hf_config({**raw("nemotron-h-8b"), "hybrid_override_pattern": None,
+                           "layers_block_type": as_list}).layers == spec.layers
+
+
+def test_falcon_h1_every_layer_keeps_kv_and_a_mamba2_state():
+    spec = spec_of("falcon-h1-0.5b")
+    assert spec.kinds == {"full": 36}
+    layer = spec.layers[0]
+    assert (layer.num_key_value_heads, layer.head_dim, layer.recurrent_family) == (2, 64, "mamba2")
+    assert dict(layer.state_shapes) == {"conv": (3, 1536 + 2 * 128), "ssm": (24, 64, 128)}
+    from kvsim.calc import memory
+    assert memory.fixed_state_bytes(spec, 1, "fp32") == 36 * (3 * 1792 + 24 * 64 * 128) * 4
+    assert memory.bytes_per_token(spec) == 36 * 2 * 2 * 64 * 2  # and K/V like any attention layer
+
+
+def test_a_layer_state_needs_an_attention_or_recurrent_kind():
+    with pytest.raises(ConfigError, match="keeps no recurrent state"):
+        LayerSpec("mla", kv_lora_rank=4, qk_rope_head_dim=2, recurrent_family="mamba2", state_shapes=(("h", (4,)),))
+    with pytest.raises(ConfigError, match="recurrent_family"):
+        LayerSpec("full", num_key_value_heads=1, head_dim=8, state_shapes=(("h", (4,)),))
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -294,6 +374,12 @@ BAD = [
     (*_setting("qwen3-next-80b-a3b", 2.5, "linear_num_key_heads"), "linear_num_key_heads"),
     (*_setting("llama-3-8b", "llama5", "model_type"), "model_type"),
     (*_without("llama-3-8b", "model_type"), "model_type"),
+    (*_setting("granite-4.0-h-small", ["mamba"] * 39 + ["mlp"], "layer_types"), "layer_types"),
+    (*_setting("granite-4.0-h-small", 96, "mamba_d_head"), "Mamba-2 heads"),
+    (*_setting("nemotron-h-8b", "M-*X", "hybrid_override_pattern"), "hybrid_override_pattern"),
+    (*_without("nemotron-h-8b", "ssm_state_size"), "ssm_state_size"),
+    (*_setting("falcon-h1-0.5b", 100, "mamba_d_head"), "Mamba-2 heads"),
+    (*_without("command-r7b", "sliding_window"), "sliding_window"),
 ]
 
 
@@ -433,3 +519,46 @@ def test_unknown_extra_keys_never_change_the_spec(name, extra, nested):
     target = cfg["text_config"] if nested and "text_config" in cfg else cfg
     target.update(extra)
     assert from_hf_config(cfg, name=name) == spec_of(name)
+
+
+# ---------------------------------------------------------------- issue 12, defects 5 and 6
+
+TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+        "num_hidden_layers": 4}
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "mixtral", "phi3"])
+def test_dense_families_honour_layer_types(model_type):
+    """Defect 5: mlx-lm's test config (full, sliding, sliding, full) parsed as four sliding layers."""
+    from kvsim.cache import KVCache, RotatingKVCache, make_caches
+    from kvsim.calc.memory import kv_bytes
+
+    types = ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]
+    spec = from_hf_config({**TINY, "model_type": model_type, "sliding_window": 8, "layer_types": types})
+    assert [layer.kind for layer in spec.layers] == ["full", "sliding", "sliding", "full"]
+    assert spec.layers[1].sliding_window == 8
+    per_token = 2 * 2 * 16 * 2                      # K and V, 2 heads of 16, bf16
+    assert kv_bytes(spec, 1024) == per_token * (2 * 1024 + 2 * 8)
+    assert [type(c) for c in make_caches(spec)] == [KVCache, RotatingKVCache, RotatingKVCache, KVCache]
+    with pytest.raises(ConfigError, match=r"layer_types\[0\]"):
+        from_hf_config({**TINY, "model_type": model_type, "layer_types": ["linear_attention"] + types[1:]})
+
+
+def test_qwen_sliding_window_follows_transformers():
+    """Defect 5: transformers' Qwen2Config windows layers i >= max_window_layers when use_sliding_window."""
+    for model_type in ("qwen2", "qwen3"):
+        cfg = {**TINY, "model_type": model_type, "sliding_window": 8, "max_window_layers": 2}
+        kinds = [layer.kind for layer in from_hf_config({**cfg, "use_sliding_window": True}).layers]
+        assert kinds == ["full", "full", "sliding", "sliding"]
+        assert from_hf_config(cfg).kinds == {"full": 4}          # use_sliding_window defaults to false
+        assert from_hf_config({**cfg, "use_sliding_window": True, "max_window_layers": 28}).kinds == {"full": 4}
+        assert from_hf_config({k: v for k, v in {**cfg, "use_sliding_window": True}.items()
+                               if k != "max_window_layers"}).kinds == {"full": 4}   # default 28
+
+
+def test_gated_deltanet_state_is_laid_out_as_mlx_lm_writes_it():
+    """Defect 6: kvsim declared (Hv, Dk, Dv); mlx-lm's gated_delta writes (B, Hv, Dv, Dk)."""
+    spec = from_hf_config({**TINY, "model_type": "qwen3_next", "head_dim": 16, "linear_num_key_heads": 2,
+                           "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 24})
+    gdn = spec.layers[0]
+    assert dict(gdn.state_shapes) == {"conv": (3, 2 * 2 * 8 + 4 * 24), "ssm": (4, 24, 8)}

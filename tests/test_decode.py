@@ -60,7 +60,7 @@ def test_trace_counts_positions_and_context(toys):
 
 def _expected_bytes(model, layer, context, kvd, state_dtype, step):
     if layer.kind == "recurrent":
-        b = memory.state_bytes(layer, state_dtype)
+        b = memory.state_bytes(layer, model_dtype=state_dtype)  # each tensor as the reference keeps it
         return b, b
     return (memory.layer_kv_bytes(layer, context, kvd, view="allocated", step=step),
             memory.layer_kv_bytes(layer, context, kvd, view="theoretical"))

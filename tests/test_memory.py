@@ -143,6 +143,31 @@ def test_recurrent_state_is_independent_of_tokens():
     assert memory.total_bytes(spec, 10, 3, state_dtype="fp32") == memory.total_bytes(spec, 10**6, 3, state_dtype="fp32")
 
 
+@pytest.mark.parametrize("name,reference,all_bf16", [
+    # state per sequence as mlx-lm 0.32 measures it on one real-geometry layer (ArraysCache nbytes, bf16
+    # model): Qwen3-Next 2,146,304 B x 36 layers, Mamba-2 2.7B 2,653,696 B x 64 (tests/test_mlx_lm_dropin.py
+    # checks the same dtypes on tiny models)
+    ("qwen3-next-80b-a3b", 36 * (3 * 8192 * 2 + 32 * 128 * 128 * 4), 39_518_208),
+    ("mamba2-2.7b", 64 * (3 * 5376 * 2 + 80 * 64 * 128 * 4), 85_950_464),
+    ("recurrentgemma-2b", 18 * (3 * 2560 * 2 + 2560 * 4), 368_640),        # transformers: RG-LRU h in fp32
+    ("jamba-v0.1", 8_716_288, 8_716_288),                                   # Mamba-1: model dtype throughout
+])
+def test_recurrent_state_dtype_follows_the_reference_implementation(name, reference, all_bf16):
+    spec = load_model(name)
+    assert memory.fixed_state_bytes(spec) == reference                     # state_dtype=None: the default
+    assert memory.fixed_state_bytes(spec, state_dtype="bf16") == all_bf16  # an explicit dtype overrides all
+    assert memory.fixed_state_bytes(spec, 2, model_dtype="fp32") == memory.fixed_state_bytes(spec, 2, "fp32")
+    assert memory.layer_table(spec, 10)[0]["state_bytes"] == memory.state_bytes(spec.layers[0])
+
+
+def test_explain_costs_each_state_tensor_in_its_dtype():
+    from kvsim.calc.explain import explain
+
+    text = explain(load_model("qwen3-next-80b-a3b"), 4096).text
+    assert "conv 3×8192 × 2 B (bf16) + ssm 32×128×128 × 4 B (fp32)) = 77,266,944 B per sequence" in text
+    assert "ssm 32×128×128 × 2 B (bf16)" in explain(load_model("qwen3-next-80b-a3b"), 4096, state_dtype="bf16").text
+
+
 def test_quantized_bytes_include_scales_and_biases_exactly():
     layer = LayerSpec("full", num_key_value_heads=8, head_dim=128)
     q4 = memory.parse_kv_dtype("q4", group_size=64, scale_dtype="fp16")

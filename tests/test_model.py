@@ -241,3 +241,9 @@ def test_rows_must_match_the_batch(toys):
 def test_caches_must_cover_every_layer(toys):
     with pytest.raises(ValueError, match="one entry per layer"):
         toys["gqa"](TOKENS, make_caches(toys["gqa"].spec)[:1])
+
+
+def test_a_layer_with_attention_and_a_state_is_refused():
+    with pytest.raises(ValueError, match="attention beside a mamba2 mixer"):
+        build_model(load_model("falcon-h1-0.5b"), num_layers=1, vocab_size=16, hidden_size=64,
+                    intermediate_size=64)

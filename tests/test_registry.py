@@ -20,14 +20,16 @@ from kvsim.calc.registry import (
     source_keys,
 )
 
-NAMES = ["deepseek-v2", "deepseek-v2-lite", "deepseek-v3", "falcon-mamba-7b", "gemma-2-9b", "gemma-3-27b",
-         "gemma-3-4b", "gpt-oss-120b", "gpt-oss-20b", "jamba-v0.1", "llama-3-70b", "llama-3-8b", "llama-3.1-405b",
+NAMES = ["command-r-v01", "command-r7b", "deepseek-v2", "deepseek-v2-lite", "deepseek-v3", "falcon-h1-0.5b",
+         "falcon-mamba-7b", "gemma-2-9b", "gemma-3-27b", "gemma-3-4b", "gpt-oss-120b", "gpt-oss-20b",
+         "granite-4.0-h-small", "jamba-v0.1", "kimi-k2-instruct", "llama-3-70b", "llama-3-8b", "llama-3.1-405b",
          "llama-3.1-8b", "llama-3.2-1b", "llama-4-scout", "mamba2-2.7b", "mistral-7b-v0.1", "mixtral-8x7b",
-         "phi-3-mini-4k", "qwen2.5-7b", "qwen3-8b", "qwen3-next-80b-a3b", "recurrentgemma-2b"]
+         "nemotron-h-8b", "olmo-2-7b", "phi-3-mini-4k", "phi-3.5-moe", "qwen2.5-7b", "qwen3-8b",
+         "qwen3-next-80b-a3b", "recurrentgemma-2b"]
 LEVELS = {"P", "M", "M/T", "T", "UNVERIFIED", "name"}
 
 
-def test_the_registry_is_the_24_models():
+def test_the_registry_is_the_32_models():
     assert model_names() == NAMES
 
 
@@ -116,7 +118,7 @@ def test_data_is_found_in_an_installed_layout(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=tmp_path, env=env).stdout.split("\n")
-    assert out[0] == str(pkg / "_data") and out[1] == f"24 4 {40960 * 2**20}"
+    assert out[0] == str(pkg / "_data") and out[1] == f"32 4 {40960 * 2**20}"
 
 
 def test_the_same_file_loads_through_load_config():

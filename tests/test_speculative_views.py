@@ -50,18 +50,19 @@ def test_rotating_rewind_limits():
     assert rows[0, 20]["slots"] == 8 and rows[4, 20]["slots"] == 12
 
 
-def test_try_trim_reports_and_refusal_changes_nothing():
+def test_try_trim_reports_what_the_ring_could_rewind():
     cache = RotatingKVCache(4)
     x = mx.ones((1, 1, 6, 2))
     cache.update_and_fetch(x, x)
-    assert try_trim(cache, 3).startswith("refused: cannot trim 3 tokens") and cache.offset == 6
-    assert try_trim(cache, 1) == "trimmed 1: offset 6 -> 5"
+    assert try_trim(cache, 3) == "trimmed 1 of 3: offset 6 -> 5"  # only the newest token can go
+    assert try_trim(cache, 1) == "trimmed 0 of 1: offset 5 -> 5"
+    assert try_trim(cache, -1).startswith("refused: n must be a non-negative integer") and cache.offset == 5
 
 
 def test_recurrent_state_snapshot_restore(toys):
     rows = snapshot_restore(toys["jamba"], PROMPT[:8], extra=(1, 2, 3))
     assert [r["offset"] for r in rows] == [8, 8, 11, 8]
-    assert rows[1]["action"] == "trim(3) refused"
+    assert rows[1]["action"] == "trim(3) rewinds 0"
     assert [r["state = after prefill"] for r in rows] == [True, True, False, True]
     assert len({r["nbytes"] for r in rows}) == 1           # a state does not grow
 

@@ -10,10 +10,17 @@ Contract
 - ``offset``: tokens seen so far (the RoPE position of the next token). ``capacity``: token slots
   allocated. ``nbytes``: bytes of every array held (allocated, slack included), as mlx-lm reports.
   ``used_bytes``: bytes of the tokens actually held. ``size()``: tokens actually held.
-- ``trim(n)`` rewinds ``min(n, offset)`` tokens (speculative decoding) and returns that count;
-  it frees nothing, and the next update overwrites the rewound rows. A cache that cannot rewind
-  that far raises ValueError and stays unchanged; ``trimmable_tokens`` says how far it can go and
-  ``is_trimmable()`` is ``trimmable_tokens > 0``.
+- ``trim(n)`` rewinds exactly ``min(n, trimmable_tokens)`` tokens (speculative decoding) and
+  returns that count, mlx-lm's contract (its ``trim_prompt_cache`` reports what was trimmed): it
+  never rewinds further than the layout can do exactly, so a cache is never corrupted, and asking
+  for more is not an error (only a bad ``n``, not a non-negative int, raises ValueError). It frees
+  nothing; the next update overwrites the rewound rows. ``trimmable_tokens`` says how far it can go
+  now (``offset`` for unbounded layouts; less once a ring or chunk has overwritten older rows; 0 for
+  recurrent state). ``is_trimmable()`` is mlx-lm's capability test: True when ``trim(n)`` would
+  rewind all ``min(n, offset)`` tokens for every n (``trimmable_tokens == offset``), so a fresh
+  KVCache is trimmable; a recurrent state never is. mlx-lm's prompt-cache reuse and speculative
+  decoding trim only when every cache is trimmable, so they never see a partial trim.
+- ``copy.deepcopy(cache)`` gives an independent cache (mlx-lm's prompt-cache reuse deep-copies).
 - Masks are asked for BEFORE ``update_and_fetch`` of N new tokens. ``visibility_mask(N)`` is the
   whole truth, always a boolean ``mx.array`` of shape ``(N, L)``, L = number of keys that update
   will return: ``mask[i, j]`` is True when query i (absolute position ``offset + i``) may attend
@@ -33,6 +40,8 @@ Contract
 """
 
 from __future__ import annotations
+
+import copy
 
 import mlx.core as mx
 
@@ -61,6 +70,25 @@ def dtype_from_name(name: str):
         if dtype_name(d) == name:
             return d
     raise ValueError(f"dtype {name!r} is not one of float32, float16, bfloat16")
+
+
+def deepcopy_object(obj, memo):
+    """``copy.deepcopy(obj)`` for an object whose attributes may hold mx.Dtype objects (shared, not copied)."""
+    new = type(obj).__new__(type(obj))
+    memo[id(obj)] = new
+    new.__dict__.update(_deepcopy(obj.__dict__, memo))
+    return new
+
+
+def _deepcopy(value, memo):
+    """copy.deepcopy that shares mx.Dtype objects (each array's .dtype is a new one, so memo cannot)."""
+    if isinstance(value, mx.Dtype):
+        return value
+    if isinstance(value, dict):
+        return {k: _deepcopy(v, memo) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_deepcopy(v, memo) for v in value)
+    return copy.deepcopy(value, memo)
 
 
 def check_step(step) -> int:
@@ -160,28 +188,27 @@ class BaseCache:
     # ------------------------------------------------------------ rewinding
     @property
     def trimmable_tokens(self) -> int:
-        """How many tokens ``trim`` can rewind exactly right now."""
+        """How many tokens ``trim`` can rewind exactly right now (<= offset)."""
         return 0
 
     def is_trimmable(self) -> bool:
-        return self.trimmable_tokens > 0
+        """mlx-lm's capability test: does ``trim(n)`` rewind all min(n, offset) tokens, for any n?"""
+        return self.trimmable_tokens == self.offset
 
     def trim(self, n: int) -> int:
-        """Rewind ``min(n, offset)`` tokens; ValueError (cache unchanged) beyond trimmable_tokens."""
-        n = self._check_trim(n)
-        if n:
-            raise ValueError(f"{type(self).__name__} cannot be trimmed (trimmable_tokens is 0)")
+        """Rewind min(n, trimmable_tokens) tokens exactly; return that count (0 here: nothing to rewind)."""
+        self._check_trim(n)
         return 0
 
     def _check_trim(self, n) -> int:
-        """Validated ``min(n, offset)``; ValueError if it exceeds trimmable_tokens."""
+        """The count ``trim(n)`` rewinds: min(n, trimmable_tokens); ValueError for a bad n."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
-        n = min(n, self.offset)
-        if n > self.trimmable_tokens:
-            raise ValueError(f"cannot trim {n} tokens: trimmable_tokens is {self.trimmable_tokens} "
-                             f"(older rows were already overwritten)")
-        return n
+        return min(n, self.trimmable_tokens)
+
+    def __deepcopy__(self, memo):
+        """An independent copy: arrays copied, MLX dtypes (immutable, and not picklable) shared."""
+        return deepcopy_object(self, memo)
 
     # ------------------------------------------------------------ masks
     def key_positions(self, n: int) -> mx.array:

@@ -3,17 +3,22 @@
 Contract
 - The sequence is cut into chunks of C = ``chunk_size`` tokens: positions [k·C, (k+1)·C). A query
   at absolute position p sees key q iff ``q <= p`` and ``q // C == p // C`` (same chunk).
-- ``offset`` is the global position (for RoPE); ``start_position`` the first position held, the
-  start of the current chunk. Position t lives in slot ``t % C``, so a chunk always starts at slot
-  0 and a decode step is one slice assignment: no reallocation on every step (mlx-lm swings
-  between C and C + 256 slots).
+- ``offset`` is the global position (for RoPE); ``start_position`` = ``offset - offset % C``, the
+  start of the chunk the next token falls in: the absolute position of the first key the next
+  ``update_and_fetch`` returns, which mlx-lm's llama4 reads to build its chunk mask (right at a
+  chunk boundary that is the new chunk, whose keys start with the next token). Position t lives
+  in slot ``t % C``, so a chunk always starts at slot 0 and a decode step is one slice assignment:
+  no reallocation on every step (mlx-lm swings between C and C + 256 slots).
 - Capacity = ``min(allocated_slots(T_peak, step), C)``, the calculator's allocated view.
 - An update of S tokens at offset P returns the keys from the start of P's chunk to P + S, in
   temporal order; when the S tokens cross a chunk boundary that is a temporary (a concat) and
   the buffer keeps only the newest chunk.
-- ``trim(n)`` rewinds within the current chunk, back to its start: ``trimmable_tokens =
-  offset - start_position`` (all of it while offset <= C). Older chunks were overwritten.
-- save/load restores offset and start_position exactly (mlx-lm's state loses the offset).
+- The buffer holds the chunk of the last token written, from ``held_start`` (its first position)
+  to ``offset``: at a boundary that is the whole previous chunk, until the next write reuses its
+  slots. ``size()`` = ``trimmable_tokens`` = ``offset - held_start`` (the calculator's kept tokens);
+  ``trim(n)`` rewinds ``min(n, trimmable_tokens)`` exactly. ``is_trimmable()`` holds while the
+  first chunk is still in the buffer (mlx-lm says True always, and then trims only to its start).
+- save/load restores offset and held_start exactly (mlx-lm's state loses the offset).
 """
 
 from __future__ import annotations
@@ -36,12 +41,17 @@ class ChunkedKVCache(BufferedCache):
         self.step = check_step(step)
         self.keys = self.values = None  # (B, H, capacity, D), capacity <= chunk_size
         self.offset = 0
-        self.start_position = 0  # a multiple of chunk_size; slot 0 holds this position
+        self.held_start = 0  # first position of the chunk in the buffer (slot 0); a multiple of C
         self._geom = None
 
     def chunk_start(self, p: int) -> int:
         """First position of the chunk containing p: p - p mod C."""
         return p - p % self.chunk_size
+
+    @property
+    def start_position(self) -> int:
+        """First position the next update returns (mlx-lm's llama4 mask origin): offset - offset mod C."""
+        return self.chunk_start(self.offset)
 
     def update_and_fetch(self, keys, values):
         """Store S new tokens; return keys/values from the start of the first query's chunk."""
@@ -62,7 +72,7 @@ class ChunkedKVCache(BufferedCache):
                    mx.concatenate([self.values[..., : P - first, :], values], axis=2))
             self.keys[..., : end - last, :] = keys[..., last - P :, :]
             self.values[..., : end - last, :] = values[..., last - P :, :]
-        self._geom, self.offset, self.start_position = g, end, last
+        self._geom, self.offset, self.held_start = g, end, last
         return out
 
     def maybe_trim_front(self):
@@ -70,12 +80,12 @@ class ChunkedKVCache(BufferedCache):
 
     # ------------------------------------------------------------ accounting
     def size(self) -> int:
-        return self.offset - self.start_position
+        return self.offset - self.held_start
 
     # ------------------------------------------------------------ rewinding and masks
     @property
     def trimmable_tokens(self) -> int:
-        return self.offset - self.start_position
+        return self.offset - self.held_start
 
     def trim(self, n: int) -> int:
         n = self._check_trim(n)
@@ -101,7 +111,7 @@ class ChunkedKVCache(BufferedCache):
 
     @property
     def meta_state(self) -> tuple:
-        return tuple(str(x) for x in (self.offset, self.start_position, self.chunk_size,
+        return tuple(str(x) for x in (self.offset, self.held_start, self.chunk_size,
                                       self.step, self.capacity))
 
     @classmethod
@@ -109,8 +119,8 @@ class ChunkedKVCache(BufferedCache):
         offset, start, chunk_size, step, capacity = (int(x) for x in meta_state)
         cache = cls(chunk_size, step=step)
         if start % chunk_size or not 0 <= offset - start <= chunk_size:
-            raise ValueError(f"start_position {start} must be a chunk start within {chunk_size} of offset {offset}")
-        cache.offset, cache.start_position = offset, start
+            raise ValueError(f"held_start {start} must be a chunk start within {chunk_size} of offset {offset}")
+        cache.offset, cache.held_start = offset, start
         if not state:
             return cache
         keys, values = state

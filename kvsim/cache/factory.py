@@ -4,7 +4,7 @@ Contract
 - Layout follows the layer kind (the seeds' architecture table):
   full -> KVCache; sliding -> RotatingKVCache(sliding_window, keep); chunked ->
   ChunkedKVCache(attention_chunk_size) (Llama 4's NoPE global layers are ``full`` -> KVCache);
-  mla -> LatentCache; recurrent -> RecurrentStateCache(state_shapes, batch, dtype); none -> None.
+  mla -> LatentCache; recurrent -> RecurrentStateCache.for_layer(layer, batch, dtype, state_dtype); none -> None.
 - Storage mode is independent of layout: ``kv_dtype`` None / fp32 / bf16 / fp16 keeps full
   precision (the elements have the dtype of the tensors the model writes); q8 q6 q4 q3 q2 swap
   in QuantizedKVCache(bits, group_size, full_precision_tokens) for full and MLA layers (latent in
@@ -12,8 +12,12 @@ Contract
   layers. Combinations kvsim has no layout for raise ValueError before anything is built:
   quantized + chunked, quantized + sliding with ``keep`` sinks, and fp8 (no fp8 storage in MLX).
 - ``keep``, ``rewind_tokens``, ``ordered`` go to every RotatingKVCache; ``inplace`` to KVCache
-  and LatentCache. ``dtype`` is the recurrent state's dtype; ``batch`` its batch size (KV caches take B from
-  their first update).
+  and LatentCache. ``dtype`` is the model's dtype, which recurrent state tensors follow unless their
+  family's reference implementation keeps them in fp32 (:meth:`LayerSpec.state_dtypes`);
+  ``state_dtype`` (a name) puts every state tensor in one dtype instead. ``batch`` is the state's
+  batch size (KV caches take B from their first update).
+- Drop-in: for a config mlx-lm also runs, the list works as the ``cache=`` of mlx-lm's model and
+  as its ``generate_step(prompt_cache=...)`` (tests/test_mlx_lm_dropin.py).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ def _bits(kv_dtype, group_size) -> int | None:
 def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, step: int = DEFAULT_STEP,
                 dtype=mx.float32, inplace: bool = True, group_size: int = 64,
                 full_precision_tokens: int = 0, keep: int = 0, rewind_tokens: int = 0,
-                ordered: bool = True) -> list:
+                ordered: bool = True, state_dtype: str | None = None) -> list:
     """One cache per layer of ``spec`` (None for layers that cache nothing)."""
     if not isinstance(spec, ModelSpec):
         raise ValueError(f"spec must be a kvsim.calc.config.ModelSpec, got {type(spec).__name__}")
@@ -67,12 +71,16 @@ def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, st
                                 max_size=max_size)
 
     caches = []
-    for layer in spec.layers:
+    for i, layer in enumerate(spec.layers):
         kind = layer.kind
+        if kind != "recurrent" and layer.state_shapes:
+            raise ValueError(f"layer {i} of {spec.name} keeps K/V and a {layer.recurrent_family} state side by "
+                             "side (Falcon-H1): kvsim has no MLX cache for such layers; the calculator sizes "
+                             "them (kvsim.calc.memory, engine 'mlx-lm')")
         if kind == "none":
             caches.append(None)
         elif kind == "recurrent":
-            caches.append(RecurrentStateCache(layer.state_shapes, batch, dtype))
+            caches.append(RecurrentStateCache.for_layer(layer, batch, dtype, state_dtype))
         elif bits is not None:
             caches.append(quantized(layer.sliding_window if kind == "sliding" else None))
         elif kind == "full":

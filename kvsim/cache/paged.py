@@ -24,13 +24,17 @@ from __future__ import annotations
 import mlx.core as mx
 
 from ..serving.block_pool import cdiv
-from .base import BaseCache, dtype_from_name, dtype_name
+from .base import BaseCache, deepcopy_object, dtype_from_name, dtype_name
 from .paged_store import PagedKVStore
 from .sdpa import sdpa
 
 
 class PagedKVPool(PagedKVStore):
     """Blocks of K/V for ``num_layers`` layers of one kind, shared by many sequences, with views."""
+
+    def __deepcopy__(self, memo):
+        """An independent pool, every sequence's blocks copied (deep-copying a PagedKVCache copies its pool)."""
+        return deepcopy_object(self, memo)
 
     def caches(self, seq_id) -> list[PagedKVCache]:
         """One cache view per layer of this pool for the sequence."""

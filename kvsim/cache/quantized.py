@@ -17,7 +17,9 @@ Contract
   (the held tokens some new query can see, then the S new ones; oldest first; with a window the
   oldest held token is left out once W are held), in the explicit type below; attention runs
   on it with :func:`kvsim.cache.sdpa.quantized_sdpa` (``mx.quantized_matmul``, no dequantization).
-  This differs from mlx-lm, whose quantized cache returns two bare (data, scales, biases) tuples.
+  It also unpacks as mlx-lm's two (data, scales, biases) triples, and the cache has mlx-lm's
+  ``bits`` / ``group_size`` attributes, so mlx-lm's models attend over it with their own quantized
+  attention (with ``full_precision_tokens=0``, the only layout mlx-lm has).
 - ``trim(n)`` rewinds exactly; tokens rewound out of the full-precision part are not replaced by
   older ones (those are already quantized), so after a trim the full-precision part may hold
   fewer than R tokens until new tokens arrive. With a window, once tokens were dropped only
@@ -26,6 +28,7 @@ Contract
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import mlx.core as mx
@@ -43,11 +46,16 @@ class QuantizedTensor(NamedTuple):
     biases: mx.array
 
 
-class QuantizedKV(NamedTuple):
+@dataclass(frozen=True, eq=False)
+class QuantizedKV:
     """What :meth:`QuantizedKVCache.update_and_fetch` returns; temporal order = keys, then recent_keys.
 
     A part that holds no token is None (``keys`` before the first token is quantized;
-    ``recent_keys`` when ``full_precision_tokens`` is 0).
+    ``recent_keys`` when ``full_precision_tokens`` is 0). It also unpacks as mlx-lm's answer,
+    ``keys, values = cache.update_and_fetch(...)`` with two (data, scales, biases) triples, which
+    mlx-lm's quantized attention reads (with the cache's ``group_size`` and ``bits``). Unpacking
+    raises ValueError when full-precision recent tokens are held: attention on the triples alone
+    would silently miss them (use :func:`kvsim.cache.sdpa.quantized_sdpa`).
     """
 
     keys: QuantizedTensor | None           # oldest T_q tokens, quantized
@@ -56,6 +64,16 @@ class QuantizedKV(NamedTuple):
     recent_values: mx.array | None
     group_size: int
     bits: int
+
+    def __iter__(self):
+        """Yield (keys, values), mlx-lm's pair of quantized triples."""
+        if self.recent_keys is not None and self.recent_keys.shape[2]:
+            raise ValueError(f"this QuantizedKV also holds {self.recent_keys.shape[2]} full-precision tokens; "
+                             "mlx-lm's (keys, values) triples cannot carry them (full_precision_tokens must be 0)")
+        return iter((self.keys, self.values))
+
+    def __len__(self) -> int:
+        return 2
 
 
 def _grow(buf: mx.array | None, cap: int, row_shape: tuple, dtype) -> mx.array:

@@ -4,18 +4,25 @@ Contract
 - One zero-initialised array per ``(name, shape)`` of :attr:`kvsim.calc.config.LayerSpec.state_shapes`,
   with a leading batch axis: ``cache["conv"]`` is (B, K-1, channels), ``cache["ssm"]`` e.g.
   (B, d_inner, d_state). The size never depends on the number of tokens:
-  ``nbytes = B · state_elements · itemsize`` = :func:`kvsim.calc.memory.state_bytes` · B.
+  ``nbytes = B · Σ_tensors prod(shape) · itemsize`` = :func:`kvsim.calc.memory.state_bytes` · B.
+- Each tensor has its own dtype: ``dtype`` (the model's) unless ``state_dtypes`` names another;
+  :meth:`for_layer` (and ``make_caches``) take them from :meth:`LayerSpec.state_dtypes`, i.e. as the
+  family's reference implementation keeps them (Mamba-2 / Gated DeltaNet / RG-LRU state in fp32).
 - The layer reads ``cache[name]`` and writes ``cache[name] = new`` (shape and dtype are checked;
   a bad write raises ValueError and changes nothing), then calls ``advance(n)`` for the n tokens
   it consumed; ``offset`` counts them.
+- Drop-in for mlx-lm's ``ArraysCache``: ``cache[i]`` reads and writes the i-th declared tensor
+  (``cache[0]`` the conv window, ``cache[1]`` the SSM state, mlx-lm's order and layouts), ``lengths``
+  and ``left_padding`` are None (one unpadded batch), ``make_mask(N)`` is None and
+  ``is_trimmable()`` False. (mlx-lm's jamba never calls ``advance``; offset then stays 0.)
 - No keys or values: ``update_and_fetch`` raises TypeError, ``make_mask(N)`` is None (nothing to
   mask, as mlx-lm's SSM layers expect) and ``visibility_mask(N)`` is (N, 0).
-- Not trimmable (a state cannot be un-mixed): ``trim(n)`` with n > 0 raises ValueError. Rewinding
-  goes through ``snap = cache.snapshot()`` ... ``cache.restore(snap)``, which brings back every
-  array and the offset exactly, so a hybrid model can undo rejected speculative tokens
+- Not trimmable (a state cannot be un-mixed): ``trim(n)`` rewinds nothing and returns 0.
+  Rewinding goes through ``snap = cache.snapshot()`` ... ``cache.restore(snap)``, which brings back
+  every array and the offset exactly, so a hybrid model can undo rejected speculative tokens
   (mlx-lm's ArraysCache cannot: mlx-lm issue #1446).
 - Persistence: ``state`` = the arrays in declared order; ``meta_state`` = offset, batch, dtype and
-  ``name:dim x dim`` strings; save/load via :mod:`kvsim.cache.io`.
+  ``name:dim x dim:dtype`` strings; save/load via :mod:`kvsim.cache.io`.
 """
 
 from __future__ import annotations
@@ -63,42 +70,57 @@ class RecurrentSnapshot:
 
 
 class RecurrentStateCache(BaseCache):
-    """Fixed recurrent state per sequence, addressed by name; rewound by snapshot/restore."""
+    """Fixed recurrent state per sequence, addressed by name or index; rewound by snapshot/restore."""
 
-    def __init__(self, state_shapes, batch: int = 1, dtype=mx.float32):
+    lengths = None       # mlx-lm ArraysCache's batching fields: kvsim holds one unpadded batch
+    left_padding = None
+
+    def __init__(self, state_shapes, batch: int = 1, dtype=mx.float32, state_dtypes=None):
         if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
             raise ValueError(f"batch must be a positive integer, got {batch!r}")
         self.shapes = _check_shapes(state_shapes)
         self.batch, self.dtype = batch, as_float_dtype(dtype)
+        self.dtypes = {n: self.dtype for n in self.shapes}  # name -> mx dtype of that tensor
+        for name, dt in dict(state_dtypes or {}).items():
+            self.dtypes[self._name(name)] = as_float_dtype(dt)
         self.offset = 0
-        self._arrays = {n: mx.zeros((batch, *s), dtype=self.dtype) for n, s in self.shapes.items()}
+        self._arrays = {n: mx.zeros((batch, *s), dtype=self.dtypes[n]) for n, s in self.shapes.items()}
 
     @classmethod
-    def for_layer(cls, layer, batch: int = 1, dtype=mx.float32) -> "RecurrentStateCache":
-        """The cache a recurrent :class:`~kvsim.calc.config.LayerSpec` needs."""
-        return cls(layer.state_shapes, batch, dtype)
+    def for_layer(cls, layer, batch: int = 1, dtype=mx.float32, state_dtype=None) -> "RecurrentStateCache":
+        """The cache a recurrent :class:`~kvsim.calc.config.LayerSpec` needs; ``dtype`` is the model's.
 
-    # ------------------------------------------------------------ access by name
+        ``state_dtype`` None: each tensor as the reference implementation keeps it; else all in it.
+        """
+        dtypes = layer.state_dtypes(dtype_name(as_float_dtype(dtype)), state_dtype)
+        return cls(layer.state_shapes, batch, dtype, dict(dtypes))
+
+    # ------------------------------------------------------------ access by name or index
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.shapes)
 
     def _name(self, name) -> str:
+        if isinstance(name, int) and not isinstance(name, bool):
+            if not 0 <= name < len(self.shapes):
+                raise IndexError(f"state index {name} is not in [0, {len(self.shapes)})")
+            return self.names[name]
         if name not in self.shapes:
             raise ValueError(f"state name {name!r} is not one of {', '.join(self.shapes)}")
         return name
 
-    def __getitem__(self, name: str) -> mx.array:
+    def __getitem__(self, name) -> mx.array:
         return self._arrays[self._name(name)]
 
-    def __setitem__(self, name: str, value: mx.array) -> None:
-        want = (self.batch, *self.shapes[self._name(name)])
+    def __setitem__(self, name, value: mx.array) -> None:
+        name = self._name(name)
+        want, dtype = (self.batch, *self.shapes[name]), self.dtypes[name]
         if not isinstance(value, mx.array):
             raise ValueError(f"state {name!r} must be an mx.array, got {type(value).__name__}")
         if tuple(value.shape) != want:
             raise ValueError(f"state {name!r} must have shape {want}, got {tuple(value.shape)}")
-        if value.dtype != self.dtype:
-            raise ValueError(f"state {name!r} dtype must be {dtype_name(self.dtype)}, "
+        if value.dtype != dtype:
+            raise ValueError(f"state {name!r} dtype must be {dtype_name(dtype)}, "
                              f"got {dtype_name(value.dtype)}")
         self._arrays[name] = value
 
@@ -140,21 +162,11 @@ class RecurrentStateCache(BaseCache):
         return mx.zeros((0,), dtype=mx.int32)
 
     # ------------------------------------------------------------ rewinding
-    def trim(self, n: int) -> int:
-        n = min(self._check_int(n), self.offset)
-        if n:
-            raise ValueError(f"RecurrentStateCache cannot trim {n} tokens (trimmable_tokens is 0); "
-                             f"take snapshot() before and restore() after")
-        return 0
-
-    @staticmethod
-    def _check_int(n) -> int:
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
-        return n
+    def is_trimmable(self) -> bool:
+        return False  # a state cannot be un-mixed (mlx-lm's ArraysCache: False as well)
 
     def _signature(self) -> tuple:
-        return (self.batch, dtype_name(self.dtype), tuple(self.shapes.items()))
+        return (self.batch, tuple((n, s, dtype_name(self.dtypes[n])) for n, s in self.shapes.items()))
 
     def snapshot(self) -> RecurrentSnapshot:
         """A copy of every array and the offset; later writes to this cache do not touch it."""
@@ -180,7 +192,7 @@ class RecurrentStateCache(BaseCache):
 
     @property
     def meta_state(self) -> tuple:
-        shapes = tuple(f"{n}:{'x'.join(map(str, s))}" for n, s in self.shapes.items())
+        shapes = tuple(f"{n}:{'x'.join(map(str, s))}:{dtype_name(self.dtypes[n])}" for n, s in self.shapes.items())
         return (str(self.offset), str(self.batch), dtype_name(self.dtype), *shapes)
 
     @classmethod
@@ -188,11 +200,12 @@ class RecurrentStateCache(BaseCache):
         m = list(meta_state)
         if len(m) < 4:
             raise ValueError(f"meta_state must have offset, batch, dtype and >= 1 shape, got {m}")
-        shapes = []
+        shapes, dtypes = [], {}
         for item in m[3:]:
-            name, _, dims = item.rpartition(":")
+            name, dims, dt = item.rsplit(":", 2)
             shapes.append((name, tuple(int(d) for d in dims.split("x"))))
-        cache = cls(shapes, int(m[1]), dtype_from_name(m[2]))
+            dtypes[name] = dtype_from_name(dt)
+        cache = cls(shapes, int(m[1]), dtype_from_name(m[2]), dtypes)
         state = list(state)
         if len(state) != len(shapes):
             raise ValueError(f"state has {len(state)} arrays; meta_state lists {len(shapes)}")

@@ -25,7 +25,10 @@ Contract
   ``start`` is the oldest recent position still held: the rewind may only go back as far as every
   key the next query can see is still in the ring. That is 1 token with ``rewind_tokens=0`` and
   ``rewind_tokens + 1`` right after a write with R extra slots (speculative decoding: set it to
-  the draft length). Asking for more raises ValueError and changes nothing.
+  the draft length). ``trim(n)`` rewinds ``min(n, trimmable_tokens)`` and returns that count
+  (mlx-lm's contract); it never reaches back past what the ring still holds. ``is_trimmable()`` is
+  True only while nothing has been overwritten (mlx-lm's ``offset < max_size``), so mlx-lm's
+  speculative decoding and prompt-cache reuse never ask a wrapped ring for a partial trim.
 """
 
 from __future__ import annotations

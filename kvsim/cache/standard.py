@@ -8,7 +8,10 @@ Contract
 - ``inplace=False`` (the seeds' toggle) concatenates instead: no slack, ``capacity == offset``,
   and every update copies the whole cache. Both modes return identical keys and values.
 - ``trim(n)`` rewinds ``min(n, offset)`` tokens and frees nothing; the next update overwrites the
-  rewound rows (mlx-lm's ConcatenateKVCache appends after them instead).
+  rewound rows (mlx-lm's ConcatenateKVCache appends after them instead). Always trimmable.
+- ``to_quantized(group_size=64, bits=4)`` (mlx-lm's name and defaults, called by its
+  ``generate_step`` with ``kv_bits``): a :class:`~kvsim.cache.quantized.QuantizedKVCache` holding
+  the same tokens quantized, with its own capacity rule (mlx-lm quantizes the slack too).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import mlx.core as mx
 from ..calc.memory import allocated_slots
 from ..calc.units import DEFAULT_STEP
 from .base import BufferedCache, check_kv, check_step, grow_buffer
+from .quantized import QuantizedKVCache
 
 
 def _geometry(keys, values) -> dict:
@@ -79,6 +83,13 @@ class KVCache(BufferedCache):
 
     def key_positions(self, n: int) -> mx.array:
         return mx.arange(0, self.offset + n, dtype=mx.int32)
+
+    def to_quantized(self, group_size: int = 64, bits: int = 4) -> QuantizedKVCache:
+        """The same tokens in a QuantizedKVCache(bits, group_size, step): every held row quantized."""
+        cache = QuantizedKVCache(bits=bits, group_size=group_size, step=self.step)
+        if self.offset:
+            cache.update_and_fetch(self.keys[..., : self.offset, :], self.values[..., : self.offset, :])
+        return cache
 
     # ------------------------------------------------------------ persistence
     @property

@@ -39,7 +39,7 @@ def kv_budget_bytes(memory_bytes: float, utilization: float = 0.9, weights_bytes
 
 
 def per_sequence_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", tp: int = 1, view: str = "theoretical",
-                       block_size: int | None = None, step: int = DEFAULT_STEP, state_dtype="bf16"):
+                       block_size: int | None = None, step: int = DEFAULT_STEP, state_dtype=None):
     """Bytes one sequence of T tokens needs on one rank: KV (in ``view``) + recurrent state."""
     kv = memory.model_kv_bytes(spec, tokens, 1, kv_dtype, view, step, block_size, tp)
     return np.asarray(kv, dtype=np.int64) + memory.fixed_state_bytes(spec, 1, state_dtype)
@@ -48,7 +48,7 @@ def per_sequence_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", tp: int = 1, vi
 def max_concurrent_sequences(spec: ModelSpec, tokens, memory_bytes: float, utilization: float = 0.9,
                              kv_dtype="bf16", weights_dtype="bf16", tp: int = 1,
                              weights_bytes: float | None = None, view: str = "theoretical",
-                             block_size: int | None = None, state_dtype="bf16"):
+                             block_size: int | None = None, state_dtype=None):
     """⌊(memory · utilization − weights/tp) / per-sequence bytes at T tokens⌋, vectorized over T."""
     w = _weights_bytes(spec, weights_dtype, tp) if weights_bytes is None else weights_bytes
     budget = kv_budget_bytes(memory_bytes, utilization, w)
@@ -59,7 +59,7 @@ def max_concurrent_sequences(spec: ModelSpec, tokens, memory_bytes: float, utili
 
 def max_context_tokens(spec: ModelSpec, batch: int, memory_bytes: float, utilization: float = 0.9,
                        kv_dtype="bf16", weights_dtype="bf16", tp: int = 1,
-                       weights_bytes: float | None = None, state_dtype="bf16") -> int | None:
+                       weights_bytes: float | None = None, state_dtype=None) -> int | None:
     """Largest T with batch · per-sequence bytes(T) ≤ budget; None if every T fits (all layers windowed)."""
     w = _weights_bytes(spec, weights_dtype, tp) if weights_bytes is None else weights_bytes
     budget = kv_budget_bytes(memory_bytes, utilization, w)

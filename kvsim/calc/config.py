@@ -3,7 +3,10 @@
 Contract
 - :class:`LayerSpec`: one decoder layer, with an attention ``kind`` and the dimensions that decide how
   much cache it keeps. Kinds: ``full``, ``sliding`` (window W), ``chunked`` (chunk C), ``mla``
-  (latent + RoPE key), ``recurrent`` (fixed state tensors), ``none`` (no cache).
+  (latent + RoPE key), ``recurrent`` (fixed state tensors), ``none`` (no cache). An attention layer
+  that runs a recurrent mixer beside its attention (Falcon-H1: attention and Mamba-2 in every layer)
+  keeps its attention kind and also carries ``recurrent_family`` + ``state_shapes``: the calculator
+  counts its K/V and its state (``state_elements`` is every layer's state, whatever its kind).
 - :class:`ModelSpec`: the layers, the sizes weights need, and the typed fields the MLX model reads
   (RoPE base, norm epsilon, MLA and recurrent widths...), each with a documented default.
   Both are frozen; ``ModelSpec.config`` (the parsed ``config.json``) is frozen deeply: dicts become
@@ -21,10 +24,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .units import InputError, positive_int
+from .units import FLOAT_DTYPES, InputError, dtype_key, positive_int
 
 KINDS = ("full", "sliding", "chunked", "mla", "recurrent", "none")
 RECURRENT_FAMILIES = ("mamba", "mamba2", "gated_deltanet", "rg_lru")
+# State tensors the reference implementation of each family keeps in fp32 whatever the model dtype;
+# every other state tensor (the conv window, Mamba-1's SSM state) follows the model dtype.
+#   mamba2: mlx-lm ssm.py (dt is cast to fp32, so the SSD state is fp32);
+#   gated_deltanet: mlx-lm gated_delta.py (state zeros in fp32) and transformers' Qwen3-Next;
+#   rg_lru: transformers' RecurrentGemma (recurrent_states in torch.float32);
+#   mamba: mlx-lm mamba.py / jamba.py and transformers' MambaCache keep it in the model dtype.
+REFERENCE_FP32_STATES = {"mamba": (), "mamba2": ("ssm",), "gated_deltanet": ("ssm",), "rg_lru": ("ssm",)}
 
 
 class ConfigError(InputError):
@@ -53,6 +63,14 @@ def freeze(value):
     return value
 
 
+def _float_key(field_name: str, dtype) -> str:
+    """'fp32' / 'bf16' / 'fp16' for any spelling of a float dtype; InputError naming the field otherwise."""
+    key = dtype_key(dtype)
+    if key not in FLOAT_DTYPES:
+        raise InputError(f"{field_name} {dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
+    return key
+
+
 @dataclass(frozen=True)
 class LayerSpec:
     """What one decoder layer caches.
@@ -60,7 +78,9 @@ class LayerSpec:
     Attention kinds (full/sliding/chunked) cache K of ``head_dim`` and V of ``v_head_dim``
     for each of ``num_key_value_heads`` heads. ``mla`` caches ``kv_lora_rank +
     qk_rope_head_dim`` elements shared by all heads. ``recurrent`` keeps ``state_shapes``
-    per sequence (no batch axis), whatever the number of tokens.
+    per sequence (no batch axis), whatever the number of tokens, each tensor in the dtype
+    :meth:`state_dtypes` gives (fp32 where the family's reference implementation keeps it so);
+    an attention layer with ``state_shapes`` keeps both (a parallel recurrent mixer, as in Falcon-H1).
     """
 
     kind: str
@@ -90,7 +110,9 @@ class LayerSpec:
         if self.kind == "mla":
             positive_int("kv_lora_rank", self.kv_lora_rank, ConfigError)
             positive_int("qk_rope_head_dim", self.qk_rope_head_dim, ConfigError)
-        if self.kind == "recurrent":
+        if self.kind == "recurrent" or self.state_shapes:
+            if self.kind in ("mla", "none"):
+                raise ConfigError(f"a {self.kind} layer keeps no recurrent state; state_shapes must be empty")
             if self.recurrent_family not in RECURRENT_FAMILIES:
                 raise ConfigError(
                     f"recurrent_family {self.recurrent_family!r} is not one of "
@@ -120,6 +142,18 @@ class LayerSpec:
     def state_elements(self) -> int:
         """Elements of fixed recurrent state per sequence (0 for attention layers)."""
         return sum(math.prod(shape) for _, shape in self.state_shapes)
+
+    def state_dtypes(self, model_dtype="bf16", state_dtype=None) -> tuple[tuple[str, str], ...]:
+        """(name, dtype) per state tensor, dtypes as 'fp32' / 'bf16' / 'fp16'.
+
+        ``state_dtype`` given: every tensor in it (an override). None: as the family's reference
+        implementation keeps them (:data:`REFERENCE_FP32_STATES` in fp32, the rest in ``model_dtype``).
+        """
+        model, forced = _float_key("model_dtype", model_dtype), state_dtype is not None
+        forced_key = _float_key("state_dtype", state_dtype) if forced else None
+        fp32 = REFERENCE_FP32_STATES.get(self.recurrent_family, ())
+        return tuple((name, forced_key if forced else "fp32" if name in fp32 else model)
+                     for name, _ in self.state_shapes)
 
 
 @dataclass(frozen=True)

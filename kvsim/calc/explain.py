@@ -7,6 +7,7 @@ totals. Every number comes from :mod:`kvsim.calc.memory`; this module only forma
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from . import memory, units
@@ -81,8 +82,21 @@ def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: i
     return text, tex
 
 
+def _state_line(layer: LayerSpec, count: int, state_dtype):
+    """One group of recurrent layers: Σ_tensors elements × bytes of that tensor's dtype, as (text, latex)."""
+    dtypes = dict(layer.state_dtypes(state_dtype=state_dtype))
+    parts = [(name, shape, units.DTYPE_BYTES[dtypes[name]]) for name, shape in layer.state_shapes]
+    terms = " + ".join(f"{name} {'×'.join(map(str, shape))} × {b} B ({dtypes[name]})"
+                       for name, shape, b in parts)
+    tex = " + ".join(f"{_tex(math.prod(shape))} \\times {b}" for _, shape, b in parts)
+    per_seq = count * memory.state_bytes(layer, state_dtype)
+    text = (f"{count} {layer.recurrent_family} layers × ({terms})"
+            f" = {_n(per_seq)} B per sequence (fixed, independent of T)")
+    return text, f"{count} \\times ({tex}) &= {_tex(per_seq)}\\,\\text{{B/sequence}}"
+
+
 def explain(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
-            state_dtype="bf16") -> Explanation:
+            state_dtype=None) -> Explanation:
     """Explain M_token = Σ_layers 2·n_kv·d_h·b (or d_c + d_h^R for MLA) and M_total at T tokens, B sequences."""
     dt = memory.parse_kv_dtype(kv_dtype)
     ex = Explanation()
@@ -93,14 +107,10 @@ def explain(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: i
         if line:
             ex.text_lines.append("  " + line[0])
             ex.latex_lines.append(line[1])
-        elif layer.kind == "recurrent":
-            shapes = " + ".join(f"{name} {'×'.join(map(str, shape))}" for name, shape in layer.state_shapes)
-            b = units.DTYPE_BYTES[state_dtype]
-            per_seq = count * memory.state_bytes(layer, state_dtype)
-            ex.text_lines.append(f"  {count} {layer.recurrent_family} layers × ({shapes}) elements × {b} B"
-                                 f" = {_n(per_seq)} B per sequence (fixed, independent of T)")
-            ex.latex_lines.append(f"{count} \\times {_tex(layer.state_elements)} \\times {b}"
-                                  f" &= {_tex(per_seq)}\\,\\text{{B/sequence}}")
+        if layer.state_shapes:  # recurrent layers, and attention layers with a mixer beside (Falcon-H1)
+            line = _state_line(layer, count, state_dtype)
+            ex.text_lines.append("  " + line[0])
+            ex.latex_lines.append(line[1])
     per_token = memory.bytes_per_token(spec, dt, tp)
     kv = memory.kv_bytes(spec, tokens, batch, dt, tp)
     state = memory.fixed_state_bytes(spec, batch, state_dtype)

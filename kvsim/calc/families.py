@@ -7,12 +7,18 @@ Contract
   vocab) are in :data:`FAMILY_DEFAULTS`; families whose output head reuses the input embedding
   unless the config says otherwise are :data:`TIED_BY_DEFAULT`.
 - An explicit ``head_dim`` always wins over ``hidden_size // num_attention_heads``.
+- Hybrids: Jamba, Qwen3-Next, RecurrentGemma, Granite 4.0 (``layer_types`` mamba/attention),
+  Nemotron-H (``hybrid_override_pattern``: M, *, -, E; MLP and MoE blocks keep no cache) alternate
+  layers; Falcon-H1 runs attention and Mamba-2 side by side, so each of its layers is a full-attention
+  LayerSpec that also carries the Mamba-2 state.
 - List fields (``layer_types``, ``no_rope_layers``, ``block_types``) may be lists or tuples, so a
   spec's frozen ``config`` parses again to the same spec.
 - Errors are :class:`~kvsim.calc.config.ConfigError` naming the field and what is accepted.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .config import ConfigError, LayerSpec, config_int
 from .units import positive_int
@@ -77,12 +83,35 @@ def _layer_types_or(cfg, n, default_fn):
 
 
 def _dense(cfg):
-    """llama, mistral, mixtral, qwen2, qwen3, phi3: every layer full, or sliding if windowed."""
+    """llama, mistral, mixtral, phi3: ``layer_types`` if given, else every layer full, or sliding if windowed."""
     n = config_int(cfg, "num_hidden_layers")
     w = _window(cfg)
-    if w is None:
-        return [_attn(cfg) for _ in range(n)]
-    return [_attn(cfg, "sliding", window=w) for _ in range(n)]
+    return _typed_layers(cfg, n, w, lambda i: "full_attention" if w is None else "sliding_attention")
+
+
+def _qwen(cfg):
+    """qwen2, qwen3 (transformers' Qwen2Config): a window only with ``use_sliding_window`` true, and then
+    only on layers i >= ``max_window_layers`` (default 28); an explicit ``layer_types`` wins."""
+    n = config_int(cfg, "num_hidden_layers")
+    w = _window(cfg) if cfg.get("use_sliding_window") is True else None
+    first = cfg.get("max_window_layers", 28)
+    if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+        raise ConfigError(f"max_window_layers must be an integer >= 0, got {first!r}")
+    return _typed_layers(cfg, n, w, lambda i: "sliding_attention" if w and i >= first else "full_attention")
+
+
+def _typed_layers(cfg, n, window, default_fn):
+    """One layer per ``layer_types`` entry (or ``default_fn(i)``): full, or sliding with ``window``.
+
+    A sliding entry without a window (none configured, disabled, or as long as the context) is a full
+    layer, as transformers builds it (its sliding_window is then None).
+    """
+    out = []
+    for i, t in enumerate(_layer_types_or(cfg, n, default_fn)):
+        if t not in ("full_attention", "sliding_attention"):
+            raise ConfigError(f"layer_types[{i}] is {t!r}; accepted: sliding_attention, full_attention")
+        out.append(_attn(cfg, "sliding", window=window) if t == "sliding_attention" and window else _attn(cfg))
+    return out
 
 
 def _sliding_global(cfg, pattern_default):
@@ -179,7 +208,7 @@ def _qwen3_next(cfg):
     dk, dv = config_int(cfg, "linear_key_head_dim"), config_int(cfg, "linear_value_head_dim")
     k = config_int(cfg, "linear_conv_kernel_dim", default=4)
     gdn = LayerSpec(kind="recurrent", recurrent_family="gated_deltanet", state_shapes=(
-        ("conv", (k - 1, 2 * nk * dk + nv * dv)), ("ssm", (nv, dk, dv))))
+        ("conv", (k - 1, 2 * nk * dk + nv * dv)), ("ssm", (nv, dv, dk))))  # mlx-lm's layout
     types = _layer_types_or(
         cfg, n, lambda i: "full_attention" if (i + 1) % interval == 0 else "linear_attention")
     out = []
@@ -209,9 +238,92 @@ def _recurrent_gemma(cfg):
     return out
 
 
+# ---------------------------------------------------------------- families added with engine sizing
+
+
+def _cohere2(cfg):
+    """Command R7B: layer_types, else every sliding_window_pattern-th layer (default 4) global; global
+    layers have no RoPE (transformers' Cohere2Attention rotates sliding layers only)."""
+    return [replace(layer, use_rope=False) if layer.kind == "full" else layer for layer in _sliding_global(cfg, 4)]
+
+
+def _mamba2_state(d_inner, heads, head_dim, d_state, groups, d_conv):
+    """Mamba-2 state: conv (K-1, d_inner + 2·G·N), ssm (heads, head_dim, N)."""
+    if heads * head_dim != d_inner:
+        raise ConfigError(f"Mamba-2 heads {heads} × head dim {head_dim} must equal the inner width {d_inner}")
+    return (("conv", (d_conv - 1, d_inner + 2 * groups * d_state)), ("ssm", (heads, head_dim, d_state)))
+
+
+def _head_dim_or_auto(cfg, name, d_inner, heads):
+    """A Mamba head dim that may be "auto" (transformers: inner width // heads)."""
+    return d_inner // heads if cfg.get(name, "auto") == "auto" else config_int(cfg, name)
+
+
+_MIXER_NAMES = {"mamba": "linear_attention", "attention": "full_attention"}  # transformers' legacy names
+
+
+def _granitemoehybrid(cfg):
+    """Granite 4.0 hybrids: layer_types 'mamba' (Mamba-2) or 'attention' (also 'linear_attention' /
+    'full_attention'); absent, every layer is Mamba-2 (GraniteMoeHybridConfig). Attention rotates only
+    with position_embedding_type "rope" (the H models say "nope")."""
+    n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
+    d_inner = config_int(cfg, "mamba_expand", default=2) * hidden
+    heads = config_int(cfg, "mamba_n_heads", default=128)
+    state = _mamba2_state(d_inner, heads, _head_dim_or_auto(cfg, "mamba_d_head", d_inner, heads),
+                          config_int(cfg, "mamba_d_state", default=256), config_int(cfg, "mamba_n_groups", default=1),
+                          config_int(cfg, "mamba_d_conv", default=4))
+    mamba = LayerSpec(kind="recurrent", recurrent_family="mamba2", state_shapes=state)
+    out = []
+    for i, t in enumerate(_layer_types_or(cfg, n, lambda i: "mamba")):
+        t = _MIXER_NAMES.get(t, t)
+        if t not in ("linear_attention", "full_attention"):
+            raise ConfigError(f"layer_types[{i}] is {t!r}; accepted: mamba, attention")
+        out.append(mamba if t == "linear_attention" else
+                   _attn(cfg, use_rope=cfg.get("position_embedding_type") == "rope"))
+    return out
+
+
+_NEMOTRON_BLOCKS = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe",
+                    "mamba": "linear_attention", "attention": "full_attention"}
+
+
+def _nemotron_h(cfg):
+    """Nemotron-H: hybrid_override_pattern (M Mamba-2, * attention without RoPE, - MLP, E MoE; the last two
+    keep no cache), or the same as a layers_block_type / layer_types list. The pattern sets the depth."""
+    pattern = cfg.get("hybrid_override_pattern") or cfg.get("layers_block_type") or cfg.get("layer_types")
+    if not isinstance(pattern, (str, *_SEQUENCE)) or not pattern:
+        raise ConfigError("hybrid_override_pattern must be a string of M, *, - and E (or layers_block_type a list)")
+    heads, head_dim = config_int(cfg, "mamba_num_heads"), config_int(cfg, "mamba_head_dim")
+    state = _mamba2_state(heads * head_dim, heads, head_dim, config_int(cfg, "ssm_state_size"),
+                          config_int(cfg, "n_groups", default=1), config_int(cfg, "conv_kernel", default=4))
+    d_attn = config_int(cfg, "head_dim", "attention_head_dim", default=None) or _head_dim(cfg)
+    attention = LayerSpec(kind="full", num_key_value_heads=_kv_heads(cfg), head_dim=d_attn, use_rope=False)
+    out = []
+    for i, block in enumerate(pattern):
+        t = _NEMOTRON_BLOCKS.get(block, block)
+        if t not in ("linear_attention", "full_attention", "mlp", "moe"):
+            raise ConfigError(f"hybrid_override_pattern[{i}] is {block!r}; accepted: M, *, -, E")
+        out.append({"linear_attention": LayerSpec(kind="recurrent", recurrent_family="mamba2", state_shapes=state),
+                    "full_attention": attention}.get(t, LayerSpec(kind="none")))
+    return out
+
+
+def _falcon_h1(cfg):
+    """Falcon-H1: attention and a Mamba-2 mixer side by side in every layer: a full-attention LayerSpec
+    that also carries the Mamba-2 state (inner width mamba_d_ssm, else mamba_expand · hidden_size)."""
+    n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
+    d_inner = (config_int(cfg, "mamba_d_ssm", default=None)
+               or config_int(cfg, "mamba_expand", default=2) * hidden)
+    heads = config_int(cfg, "mamba_n_heads", default=128)
+    state = _mamba2_state(d_inner, heads, _head_dim_or_auto(cfg, "mamba_d_head", d_inner, heads),
+                          config_int(cfg, "mamba_d_state", default=256), config_int(cfg, "mamba_n_groups", default=1),
+                          config_int(cfg, "mamba_d_conv", default=4))
+    return [replace(_attn(cfg), recurrent_family="mamba2", state_shapes=state)] * n
+
+
 FAMILIES = {
-    "llama": _dense, "mistral": _dense, "mixtral": _dense, "qwen2": _dense,
-    "qwen3": _dense, "phi3": _dense,
+    "llama": _dense, "mistral": _dense, "mixtral": _dense, "qwen2": _qwen,
+    "qwen3": _qwen, "phi3": _dense,
     "gemma2": lambda c: _sliding_global(c, 2),
     "gemma3": lambda c: _sliding_global(c, 6),
     "gemma3_text": lambda c: _sliding_global(c, 6),
@@ -221,6 +333,8 @@ FAMILIES = {
     "jamba": _jamba, "qwen3_next": _qwen3_next,
     "mamba": _mamba, "falcon_mamba": _mamba, "mamba2": _mamba2,
     "recurrent_gemma": _recurrent_gemma,
+    "kimi_k2": _deepseek, "cohere": _dense, "cohere2": _cohere2, "olmo2": _dense, "phimoe": _dense,
+    "granitemoehybrid": _granitemoehybrid, "nemotron_h": _nemotron_h, "falcon_h1": _falcon_h1,
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
 
@@ -235,4 +349,5 @@ FAMILY_DEFAULTS = {"gemma3": _GEMMA3_TEXT_DEFAULTS, "gemma3_text": _GEMMA3_TEXT_
 
 # tie_word_embeddings when the config leaves it out: True in these families (Gemma's and Mamba's
 # transformers classes, mamba_ssm's MambaConfig), False in all others
-TIED_BY_DEFAULT = ("gemma2", "gemma3", "gemma3_text", "mamba", "falcon_mamba", "mamba2", "recurrent_gemma")
+TIED_BY_DEFAULT = ("gemma2", "gemma3", "gemma3_text", "mamba", "falcon_mamba", "mamba2", "recurrent_gemma",
+                   "cohere", "cohere2")

@@ -4,7 +4,9 @@ Contract
 - ``from_hf_config(dict)`` turns a config as users download it into a ModelSpec: one LayerSpec per
   decoder layer (the family's pattern, :mod:`kvsim.calc.families`), the model-wide sizes, and the
   typed fields the MLX model reads, each parsed and validated here once (defaults: ModelSpec's docstring).
-- Unknown keys are ignored; a nested ``text_config`` (Gemma 3, Llama 4) is used when present.
+- Unknown keys are ignored; a nested ``text_config`` (Gemma 3, Llama 4) is used when present, and the
+  outer ``model_type`` is kept as ``outer_model_type`` (engines pick their model class by it: mlx-lm's
+  ``llama4`` chunks its attention, its text-only ``llama4_text`` does not).
 - Fields an official config omits because transformers supplies them take those class defaults
   (:data:`~kvsim.calc.families.FAMILY_DEFAULTS`); a state-spaces ``mamba_ssm`` config without
   ``model_type`` is recognised by its ``ssm_cfg``.
@@ -34,6 +36,7 @@ def text_config(cfg: Mapping) -> Mapping:
         merged.update(inner)
         # the outer model_type (e.g. gemma3, llama4) names the family when the inner lacks one
         merged["model_type"] = inner.get("model_type") or cfg.get("model_type")
+        merged["outer_model_type"] = cfg.get("model_type")
         return merged
     return cfg
 

@@ -2,8 +2,10 @@
 
 Contract
 - Pure arithmetic over :mod:`kvsim.calc.memory` (no MLX), vectorized over ``tokens`` like it.
-- A recurrent layer (Mamba, Mamba-2, Gated DeltaNet, RG-LRU) keeps ``Σ prod(state_shapes)·b``
-  bytes per sequence whatever T is; attention layers keep their K/V as usual (full, sliding, ...).
+- A recurrent layer (Mamba, Mamba-2, Gated DeltaNet, RG-LRU) keeps ``Σ prod(shape)·b`` bytes per
+  sequence whatever T is, each state tensor in its own dtype (``state_dtype=None``: as the reference
+  implementation, e.g. Qwen3-Next's delta-rule state in fp32 beside a bf16 conv window; a name
+  overrides all, :func:`kvsim.calc.memory.state_bytes`); attention layers keep their K/V as usual.
 - :func:`cache_split` returns the two parts and their sum for B sequences.
 - :func:`all_attention` is the counterfactual "same depth, every layer attention": each recurrent
   layer replaced by the model's first attention layer (Jamba: 32 full layers of 8 KV heads, the
@@ -38,7 +40,7 @@ def mixers(spec: ModelSpec) -> dict[str, int]:
     return out
 
 
-def cache_split(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", state_dtype="bf16") -> dict:
+def cache_split(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", state_dtype=None) -> dict:
     """{'kv': attention KV bytes(T), 'state': fixed recurrent bytes, 'total': kv + state}, for B sequences."""
     kv = memory.kv_bytes(spec, tokens, batch, kv_dtype)
     state = memory.fixed_state_bytes(spec, batch, state_dtype)
@@ -55,7 +57,7 @@ def all_attention(spec: ModelSpec) -> ModelSpec:
     return replace(spec, name=f"{spec.name} if every layer were attention", layers=layers)
 
 
-def tokens_to_reach(spec: ModelSpec, target_bytes: int, kv_dtype="bf16", state_dtype="bf16") -> int | None:
+def tokens_to_reach(spec: ModelSpec, target_bytes: int, kv_dtype="bf16", state_dtype=None) -> int | None:
     """First T with KV(T) + state ≥ ``target_bytes`` for one sequence; None if the cache never gets there."""
     def size(t):
         return int(cache_split(spec, t, 1, kv_dtype, state_dtype)["total"])
@@ -71,8 +73,9 @@ def tokens_to_reach(spec: ModelSpec, target_bytes: int, kv_dtype="bf16", state_d
     return hi
 
 
-def allocated_layer_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", state_dtype="bf16", step: int = DEFAULT_STEP) -> np.ndarray:
+def allocated_layer_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", state_dtype=None, step: int = DEFAULT_STEP,
+                          model_dtype="bf16") -> np.ndarray:
     """(layers, len(tokens)) bytes per layer: allocated K/V (slots = min(⌈T/step⌉·step, W or C)) + fixed state."""
     t = np.atleast_1d(np.asarray(tokens, dtype=np.int64))
     return np.stack([np.asarray(memory.layer_kv_bytes(layer, t, kv_dtype, view="allocated", step=step), dtype=np.int64)
-                     + memory.state_bytes(layer, state_dtype) for layer in spec.layers])
+                     + memory.state_bytes(layer, state_dtype, model_dtype) for layer in spec.layers])

@@ -11,6 +11,9 @@ Contract
   * read (:func:`read_bytes_per_step`): what one decode step reads from the cache.
 - Kept tokens per layer kind: full and MLA keep all T; sliding keeps min(T, W); chunked keeps the
   tokens of the current chunk (at most C); recurrent keeps a fixed state, independent of T.
+- Recurrent state dtype: ``state_dtype=None`` (the default) keeps each state tensor as the family's
+  reference implementation does (SSM / delta-rule / RG-LRU state in fp32, the conv window in
+  ``model_dtype``, bf16 unless given); a dtype name overrides every tensor.
 - Quantized KV (``q8 q6 q4 q3 q2``) stores per vector of ``d`` elements ``d·bits/8`` bytes of packed
   data plus one scale and one bias per group of ``group_size`` in ``scale_dtype`` (as ``mx.quantize``
   does); the most recent ``full_precision_tokens`` may stay in ``scale_dtype``.
@@ -20,6 +23,7 @@ Contract
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -205,13 +209,15 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
     return _out(np.asarray(total, dtype=np.int64) * batch, tokens)
 
 
-def state_bytes(layer: LayerSpec, state_dtype="bf16") -> int:
-    """Fixed recurrent state of one layer for one sequence: Σ prod(shape) · b."""
-    key = dtype_key(state_dtype)
-    if key not in FLOAT_DTYPES:
-        raise InputError(f"state_dtype {state_dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
-    state_dtype = key
-    return layer.state_elements * DTYPE_BYTES[state_dtype]
+def state_bytes(layer: LayerSpec, state_dtype=None, model_dtype="bf16") -> int:
+    """Fixed recurrent state of one layer for one sequence: Σ_tensors prod(shape) · b(tensor).
+
+    ``state_dtype`` None: each tensor in the dtype the family's reference implementation keeps it in
+    (:meth:`LayerSpec.state_dtypes`: SSM / delta-rule / RG-LRU state fp32, conv window ``model_dtype``);
+    a dtype name overrides every tensor.
+    """
+    dtypes = dict(layer.state_dtypes(model_dtype, state_dtype))
+    return sum(math.prod(shape) * DTYPE_BYTES[dtypes[name]] for name, shape in layer.state_shapes)
 
 
 # ---------------------------------------------------------------- whole model
@@ -258,29 +264,30 @@ def elements_per_token(spec: ModelSpec) -> int:
     return sum(count * layer.elements_per_token for layer, count in layer_groups(spec))
 
 
-def fixed_state_bytes(spec: ModelSpec, batch: int = 1, state_dtype="bf16") -> int:
-    """Recurrent state for ``batch`` sequences: B · Σ_layers state_bytes, independent of T."""
+def fixed_state_bytes(spec: ModelSpec, batch: int = 1, state_dtype=None, model_dtype="bf16") -> int:
+    """Recurrent state for ``batch`` sequences: B · Σ_layers state_bytes, independent of T
+    (``state_dtype`` None: per tensor as the reference implementation keeps it)."""
     positive_int("batch", batch)
-    return batch * sum(count * state_bytes(layer, state_dtype) for layer, count in layer_groups(spec))
+    return batch * sum(count * state_bytes(layer, state_dtype, model_dtype) for layer, count in layer_groups(spec))
 
 
 def total_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", tp: int = 1,
-                state_dtype="bf16"):
+                state_dtype=None):
     """Theoretical KV bytes plus fixed recurrent state."""
     return _out(np.asarray(kv_bytes(spec, tokens, batch, kv_dtype, tp))
                 + fixed_state_bytes(spec, batch, state_dtype), tokens)
 
 
 def read_bytes_per_step(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", tp: int = 1,
-                        state_dtype="bf16"):
+                        state_dtype=None, model_dtype="bf16"):
     """Cache bytes one decode step reads at context T: windows read ≤ W, MLA the latent,
     quantized caches their compressed bytes, recurrent layers their state."""
     return _out(np.asarray(model_kv_bytes(spec, tokens, batch, kv_dtype, "read", tp=tp))
-                + fixed_state_bytes(spec, batch, state_dtype), tokens)
+                + fixed_state_bytes(spec, batch, state_dtype, model_dtype), tokens)
 
 
 def layer_table(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
-                state_dtype="bf16") -> list[dict]:
+                state_dtype=None) -> list[dict]:
     """One dict per layer: index, kind, kept tokens, theoretical kv_bytes and state_bytes."""
     rows = []
     for i, layer in enumerate(spec.layers):

@@ -3,6 +3,9 @@
 Contract
 - Cache geometry defaults: a growing cache adds ``DEFAULT_STEP`` = 256 token slots at a time (mlx-lm's
   ``KVCache.step``); a paged cache holds ``DEFAULT_BLOCK_SIZE`` = 16 tokens per block (vLLM's default).
+  mlx-lm's generation defaults: ``MLX_LM_PREFILL_STEP`` = 2048 prompt tokens per prefill call,
+  ``MLX_LM_QUANTIZED_KV_START`` = 5000 (its cache is quantized from that length on), and the bit
+  widths ``mx.quantize`` packs (``MLX_QUANTIZE_BITS``).
 - Dtypes by kvsim's short names: ``DTYPE_BYTES`` (fp32 bf16 fp16 fp8), the float dtypes MLX arrays are
   kept in (``FLOAT_DTYPES``), grouped integer quantization ``QUANT_BITS`` (q8 … q2) with
   ``GROUP_SIZES``, and the long names they also go by (:func:`dtype_key`). The MLX dtype lookup is
@@ -21,6 +24,11 @@ import numbers
 
 DEFAULT_STEP = 256
 DEFAULT_BLOCK_SIZE = 16
+# mlx-lm 0.32's generate_step defaults: prompt tokens per prefill call, and the cache length at which
+# kv_bits quantization starts (:mod:`kvsim.calc.engines`)
+MLX_LM_PREFILL_STEP = 2048
+MLX_LM_QUANTIZED_KV_START = 5000
+MLX_QUANTIZE_BITS = (2, 3, 4, 5, 6, 8)  # what mx.quantize packs
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")

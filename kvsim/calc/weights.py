@@ -263,12 +263,133 @@ def _gemma(cfg, spec):
     return _count(spec, h, n * per_layer)
 
 
+# ---------------------------------------------------------------- families added with engine sizing
+
+
+def _kimi_k2(cfg, spec):
+    """Kimi K2: DeepSeek-V3's layout (MLA, shared + routed experts, a score-correction bias per expert)."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    dense_n = _i(cfg, "first_k_dense_replace", default=0)
+    e, k, s = _i(cfg, "n_routed_experts"), _i(cfg, "num_experts_per_tok"), _i(cfg, "n_shared_experts", default=0)
+    expert = _swiglu(h, _i(cfg, "moe_intermediate_size"))
+    shared = n * (_mla(cfg, h) + 2 * h) + dense_n * _swiglu(h, _i(cfg, "intermediate_size"))
+    shared += (n - dense_n) * (h * e + e + s * expert)
+    return _count(spec, h, shared, (n - dense_n) * e * expert, (n - dense_n) * k * expert)
+
+
+def _cohere(cfg, spec):
+    """Command R / R7B: attention (+ per-head q/k LayerNorm weights with use_qk_norm), SwiGLU, one
+    LayerNorm weight per layer (attention and MLP run in parallel on it)."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    heads = _i(cfg, "num_attention_heads")
+    kv, d = _i(cfg, "num_key_value_heads", default=heads), h // heads  # transformers: head_dim = h / H
+    bias = _flag(cfg, "attention_bias")
+    attn = _attention({**cfg, "head_dim": d}, h, qkv_bias=bias, o_bias=bias) + (heads + kv) * d * _flag(cfg, "use_qk_norm")
+    return _count(spec, h, n * (attn + _swiglu(h, _i(cfg, "intermediate_size")) + h))
+
+
+def _olmo2(cfg, spec):
+    """OLMo 2: attention with q/k RMSNorms over the whole projection (H·d and H_kv·d), SwiGLU, 2 norms."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    heads = _i(cfg, "num_attention_heads")
+    kv, d = _i(cfg, "num_key_value_heads", default=heads), _i(cfg, "head_dim", default=h // heads)
+    attn = _attention(cfg, h, qkv_bias=_flag(cfg, "attention_bias"), o_bias=_flag(cfg, "attention_bias"))
+    return _count(spec, h, n * (attn + (heads + kv) * d + _swiglu(h, _i(cfg, "intermediate_size")) + 2 * h))
+
+
+def _phimoe(cfg, spec):
+    """Phi-3.5-MoE: attention (biased with attention_bias), router h·E, E SwiGLU experts, two LayerNorms
+    with biases; the final LayerNorm's bias h and the output head's bias V (lm_head_bias)."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    e, k = _i(cfg, "num_local_experts"), _i(cfg, "num_experts_per_tok")
+    bias = _flag(cfg, "attention_bias")
+    expert = _swiglu(h, _i(cfg, "intermediate_size"))
+    shared = n * (_attention(cfg, h, qkv_bias=bias, o_bias=bias) + h * e + 4 * h) + h
+    shared += _vocab(cfg) * _flag(cfg, "lm_head_bias")
+    return _count(spec, h, shared, n * e * expert, n * k * expert)
+
+
+def _mamba2_block(h, d_inner, heads, groups, d_state, d_conv, proj_bias, conv_bias, norm=True):
+    """A Mamba-2 mixer: in_proj h·(2·d_in + 2·G·N + H), conv (d_in + 2GN)·K (+ bias), dt_bias, A_log
+    and D per head, gated norm d_in, out_proj d_in·h (projection biases optional)."""
+    conv = d_inner + 2 * groups * d_state
+    n = h * (d_inner + conv + heads) + (d_inner + conv + heads) * proj_bias
+    n += conv * d_conv + conv * conv_bias + 3 * heads + d_inner * norm
+    return n + d_inner * h + h * proj_bias
+
+
+def _mixer_state(layer):
+    """(d_inner, heads, N) of a Mamba-2 LayerSpec, read back from its state shapes."""
+    heads, head_dim, d_state = dict(layer.state_shapes)["ssm"]
+    return heads * head_dim, heads, d_state
+
+
+def _granitemoehybrid(cfg, spec):
+    """Granite 4.0 hybrids: Mamba-2 or attention per layer, then MoE (router E·h, E experts of i) + a
+    shared SwiGLU expert (or only that one when num_local_experts is 0), 2 norms per layer."""
+    h = _i(cfg, "hidden_size")
+    e, k = _i(cfg, "num_local_experts", default=0), _i(cfg, "num_experts_per_tok", default=0)
+    expert = _swiglu(h, _i(cfg, "intermediate_size"))
+    groups, d_conv = _i(cfg, "mamba_n_groups", default=1), _i(cfg, "mamba_d_conv", default=4)
+    shared = 0
+    for layer in spec.layers:
+        if layer.kind == "recurrent":
+            d_inner, heads, d_state = _mixer_state(layer)
+            shared += _mamba2_block(h, d_inner, heads, groups, d_state, d_conv, _flag(cfg, "mamba_proj_bias"),
+                                    _flag(cfg, "mamba_conv_bias", True))
+        else:
+            shared += _attention(cfg, h, qkv_bias=_flag(cfg, "attention_bias"), o_bias=_flag(cfg, "attention_bias"))
+        shared += h * e + _swiglu(h, _i(cfg, "shared_intermediate_size")) + 2 * h
+    n = len(spec.layers)
+    return _count(spec, h, shared, n * e * expert, n * k * expert)
+
+
+def _nemotron_h(cfg, spec):
+    """Nemotron-H blocks, one norm each: M a Mamba-2 mixer, * attention, - a ReLU² MLP (up h·i, down i·h).
+    MoE blocks (E) have no formula here."""
+    h = _i(cfg, "hidden_size")
+    pattern = cfg.get("hybrid_override_pattern") or cfg.get("layers_block_type") or cfg.get("layer_types")
+    if any(b in ("E", "moe") for b in pattern):
+        raise ConfigError("no parameter formula for Nemotron-H MoE blocks (E in hybrid_override_pattern)")
+    groups, d_conv = _i(cfg, "n_groups", default=1), _i(cfg, "conv_kernel", default=4)
+    bias = _flag(cfg, "mlp_bias")
+    total = 0
+    for layer in spec.layers:
+        if layer.kind == "recurrent":
+            d_inner, heads, d_state = _mixer_state(layer)
+            total += _mamba2_block(h, d_inner, heads, groups, d_state, d_conv, _flag(cfg, "use_bias"),
+                                   _flag(cfg, "use_conv_bias", True))
+        elif layer.kind == "full":
+            total += _attention({**cfg, "head_dim": layer.head_dim}, h, qkv_bias=_flag(cfg, "attention_bias"),
+                                o_bias=_flag(cfg, "attention_bias"))
+        else:
+            i = _i(cfg, "intermediate_size")
+            total += 2 * h * i + (i + h) * bias
+        total += h
+    return _count(spec, h, total)
+
+
+def _falcon_h1(cfg, spec):
+    """Falcon-H1: every layer attention + a Mamba-2 mixer (norm only with mamba_rms_norm) + SwiGLU, 2 norms."""
+    h, n = _i(cfg, "hidden_size"), _i(cfg, "num_hidden_layers")
+    d_inner, heads, d_state = _mixer_state(spec.layers[0])
+    mixer = _mamba2_block(h, d_inner, heads, _i(cfg, "mamba_n_groups", default=1), d_state,
+                          _i(cfg, "mamba_d_conv", default=4), _flag(cfg, "mamba_proj_bias"),
+                          _flag(cfg, "mamba_conv_bias", True), _flag(cfg, "mamba_rms_norm"))
+    mixer += h * (_flag(cfg, "projectors_bias") - _flag(cfg, "mamba_proj_bias"))  # out_proj takes projectors_bias
+    attn = _attention(cfg, h, qkv_bias=_flag(cfg, "attention_bias"), o_bias=_flag(cfg, "attention_bias"))
+    mlp = _swiglu(h, _i(cfg, "intermediate_size"), _flag(cfg, "mlp_bias"))
+    return _count(spec, h, n * (attn + mixer + mlp + 2 * h))
+
+
 FAMILIES = {
     "llama": _dense, "mistral": _dense, "qwen2": _dense, "qwen3": _dense, "phi3": _dense,
     "mixtral": _mixtral, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss,
     "llama4": _llama4, "llama4_text": _llama4, "qwen3_next": _qwen3_next, "jamba": _jamba,
     "mamba": _mamba, "falcon_mamba": _mamba, "mamba2": _mamba2, "recurrent_gemma": _recurrent_gemma,
     "gemma2": _gemma, "gemma3": _gemma, "gemma3_text": _gemma,
+    "kimi_k2": _kimi_k2, "cohere": _cohere, "cohere2": _cohere, "olmo2": _olmo2, "phimoe": _phimoe,
+    "granitemoehybrid": _granitemoehybrid, "nemotron_h": _nemotron_h, "falcon_h1": _falcon_h1,
 }
 
 

@@ -101,7 +101,7 @@ def decode_layer_bytes(models: dict, prompt_tokens: int = 64, new_tokens: int = 
 
     if not isinstance(prompt_tokens, int) or prompt_tokens < 1 or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"prompt_tokens and new_tokens must be positive integers, got {prompt_tokens!r}, {new_tokens!r}")
-    mx_dtype(kv_dtype)  # float K/V and state: the state dtype follows kv_dtype (kvsim.decode.cache_dtypes)
+    mx_dtype(kv_dtype)  # float K/V; the state follows kv_dtype where the reference keeps it in the model dtype
     out = {}
     for name, model in tqdm(models.items(), desc="decode", unit="model", disable=not progress):
         vocab = model.spec.vocab_size
@@ -111,5 +111,6 @@ def decode_layer_bytes(models: dict, prompt_tokens: int = 64, new_tokens: int = 
         labels = tuple(f"{layer.recurrent_family or layer.kind} (layer {i})"
                        for layer, i in zip(model.spec.layers, model.info.source_layers))
         out[name] = DecodeBytes(labels, tokens, np.array([s.nbytes for s in run.trace], dtype=np.int64).T,
-                                allocated_layer_bytes(model.spec, tokens, kv_dtype, kv_dtype, step), run.caches)
+                                allocated_layer_bytes(model.spec, tokens, kv_dtype, None, step, model_dtype=kv_dtype),
+                                run.caches)
     return out

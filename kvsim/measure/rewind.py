@@ -7,9 +7,10 @@ Contract
   offset; slots after it are stale rows that the next write overwrites).
 - :func:`rewind_limits`: a RotatingKVCache written one token at a time; how far ``trim`` can go
   (``trimmable_tokens``) before and after the ring wraps, with and without ``rewind_tokens`` slots.
-- :func:`try_trim`: trims and returns what happened as text, the ValueError message included
-  (lesson cells must not raise).
-- :func:`snapshot_restore`: a hybrid's RecurrentStateCache cannot trim; snapshot, feed, restore.
+- :func:`try_trim`: trims and returns what happened as text: how many of the n tokens the layout
+  could rewind exactly (trim's return value), or the ValueError message for a bad n (lesson cells
+  must not raise).
+- :func:`snapshot_restore`: a hybrid's RecurrentStateCache trims nothing; snapshot, feed, restore.
 - :func:`padded_prefill_rows`: a prompt prefilled padded to a multiple and trimmed back vs unpadded.
 """
 
@@ -61,13 +62,14 @@ def trim_walkthrough(model: str = "llama-3-8b", dtype: str = "bf16", written=(11
 
 
 def try_trim(cache, n: int) -> str:
-    """``cache.trim(n)`` as text: 'trimmed n: offset a -> b' or the error message (cache unchanged)."""
+    """``cache.trim(n)`` as text: 'trimmed k of n: offset a -> b' (k: what the layout could rewind
+    exactly, trim's return value) or the error message for a bad n (cache unchanged)."""
     before = cache.offset
     try:
         done = cache.trim(n)
     except ValueError as err:
         return f"refused: {err}"
-    return f"trimmed {done}: offset {before} -> {cache.offset}"
+    return f"trimmed {done} of {n}: offset {before} -> {cache.offset}"
 
 
 def rewind_limits(max_size: int = 8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 10, 12, 20), step: int = 4,
@@ -85,7 +87,7 @@ def rewind_limits(max_size: int = 8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 10,
 
 
 def snapshot_restore(model, prompt, extra=(1, 2, 3)) -> list[dict]:
-    """A recurrent layer's cache: trim refused; snapshot, feed ``extra`` tokens, restore: the state is back."""
+    """A recurrent layer's cache: trim rewinds nothing; snapshot, feed ``extra`` tokens, restore: the state is back."""
     caches = make_caches(model.spec)
     model(mx.array([list(prompt)]), caches)
     layer = next(i for i, c in enumerate(caches) if isinstance(c, RecurrentStateCache))
@@ -97,8 +99,8 @@ def snapshot_restore(model, prompt, extra=(1, 2, 3)) -> list[dict]:
     def same():
         return all(bool(mx.array_equal(a, cache[n]).item()) for a, n in zip(before, cache.names))
 
-    refused = try_trim(cache, len(extra)).startswith("refused")
-    rows.append({"action": f"trim({len(extra)})" + (" refused" if refused else ""), "offset": cache.offset,
+    done = cache.trim(len(extra))
+    rows.append({"action": f"trim({len(extra)}) rewinds {done}", "offset": cache.offset,
                  "nbytes": cache.nbytes, "state = after prefill": same()})
     snap = cache.snapshot()
     model(mx.array([list(extra)]), caches)

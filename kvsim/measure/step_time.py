@@ -102,7 +102,7 @@ def measure_step_times(model, contexts, steps: int = 3, label: str | None = None
         _one_step(model, caches, written)                           # warm-up, context t + 1
         seconds = [_one_step(model, caches, written) for _ in range(steps)]
         held = t + 1 + steps                                         # one more token per step
-        read = memory.read_bytes_per_step(model.spec, held, kv_dtype=kv_spec, state_dtype=state_name)
+        read = memory.read_bytes_per_step(model.spec, held, kv_dtype=kv_spec, model_dtype=state_name)
         used = sum(c.used_bytes for c in caches if c is not None)
         out.append(StepTime(label, t, min(seconds), w, int(read), int(used)))
         del caches

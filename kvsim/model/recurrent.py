@@ -8,12 +8,15 @@ Contract
   * ``mamba2`` (Mamba-2, scalar decay per head): conv (K-1, d_inner + 2·n_groups·d_state),
     ssm (n_heads, head_dim, d_state);
   * ``gated_deltanet`` (Qwen3-Next linear attention): conv (K-1, 2·n_k·d_k + n_v·d_v),
-    ssm (n_v, d_k, d_v): S ← αS + β k (v − Sᵀk)ᵀ, o = Sᵀq;
+    ssm (n_v, d_v, d_k) as mlx-lm lays it out: S ← αS + β (v − S k) kᵀ, o = S q;
   * ``rg_lru`` (RecurrentGemma / Griffin): conv (K-1, width), ssm (width,): h ← a⊙h + √(1−a²)⊙(i⊙x).
 - Every family starts with a causal depthwise convolution of width K whose last K-1 inputs are the
   ``conv`` state, then a scan over the tokens that carries the ``ssm`` state.
 - State lives in a RecurrentStateCache, by name (``cache["conv"]``, ``cache["ssm"]``); with
-  ``cache=None`` the layer starts from zeros (the no-cache baseline re-runs the whole sequence).
+  ``cache=None`` the layer starts from zeros (the no-cache baseline re-runs the whole sequence),
+  each tensor in the dtype :meth:`LayerSpec.state_dtypes` gives for the activations' dtype.
+- The scan runs in the SSM state's dtype (fp32 where the reference keeps it so, whatever the
+  activations' dtype); the conv runs in the activations' dtype; outputs are cast back to it.
   With :class:`~kvsim.model.layers.Rows` the per-row states are stacked, scanned together and
   written back row by row.
 - Besides the state shapes a mixer reads only typed fields of its ModelSpec: ``hidden_size``,
@@ -29,6 +32,7 @@ import math
 import mlx.core as mx
 import mlx.nn as nn
 
+from ..cache.base import dtype_name, mx_dtype
 from ..calc.config import LayerSpec, ModelSpec
 from .layers import WeightInit, rms_norm
 from .state import load_states, save_states
@@ -64,11 +68,12 @@ class _Mixer(nn.Module):
         return dict(self.layer.state_shapes)
 
     def __call__(self, x: mx.array, cache=None, kv_dtype=None) -> mx.array:
-        # kv_dtype is for K/V caches; the state keeps the RecurrentStateCache's own dtype
-        states = load_states(cache, self.state_shapes, x.shape[0], x.dtype)
+        # kv_dtype is for K/V caches; the state keeps the RecurrentStateCache's own dtypes
+        dtypes = {n: mx_dtype(d) for n, d in self.layer.state_dtypes(dtype_name(x.dtype))}
+        states = load_states(cache, self.state_shapes, x.shape[0], dtypes)
         y, new_states = self.mix(x, states)
         save_states(cache, new_states, x.shape[1])
-        return y
+        return y.astype(x.dtype)
 
 
 class Mamba(_Mixer):
@@ -103,11 +108,11 @@ class Mamba(_Mixer):
         dt, Bm, Cm = mx.split(dbc, [self.dt_rank, self.dt_rank + self.d_state], axis=-1)
         dt = nn.softplus(dt @ self.w_dt.T + self.dt_bias)           # (B, L, d_inner)
         A = -mx.exp(self.A_log)                                       # (d_inner, d_state)
-        h, ys = states["ssm"].astype(x.dtype), []
+        h, ys = states["ssm"], []                                      # scan in the state's dtype
         for t in range(x.shape[1]):
             h = mx.exp(dt[:, t, :, None] * A) * h + (dt[:, t] * xs[:, t])[..., None] * Bm[:, t, None, :]
             ys.append((h @ Cm[:, t, :, None])[..., 0] + self.D * xs[:, t])   # (B, d_inner)
-        y = mx.stack(ys, axis=1) * nn.silu(z)
+        y = mx.stack(ys, axis=1).astype(x.dtype) * nn.silu(z)
         return y @ self.w_out.T, {"conv": conv, "ssm": h}
 
 
@@ -151,17 +156,17 @@ class Mamba2(_Mixer):
         Cm = mx.repeat(Cm.reshape(B, L, self.groups, self.d_state), rep, axis=2)
         dt = nn.softplus(dt + self.dt_bias)                            # (B, L, n_heads)
         decay = mx.exp(dt * -mx.exp(self.A_log))
-        h, ys = states["ssm"].astype(x.dtype), []
+        h, ys = states["ssm"], []                                      # scan in the state's dtype
         for t in range(L):
             h = decay[:, t, :, None, None] * h + (dt[:, t, :, None] * xs[:, t])[..., None] * Bm[:, t, :, None, :]
             ys.append((h @ Cm[:, t, :, :, None])[..., 0] + self.D[:, None] * xs[:, t])
-        y = mx.stack(ys, axis=1).reshape(B, L, self.d_inner)
+        y = mx.stack(ys, axis=1).reshape(B, L, self.d_inner).astype(x.dtype)
         y = rms_norm(y * nn.silu(z), self.norm, self.eps)
         return y @ self.w_out.T, {"conv": conv, "ssm": h}
 
 
 class GatedDeltaNet(_Mixer):
-    """Gated delta rule: S ← exp(g)·S; S ← S + β k (v − Sᵀk)ᵀ; o = Sᵀq (per value head)."""
+    """Gated delta rule: S ← exp(g)·S; S ← S + β (v − S k) kᵀ; o = S q (per value head, S is d_v × d_k)."""
 
     family = "gated_deltanet"
 
@@ -169,7 +174,7 @@ class GatedDeltaNet(_Mixer):
         super().__init__(layer, spec)
         hidden_size = spec.hidden_size
         k1, conv_dim = self.state_shapes["conv"]
-        n_v, d_k, d_v = self.state_shapes["ssm"]
+        n_v, d_v, d_k = self.state_shapes["ssm"]                       # mlx-lm's (Hv, Dv, Dk)
         n_k = spec.linear_num_key_heads or n_v
         if 2 * n_k * d_k + n_v * d_v != conv_dim or n_v % n_k:
             raise ValueError(f"gated_deltanet conv width {conv_dim} != 2·linear_num_key_heads·d_k + n_v·d_v")
@@ -198,15 +203,15 @@ class GatedDeltaNet(_Mixer):
         k = mx.repeat(k * mx.rsqrt((k * k).sum(-1, keepdims=True) + 1e-6), rep, axis=2)
         beta = mx.sigmoid(x @ self.w_b.T)                               # (B, L, n_v) write strength
         g = -mx.exp(self.A_log) * nn.softplus(x @ self.w_a.T + self.dt_bias)   # log decay
-        S, outs = states["ssm"].astype(x.dtype), []
+        S, outs = states["ssm"], []                                     # scan in the state's dtype
         for t in range(L):
-            S = mx.exp(g[:, t])[..., None, None] * S                      # (B, n_v, d_k, d_v)
-            kt = k[:, t][..., None]                                     # (B, n_v, d_k, 1)
-            predicted = (kt * S).sum(axis=-2)                           # Sᵀk: (B, n_v, d_v)
+            S = mx.exp(g[:, t])[..., None, None] * S                      # (B, n_v, d_v, d_k)
+            kt = k[:, t][:, :, None, :]                                 # (B, n_v, 1, d_k)
+            predicted = (S * kt).sum(axis=-1)                           # S k: (B, n_v, d_v)
             delta = (v[:, t] - predicted) * beta[:, t, :, None]
-            S = S + kt * delta[:, :, None, :]
-            outs.append((q[:, t][..., None] * S).sum(axis=-2))          # Sᵀq: (B, n_v, d_v)
-        o = rms_norm(mx.stack(outs, axis=1), self.norm, self.eps)                 # (B, L, n_v, d_v)
+            S = S + delta[..., None] * kt
+            outs.append((S * q[:, t][:, :, None, :]).sum(axis=-1))      # S q: (B, n_v, d_v)
+        o = rms_norm(mx.stack(outs, axis=1).astype(x.dtype), self.norm, self.eps)  # (B, L, n_v, d_v)
         o = o * nn.silu((x @ self.w_z.T).reshape(B, L, self.n_v, self.d_v))
         return o.reshape(B, L, -1) @ self.w_out.T, {"conv": conv, "ssm": S}
 
@@ -241,11 +246,11 @@ class RGLRU(_Mixer):
         log_a = -8.0 * mx.sigmoid(xs @ self.w_gate_a.T) * nn.softplus(self.a_param)
         a = mx.exp(log_a)
         inp = xs * gate_x * mx.sqrt(1 - mx.exp(2 * log_a))             # normalised input
-        h, hs = states["ssm"].astype(x.dtype), []
+        h, hs = states["ssm"], []                                      # scan in the state's dtype
         for t in range(x.shape[1]):
             h = a[:, t] * h + inp[:, t]                                 # (B, width)
             hs.append(h)
-        return (mx.stack(hs, axis=1) * y) @ self.w_out.T, {"conv": conv, "ssm": h}
+        return (mx.stack(hs, axis=1).astype(x.dtype) * y) @ self.w_out.T, {"conv": conv, "ssm": h}
 
 
 MIXERS = {cls.family: cls for cls in (Mamba, Mamba2, GatedDeltaNet, RGLRU)}

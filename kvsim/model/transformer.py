@@ -54,6 +54,9 @@ class BuildInfo:
 
 def make_mixer(layer: LayerSpec, spec: ModelSpec, init: WeightInit) -> nn.Module:
     """The token mixer of one layer of ``spec``: Attention, MLA or a recurrent mixer."""
+    if layer.kind != "recurrent" and layer.state_shapes:
+        raise ValueError(f"{spec.name}: attention beside a {layer.recurrent_family} mixer in one layer "
+                         "(Falcon-H1) is not modelled; the calculator sizes such layers")
     if layer.kind in ("full", "sliding", "chunked"):
         return Attention(layer, spec, init)
     if layer.kind == "mla":

@@ -1,0 +1,228 @@
+"""mlx-lm 0.32's cache rules, one function each: how its caches grow and which cache each layer gets (pure).
+
+Contract
+- ``feeds`` are the token counts of successive model calls. :func:`generate_step_feeds` is what
+  ``mlx_lm.generate_step`` does with a P-token prompt: P - 1 tokens in calls of at most S
+  (``prefill_step_size``), the last prompt token alone, then D single tokens.
+- Growth (``mlx_lm/models/cache.py``): :func:`kv_cache_slots` (KVCache, also QuantizedKVCache),
+  :func:`rotating_cache_slots` (RotatingKVCache), :func:`chunked_cache_slots` (ChunkedKVCache as llama4
+  drives it); each returns the token slots the cache's arrays have after the feeds.
+- Layout: :func:`mlx_lm_caches` is the :class:`EngineCache` each layer of a spec gets from
+  ``make_prompt_cache`` (each model file's ``make_cache``): the windows mlx-lm applies and those it
+  ignores, MLA's latent (deepseek_v3, kimi_k2) or DeepSeek-V2's expanded per-head K/V, ArraysCache for
+  recurrent layers, CacheList for a layer with both (falcon_h1).
+- Dtypes: :func:`state_in_fp32` (Mamba-2 / Gated DeltaNet ssm state), :func:`quantized_vector_bytes`
+  (kv_bits packing, and where a QuantizedKVCache cannot hold 5 or 6 bits: InputError, one line).
+- Checked against mlx-lm 0.32.2's measured ``nbytes`` in tests/test_engines_mlx_lm.py; docs/engines.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .config import LayerSpec, ModelSpec
+from .units import (
+    DEFAULT_STEP,
+    GROUP_SIZES,
+    MLX_LM_PREFILL_STEP,
+    InputError,
+    nonnegative_int,
+    positive_int,
+)
+
+
+def generate_step_feeds(prompt_tokens: int, prefill_step: int = MLX_LM_PREFILL_STEP,
+                        decode_steps: int = 0) -> tuple[int, ...]:
+    """Tokens per model call in ``generate_step``: P - 1 in calls of ≤ S, then 1 (last prompt token), then D × 1."""
+    p = positive_int("prompt_tokens", prompt_tokens)
+    s = positive_int("prefill_step", prefill_step)
+    d = nonnegative_int("decode_steps", decode_steps)
+    full, rest = divmod(p - 1, s)
+    return (s,) * full + ((rest,) if rest else ()) + (1,) * (1 + d)
+
+
+# ---------------------------------------------------------------- growth rules (cache.py)
+
+
+def kv_cache_slots(feeds, step: int = DEFAULT_STEP) -> int:
+    """KVCache token slots: when offset + S overflows, cap = (offset if offset % step else cap) + step·⌈S/step⌉."""
+    cap = offset = 0
+    for s in feeds:
+        if offset + s > cap:  # an offset off the step grid cuts the buffer there before growing
+            cap = (offset if offset % step else cap) + step * -(-s // step)
+        offset += s
+    return cap
+
+
+def rotating_cache_slots(feeds, max_size: int, keep: int = 0, step: int = DEFAULT_STEP) -> int:
+    """RotatingKVCache slots: a multi-token call keeps min(held, max_size - 1) + S; one token grows the ring
+    by min(step, max_size - offset) while it is short, then overwrites it in place."""
+    cap = idx = offset = 0
+    for s in feeds:
+        if s > 1:  # _update_concat: put in temporal order, trim to max_size - 1, append
+            held = cap if (idx == cap or idx < offset) else idx
+            cap = s if cap == 0 else min(held, max_size - 1) + s
+            idx = cap
+        else:  # _update_in_place
+            if cap == 0 or (offset >= cap and cap < max_size):
+                cap, idx = cap + min(step, max_size - offset), offset
+            if cap > max_size:
+                cap = idx = max_size
+            if idx == max_size:
+                idx = keep
+            idx += 1
+        offset += s
+    return cap
+
+
+def chunked_cache_slots(feeds, chunk_size: int, step: int = DEFAULT_STEP) -> int:
+    """ChunkedKVCache slots (llama4): before each call the front is cut to the last C tokens; the buffer then
+    grows like a KVCache from there, so after a call it holds between C and C + step slots."""
+    cap = offset = start = 0
+    for s in feeds:
+        if cap and offset - start > chunk_size:  # maybe_trim_front
+            start, cap = offset - chunk_size, chunk_size
+        held = offset - start
+        if cap == 0 or held + s > cap:
+            cap = (held if cap and held % step else cap) + step * -(-s // step)
+        offset += s
+    return cap
+
+
+# ---------------------------------------------------------------- which cache each layer gets
+
+
+@dataclass(frozen=True)
+class EngineCache:
+    """One layer's cache in mlx-lm: its class and what sets its bytes.
+
+    K/V classes hold ``heads`` × (``key_dim`` + ``value_dim``) elements per slot; ``ArraysCache`` holds
+    ``state``: (elements, kept in fp32) per array; ``CacheList`` holds ``parts``.
+    """
+
+    cls: str
+    heads: int = 0
+    key_dim: int = 0
+    value_dim: int = 0
+    max_size: int | None = None
+    keep: int = 0
+    chunk_size: int | None = None
+    state: tuple[tuple[int, bool], ...] = ()
+    parts: tuple[EngineCache, ...] = ()
+
+
+def state_in_fp32(recurrent_family: str, state_name: str) -> bool:
+    """mlx-lm keeps the Mamba-2 and Gated DeltaNet recurrent state (every state but ``conv``) in fp32; conv
+    states, Mamba-1 and RG-LRU states follow the model dtype (mamba2.py / ssm.py, gated_delta.py, mamba.py,
+    recurrent_gemma.py)."""
+    return state_name != "conv" and recurrent_family in ("mamba2", "gated_deltanet")
+
+
+def _kv(layer: LayerSpec, cls: str = "KVCache", **extra) -> EngineCache:
+    return EngineCache(cls, layer.num_key_value_heads, layer.head_dim, layer.v_head_dim, **extra)
+
+
+def _arrays(layer: LayerSpec) -> EngineCache:
+    return EngineCache("ArraysCache", state=tuple(
+        (math.prod(shape), state_in_fp32(layer.recurrent_family, name)) for name, shape in layer.state_shapes))
+
+
+def _plain(spec: ModelSpec, layer: LayerSpec) -> EngineCache | None:
+    """No window: every attention layer a KVCache, MLA the latent (keys d_c, values d_h^R, one head),
+    recurrent layers an ArraysCache, attention beside a state a CacheList(ArraysCache, KVCache)."""
+    if layer.kind == "none":
+        return None
+    if layer.kind == "recurrent":
+        return _arrays(layer)
+    if layer.kind == "mla":
+        return EngineCache("KVCache", 1, layer.kv_lora_rank, layer.qk_rope_head_dim)
+    if layer.state_shapes:
+        return EngineCache("CacheList", parts=(_arrays(layer), _kv(layer)))
+    return _kv(layer)
+
+
+def _window(spec: ModelSpec, name: str, default: int | None = None) -> int:
+    return positive_int(name, spec.config.get(name, default))
+
+
+def _layer_types_windows(spec):
+    """llama, mistral (llama.py): a RotatingKVCache(sliding_window) only where layer_types says so."""
+    types = spec.config.get("layer_types") or ()
+    return [_kv(layer, "RotatingKVCache", max_size=_window(spec, "sliding_window"))
+            if i < len(types) and types[i] == "sliding_attention" else _plain(spec, layer)
+            for i, layer in enumerate(spec.layers)]
+
+
+def _pattern_windows(pattern_default: int, window_default: int):
+    """gemma3_text, cohere2: layer i is global when i % pattern == pattern - 1, else RotatingKVCache(window)."""
+    def layout(spec):
+        p = _window(spec, "sliding_window_pattern", pattern_default)
+        w = _window(spec, "sliding_window", window_default)
+        return [_plain(spec, layer) if i % p == p - 1 else _kv(layer, "RotatingKVCache", max_size=w)
+                for i, layer in enumerate(spec.layers)]
+    return layout
+
+
+def _gpt_oss(spec):
+    """gpt_oss.py: layer_types (default sliding, full, ...); sliding layers RotatingKVCache(sliding_window)."""
+    types = spec.config.get("layer_types") or ("sliding_attention", "full_attention") * (len(spec.layers) // 2)
+    w = _window(spec, "sliding_window", 128)
+    return [_plain(spec, layer) if t == "full_attention" else _kv(layer, "RotatingKVCache", max_size=w)
+            for t, layer in zip(types, spec.layers)]
+
+
+def _llama4(spec):
+    """llama4.py: ChunkedKVCache(attention_chunk_size) unless (i + 1) % 4 == 0 (whatever no_rope_layers says);
+    a text-only ``llama4_text`` config loads llama4_text.py, which has no make_cache: no chunks."""
+    if spec.config.get("outer_model_type", spec.model_type) != "llama4":
+        return [_plain(spec, layer) for layer in spec.layers]
+    c = _window(spec, "attention_chunk_size")
+    return [_plain(spec, layer) if (i + 1) % 4 == 0 else _kv(layer, "ChunkedKVCache", chunk_size=c)
+            for i, layer in enumerate(spec.layers)]
+
+
+def _recurrent_gemma(spec):
+    """recurrent_gemma.py: attention layers RotatingKVCache(attention_window_size), others ArraysCache."""
+    return [_kv(layer, "RotatingKVCache", max_size=layer.sliding_window) if layer.kind == "sliding"
+            else _plain(spec, layer) for layer in spec.layers]
+
+
+def _deepseek_v2(spec):
+    """deepseek_v2.py caches K = [k_nope, k_pe] and V per head: H × (d_nope + d_rope + d_v) per token."""
+    return [EngineCache("KVCache", spec.num_attention_heads, spec.qk_nope_head_dim + layer.qk_rope_head_dim,
+                        spec.v_head_dim) for layer in spec.layers]
+
+
+MLX_LM_LAYOUTS = {
+    "llama": _layer_types_windows, "mistral": _layer_types_windows,
+    "gemma3": _pattern_windows(6, 512), "gemma3_text": _pattern_windows(6, 512), "cohere2": _pattern_windows(4, 4096),
+    "gpt_oss": _gpt_oss, "llama4": _llama4, "llama4_text": _llama4, "recurrent_gemma": _recurrent_gemma, "deepseek_v2": _deepseek_v2,
+}
+
+
+def mlx_lm_caches(spec: ModelSpec) -> tuple[EngineCache | None, ...]:
+    """The cache mlx-lm 0.32's ``make_prompt_cache`` gives each layer (None: the layer keeps none).
+
+    Families not in MLX_LM_LAYOUTS (phi3, gemma2, qwen2/3, mixtral, llama4_text, jamba, qwen3_next, ...)
+    get no window: a KVCache per attention layer, whatever sliding_window their config sets.
+    """
+    return tuple(MLX_LM_LAYOUTS.get(spec.model_type, lambda s: [_plain(s, x) for x in s.layers])(spec))
+
+
+def quantized_vector_bytes(dim: int, bits: int, group_size: int, scale_bytes: int, fresh: bool = False) -> int:
+    """One vector of a QuantizedKVCache: 4·(d·bits/32) packed bytes + a scale and a bias per group of g.
+
+    ``fresh``: a QuantizedKVCache built empty allocates d // (32 // bits) uint32 words, which is not
+    d·bits/32 for some 3, 5 and 6-bit widths, and ``update_and_fetch`` then fails (one caught here).
+    ``KVCache.to_quantized`` (generate_step's kv_bits path) packs with mx.quantize and always fits.
+    """
+    if dim % group_size:
+        ok = [g for g in GROUP_SIZES if dim % g == 0]
+        raise InputError(f"mx.quantize needs group_size {group_size} to divide every cached width, and {dim} is "
+                         f"not a multiple; accepted: {', '.join(map(str, ok)) or 'none (use a float dtype)'}")
+    words = dim * bits // 32
+    if fresh and dim // (32 // bits) != words:
+        raise InputError(f"mlx-lm's QuantizedKVCache cannot hold {bits}-bit K/V of width {dim}: it allocates "
+                         f"{dim} // {32 // bits} = {dim // (32 // bits)} uint32 words where mx.quantize writes {words}")
+    return 4 * words + 2 * (dim // group_size) * scale_bytes

@@ -1,0 +1,78 @@
+"""Tiny Hugging Face configs that both kvsim's parser and mlx-lm 0.32's model classes accept.
+
+Each keeps the per-layer geometry that decides cache bytes small but real in kind (GQA heads, MLA
+widths, Mamba-2 heads, Gated DeltaNet heads); at most two layers unless the layout needs more
+(llama4's every-4th global layer, gemma3_text's pattern). Mixture-of-experts blocks are avoided
+(dense first layers, mlp_only_layers, no local experts): mlx's gather_mm runs only in float32 on CPU.
+"""
+
+BASE = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "num_hidden_layers": 2, "rms_norm_eps": 1e-5, "vocab_size": 64,
+        "tie_word_embeddings": False, "rope_theta": 10000.0, "max_position_embeddings": 4096}
+
+MAMBA2 = {"num_heads": 8, "head_dim": 16, "expand": 2, "state_size": 16, "n_groups": 1, "conv_kernel": 4,
+          "layer_norm_epsilon": 1e-5, "use_bias": False, "use_conv_bias": True, "time_step_rank": 4,
+          "time_step_limit": [0.0, 1e9]}
+
+CONFIGS = {
+    "llama": {**BASE, "model_type": "llama"},
+    "llama_layer_types": {**BASE, "model_type": "llama", "num_hidden_layers": 4, "sliding_window": 16,
+                          "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                                          "full_attention"]},
+    "mistral": {**BASE, "model_type": "mistral", "sliding_window": 16},
+    "phi3": {**BASE, "model_type": "phi3", "sliding_window": 16, "head_dim": None, "num_key_value_heads": 4},
+    "gemma2": {**BASE, "model_type": "gemma2", "sliding_window": 16, "query_pre_attn_scalar": 16},
+    "gemma3_text": {**BASE, "model_type": "gemma3_text", "sliding_window": 16, "sliding_window_pattern": 2,
+                    "query_pre_attn_scalar": 16},
+    "gpt_oss": {**BASE, "model_type": "gpt_oss", "sliding_window": 16, "num_local_experts": 1,
+                "num_experts_per_tok": 1, "layer_types": ["sliding_attention", "full_attention"]},
+    "llama4": {"model_type": "llama4", "text_config": {
+        **BASE, "model_type": "llama4_text", "num_hidden_layers": 4, "attention_chunk_size": 16,
+        "intermediate_size_mlp": 128, "num_local_experts": 1, "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 8, "no_rope_layers": [1, 1, 1, 0], "attention_bias": False,
+        "rope_scaling": None, "use_qk_norm": False}},
+    "deepseek_v3": {**BASE, "model_type": "deepseek_v3", "kv_lora_rank": 32, "qk_rope_head_dim": 8,
+                    "qk_nope_head_dim": 16, "v_head_dim": 16, "q_lora_rank": None, "n_routed_experts": 2,
+                    "num_experts_per_tok": 1, "moe_intermediate_size": 32, "first_k_dense_replace": 2,
+                    "n_shared_experts": 1, "num_key_value_heads": 4},
+    "mamba2": {**BASE, **MAMBA2, "model_type": "mamba2", "num_hidden_layers": 1, "tie_word_embeddings": True},
+    "jamba": {**BASE, "model_type": "jamba", "attn_layer_period": 2, "attn_layer_offset": 1,
+              "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 1, "num_experts_per_tok": 1,
+              "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_expand": 2},
+    "qwen3_next": {**BASE, "model_type": "qwen3_next", "full_attention_interval": 2,
+                   "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 16,
+                   "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "num_experts": 2,
+                   "num_experts_per_tok": 1, "decoder_sparse_step": 1, "shared_expert_intermediate_size": 64,
+                   "mlp_only_layers": [0, 1], "moe_intermediate_size": 64, "partial_rotary_factor": 0.25},
+}
+
+MAMBA2_MIXER = {"mamba_n_heads": 8, "mamba_d_head": 16, "mamba_d_state": 16, "mamba_n_groups": 1,
+                "mamba_d_conv": 4, "mamba_expand": 2, "mamba_conv_bias": True, "mamba_proj_bias": False}
+
+CONFIGS.update({
+    "deepseek_v2": {**CONFIGS["deepseek_v3"], "model_type": "deepseek_v2",  # its attention needs yarn settings
+                    "rope_scaling": {"type": "yarn", "factor": 1.0, "original_max_position_embeddings": 4096,
+                                     "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}},
+    "kimi_k2": {**CONFIGS["deepseek_v3"], "model_type": "kimi_k2"},
+    "mamba": {**BASE, "model_type": "mamba", "num_hidden_layers": 1, "state_size": 16, "conv_kernel": 4,
+              "use_bias": False, "use_conv_bias": True, "time_step_rank": 4, "tie_word_embeddings": True},
+    "recurrent_gemma": {**BASE, "model_type": "recurrent_gemma", "num_hidden_layers": 3, "num_key_value_heads": 1,
+                        "attention_window_size": 16, "conv1d_width": 4, "logits_soft_cap": 30.0,
+                        "attention_bias": False, "block_types": ["recurrent", "recurrent", "attention"]},
+    "cohere": {**BASE, "model_type": "cohere", "layer_norm_eps": 1e-5, "use_qk_norm": False, "head_dim": None},
+    "cohere2": {**BASE, "model_type": "cohere2", "layer_norm_eps": 1e-5, "sliding_window": 16,
+                "sliding_window_pattern": 2},
+    "olmo2": {**BASE, "model_type": "olmo2"},
+    "phimoe": {**BASE, "model_type": "phimoe", "num_local_experts": 2, "num_experts_per_tok": 1,
+               "head_dim": None, "rope_scaling": None},
+    "granitemoehybrid": {**BASE, **MAMBA2_MIXER, "model_type": "granitemoehybrid", "head_dim": None,
+                         "layer_types": ["mamba", "attention"], "num_local_experts": 0,
+                         "shared_intermediate_size": 64, "attention_bias": False, "embedding_multiplier": 1.0,
+                         "attention_multiplier": 1.0, "logits_scaling": 1.0, "residual_multiplier": 1.0,
+                         "position_embedding_type": "nope"},
+    "nemotron_h": {**BASE, "model_type": "nemotron_h", "hybrid_override_pattern": "M-*-", "mamba_num_heads": 8,
+                   "mamba_head_dim": 16, "ssm_state_size": 16, "conv_kernel": 4, "n_groups": 2,
+                   "attention_bias": False, "mamba_proj_bias": False, "mlp_bias": False, "use_bias": False,
+                   "use_conv_bias": True, "layer_norm_epsilon": 1e-5},
+    "falcon_h1": {**BASE, **MAMBA2_MIXER, "model_type": "falcon_h1", "mamba_d_ssm": 128},
+})
