@@ -18,7 +18,7 @@
 #
 # > **요약** (seed 000 「순환·하이브리드 모델」, seed 001 「Attention 최적화 기법이 캐시를 바꾸는 방식」의 hybrid)
 # > Mamba·linear attention 층은 문맥 길이와 상관없는 고정 크기 순환 상태를 매 토큰 갱신하고, softmax attention 층만 key·value 를 쌓는다.
-# > 그래서 긴 문맥에서는 하이브리드의 캐시가 훨씬 작지만 (Jamba: 256K 에서 4 GB, Mixtral 32 GB), 수백 토큰 이하의 짧은 문맥에서는 상태 때문에 오히려 더 크다.
+# > 그래서 긴 문맥에서는 하이브리드의 캐시가 훨씬 작지만 (Jamba: 256K 에서 4 GB, Mixtral 32 GB), 짧은 문맥 (Jamba 는 수십 토큰, Qwen3-Next 는 약 천 토큰 아래) 에서는 상태 때문에 오히려 더 크다.
 #
 # **You will learn**
 # - how recurrent layers (Mamba, Mamba-2, Gated DeltaNet, RG-LRU) replace a growing K/V cache by a state of fixed size;
@@ -27,7 +27,7 @@
 # - which cache each layer of a model gets (the architecture table), and how big a purely recurrent model's state is;
 # - by decoding a real reduced-depth Jamba and Qwen3-Next: the recurrent layers' measured `nbytes` stay constant while
 #   the attention layer's `KVCache` grows, byte for byte as `kvsim.calc.memory` says;
-# - what one state update does, drawn, and the short-context crossover: below a few dozen to a few hundred tokens a
+# - what one state update does, drawn, and the short-context crossover: below a few dozen to about a thousand tokens a
 #   hybrid holds MORE than the same depth of attention layers.
 
 # %% tags=["nbval-ignore-output"]
@@ -205,7 +205,7 @@ for name in ("jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b"):
 print(format_table(crossover_rows))
 
 # %% [markdown]
-# Below those lengths (a few dozen tokens for Jamba and RecurrentGemma, a few hundred for Qwen3-Next with its large
+# Below those lengths (a few dozen tokens for Jamba and RecurrentGemma, about a thousand for Qwen3-Next with its large
 # delta-rule memories) the hybrid is the bigger cache; a server full of short chats gains nothing from it in memory.
 # On log-log axes, each hybrid (solid) against its twin (dashed):
 
@@ -271,7 +271,7 @@ print(format_table(rows))
 #   Mamba-2 2.7B and Falcon-Mamba 7B hold 82 MiB and 19 MiB whatever the length.
 # - A real hybrid decode measures exactly that: `RecurrentStateCache.nbytes` constant, `KVCache.nbytes` growing in steps.
 # - A recurrent layer updates its state in place, token by token; the state is paid from the first token, so below the
-#   crossover (tens of tokens for Jamba, hundreds for Qwen3-Next) a hybrid holds more than its all-attention twin.
+#   crossover (tens of tokens for Jamba, about a thousand for Qwen3-Next) a hybrid holds more than its all-attention twin.
 #
 # ## Your turn
 #

@@ -42,7 +42,7 @@ def state_update_view(model="jamba-v0.1", tokens=40):
     """A hybrid and a token count over :func:`draw_state_update`."""
     return make_view(draw_state_update, {
         "model": dropdown("model", HYBRIDS, model),
-        "tokens": int_slider("tokens", tokens, 1, 600),
+        "tokens": int_slider("tokens", tokens, 1, 2048),
     }, figsize=(9, 4.6), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.92))
 
 
