@@ -212,7 +212,8 @@ plt.show()
 # %% [markdown]
 # ## More preemptions than requests
 #
-# The paged row counts more preemptions than the workload has requests. A preemption is an **event**, not a request:
+# The paged row's preemption count can exceed the number of requests (compare the two numbers printed below). A
+# preemption is an **event**, not a request:
 # when a running request needs a new block and none is free, the scheduler preempts the most recently admitted request
 # (vLLM's choice), frees its blocks and puts it back at the front of the queue, keeping its tokens (recompute). When it
 # is admitted again it recomputes the keys and values of everything it had, and it can be preempted again later.
@@ -220,7 +221,8 @@ plt.show()
 # %%
 paged_summary = results["paged"].summary
 print({k: paged_summary[k] for k in ("completed", "preemptions", "recomputed_tokens", "prefill_tokens")})
-print(f"preemption events per completed request: {paged_summary['preemptions'] / paged_summary['completed']:.3f}")
+print(f"{paged_summary['preemptions']:,} preemption events for {paged_summary['completed']:,} requests: "
+      f"{paged_summary['preemptions'] / paged_summary['completed']:.3f} per request")
 
 # %% [markdown]
 # The same thing small enough to see: four requests (6-token prompts, 10-token answers) arrive together on a real
