@@ -34,7 +34,10 @@ KWON_CAPACITY_TOKENS = KWON_TABLE1_KV_BYTES // OPT13B_TOKEN_BYTES  # its "15.7K"
 KWON_MAX_LEN = 2048                      # §6.1: Orca (Max) reserves "the maximum sequence length ... 2048"
 FIGURE2_PARTS = ("token_states", "reservation", "internal_frag", "external_frag_and_others")
 # Figure 2: average % of KV memory during the §6.2 experiment (OPT-13B, ShareGPT). The figure labels
-# vLLM's token states only (the other 3.7 % are not split): None = not published.
+# vLLM's token states only (the other 3.7 % are not split): None = not published. Provenance: the
+# token-state shares, Max's 8.9 % and the Figure 13 counts are the ones the project's notes quote; the
+# other parts were transcribed from the figure's bar labels (each Orca row sums to 99.9-100 %) and have
+# not been re-read against the PDF since.
 KWON_FIGURE2 = {
     "max": {"token_states": 20.4, "reservation": 13.3, "internal_frag": 57.3, "external_frag_and_others": 8.9},
     "pow2": {"token_states": 26.8, "reservation": 17.9, "internal_frag": 13.6, "external_frag_and_others": 41.6},
