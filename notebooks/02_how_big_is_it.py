@@ -162,18 +162,19 @@ seed_figure_view()
 # and about 30 % the KV cache. For OPT-13B one token needs 2 × 40 layers × 5120 × 2 B = 800 KiB
 # (40 heads of 128, MHA).
 #
-# How much is "40GB"? The paper's arithmetic (65 % ≈ 26 GB) takes 40 × 10⁹ B, and lesson 07's serving simulation
-# follows it. The card itself holds 40 GiB = 42.9 × 10⁹ B (`nvidia-smi` shows 40,960 MiB), which is what kvsim's
-# accelerator table stores. Both, side by side:
+# How much is "40GB"? The card holds 40 GiB = 42.9 × 10⁹ B (`nvidia-smi` shows 40,960 MiB), which is what kvsim's
+# accelerator table stores. 30 % of it is exactly 12 GiB: the KV space Kwon et al.'s Table 1 lists for this setup
+# ("12 GB"), which holds 15,728 tokens of 800 KiB (the paper's "15.7K"), the budget lesson 07 simulates. Reading
+# "40GB" as 40 × 10⁹ B would give 14,648. Both, side by side:
 
 # %%
 opt13b = attention_variants(num_layers=40, num_attention_heads=40, head_dim=128)["MHA"]
 per_token = memory.bytes_per_token(opt13b, "fp16")
-a100_40gb = {"40 × 10⁹ B (the paper, lesson 07)": 40 * 10**9,
-             "40 GiB (the card, kvsim's table)": get_accelerator("A100 40GB").memory_bytes}
+a100_40gb = {"40 GiB (the card, kvsim's table)": get_accelerator("A100 40GB").memory_bytes,
+             "40 × 10⁹ B (decimal GB)": 40 * 10**9}
 rows = []
 for label, memory_bytes in a100_40gb.items():
-    kv_share = int(0.30 * memory_bytes)
+    kv_share = 3 * memory_bytes // 10                        # 30 %
     rows.append({"A100 40GB as": label, "30 % for KV (B)": kv_share, "tokens": kv_share // per_token,
                  "2,048-token requests": capacity.max_concurrent_sequences(
                      opt13b, 2048, memory_bytes, utilization=0.95, kv_dtype="fp16",
@@ -183,8 +184,7 @@ print(format_table(rows))
 print("lesson 07's simulated KV budget:", f"{kwon_setup_capacity_tokens():,} token slots")
 
 # %% [markdown]
-# Either way only about 15 thousand tokens fit (14,648 with the paper's 40 × 10⁹ B, the budget lesson 07 simulates):
-# seven requests of 2,048 tokens.
+# Either way only about 15 thousand tokens fit: seven requests of 2,048 tokens.
 #
 # The same question for the models in kvsim's registry: pick a model, an accelerator, a context length and the
 # share of memory the server may use (vLLM's default `gpu_memory_utilization` is 0.9).
@@ -257,5 +257,5 @@ assert 2 * memory.kv_bytes(llama31, 8192, kv_dtype="fp8") == memory.kv_bytes(lla
 assert (cross, cross_mha) == (122_533, 30_634) and cross_mha * 4 in range(cross - 4, cross + 4)
 assert memory.kv_bytes(llama31, cross - 1) < w <= memory.kv_bytes(llama31, cross)
 assert per_token == 800 * 2**10 and [r["2,048-token requests"] for r in rows] == [7, 7]
-assert rows[0]["tokens"] == kwon_setup_capacity_tokens() == 14_648
+assert rows[0]["30 % for KV (B)"] == 12 * 2**30 and rows[0]["tokens"] == kwon_setup_capacity_tokens() == 15_728
 print("self-test passed")

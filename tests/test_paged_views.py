@@ -71,24 +71,46 @@ def test_sharing_savings_match_the_block_count(n, p, u, bs):
 
 
 def test_kwon_setup_capacity():
-    assert fragmentation.kwon_setup_capacity_tokens() == 14_648
-    with pytest.raises(ValueError, match="kv_share"):
-        fragmentation.kwon_setup_capacity_tokens(kv_share=0)
+    # Table 1: OPT-13B on an A100 40GB keeps 12 GB for the KV cache and "15.7K" slots of 800 KiB:
+    # 12 GiB / 819,200 B = 15,728 (decimal 12e9 B would give 14,648, not 15.7K)
+    assert fragmentation.OPT13B_TOKEN_BYTES == 800 * 2**10
+    assert fragmentation.kwon_setup_capacity_tokens() == fragmentation.KWON_CAPACITY_TOKENS == 15_728
+    assert fragmentation.kwon_setup_capacity_tokens(12 * 10**9) == 14_648
+    with pytest.raises(ValueError, match="kv_bytes must be a positive integer"):
+        fragmentation.kwon_setup_capacity_tokens(kv_bytes=0)
+
+
+def test_max_others_pins_the_slot_count():
+    # Figure 2's 8.9 % "external fragmentation & others" of Orca (Max) is what 15,728 slots leave
+    # beside 7 reservations of 2048: 1 − 7·2048/15,728 = 8.85 %
+    others = 100 * (1 - 7 * fragmentation.KWON_MAX_LEN / fragmentation.KWON_CAPACITY_TOKENS)
+    assert round(others, 1) == fragmentation.KWON_FIGURE2["max"]["external_frag_and_others"]
 
 
 def test_policies_order_like_kwon_figure2():
     w = workload.make_workload(300, "chat", rate=1.0, seed=0)
-    res = fragmentation.compare_policies(w, fragmentation.kwon_setup_capacity_tokens())
-    rows = {r["policy"]: r for r in fragmentation.figure2_rows(res)}
-    share = [rows[p]["token states %"] for p in ("max", "pow2", "oracle", "paged")]
-    assert share == sorted(share) and share[-1] > 90
-    assert rows["oracle"]["internal frag %"] == 0 and rows["max"]["internal frag %"] > 30
-    for r in rows.values():
-        parts = r["token states %"] + r["reservation %"] + r["internal frag %"] + r["external frag & others %"]
-        assert abs(parts - 100) < 0.3
-        assert r["Kwon et al. %"] == fragmentation.KWON_FIGURE2[r["policy"]]
-    splits = fragmentation.saturated_splits(res)
+    res = fragmentation.compare_policies(w, fragmentation.KWON_CAPACITY_TOKENS)
+    rows = fragmentation.figure2_rows(res)
+    assert [(r["policy"], r["source"]) for r in rows[:3]] == \
+        [("max", "Kwon et al."), ("max", "kvsim, whole run"), ("max", "kvsim, while waiting")]
+    kvsim = {(r["policy"], r["source"]): r for r in rows}
+    for window in fragmentation.WINDOWS:
+        share = [kvsim[p, f"kvsim, {window}"]["token states %"] for p in ("max", "pow2", "oracle", "paged")]
+        assert share == sorted(share)
+        assert kvsim["oracle", f"kvsim, {window}"]["internal frag %"] == 0
+    assert kvsim["paged", "kvsim, while waiting"]["token states %"] > 95  # the run's drain is idle
+    assert kvsim["paged", "kvsim, whole run"]["token states %"] < 90      # memory: 300 requests are few
+    for r in rows:
+        parts = [r[c] for c in fragmentation.PART_COLUMNS.values()]
+        if None not in parts:  # the paper's rows (rounded) and kvsim's add up to 100 %
+            assert abs(sum(parts) - 100) < 0.3
+        if r["source"] == "Kwon et al.":
+            assert r["token states %"] == fragmentation.KWON_FIGURE2[r["policy"]]["token_states"]
+            assert r["mean running"] == fragmentation.KWON_FIGURE13["sharegpt"][r["policy"]]
+    splits = fragmentation.policy_splits(res, "while waiting")
     assert list(splits) == [fragmentation.POLICY_LABELS[p] for p in sim.POLICIES]
+    with pytest.raises(ValueError, match="window 'busy' is not one of whole run, while waiting"):
+        fragmentation.policy_splits(res, "busy")
 
 
 def test_split_over_time_conserves_slot_iterations():

@@ -1,19 +1,23 @@
 """Serving simulator: continuous batching over a bounded KV budget, one allocation policy at a time.
 
 Contract (pure numpy + :mod:`kvsim.serving.blocks`; no MLX; deterministic for a given workload)
-- Requests: :mod:`kvsim.serving.workload`. Time is counted in iterations (model steps). In its first
-  iteration an admitted request stores its prompt (prefill); every later iteration stores one
-  generated token. A request of prompt p and output o holds f = p + o tokens when it finishes.
-- Memory is ``capacity_tokens`` token slots. Policies: ``max`` reserves max_len contiguous slots,
-  ``pow2`` the next power of two ≥ f, ``oracle`` exactly f, each placed first-fit in one address
-  space, so holes are real (:mod:`kvsim.serving.contiguous`); ``paged`` takes blocks of
-  ``block_size`` on demand from a :class:`~kvsim.serving.blocks.BlockAllocator` (optionally sharing
-  full prompt-prefix blocks) and preempts the latest admitted request (recompute) when a block is
-  missing. Admission is first come, first served.
+- Requests: :mod:`kvsim.serving.workload`. Time is counted in iterations (model steps). Every
+  iteration a running request generates one token. In its first iteration it stores its prompt
+  (prefill); every later iteration stores the token generated before. A request of prompt p and
+  output o runs o iterations and stores f = p + o − 1 tokens (its last token is never fed back).
+- Memory is ``capacity_tokens`` token slots. Contiguous policies (the paper's Orca baselines,
+  :mod:`kvsim.serving.contiguous`): ``max`` reserves max_len slots, ``pow2`` p + 2^⌈log2 o⌉,
+  ``oracle`` exactly f, each placed by a buddy allocator (every chunk rounded up to a power of
+  two, :mod:`kvsim.serving.buddy`) or first fit, in one address space, so holes are real.
+  ``paged`` takes blocks of ``block_size`` on demand from a
+  :class:`~kvsim.serving.blocks.BlockAllocator` (optionally sharing full prompt-prefix blocks) and
+  preempts the latest admitted request when a block is missing; that request later recomputes its
+  prompt and the tokens it generated. Admission is first come, first served.
 - Memory split per iteration (slots, physical): token states (KV of stored tokens), reservation
   (allocated, filled later by the same request), internal fragmentation (allocated, never filled),
   cached (free blocks holding reusable prefixes), external fragmentation & others (free while a
-  request waits: holes, too little room, watermark or batch cap) and idle (free, nobody waits).
+  request waits: holes, too little room, watermark or batch cap; and, always, the buddy
+  allocator's rounding) and idle (free, nobody waits).
 - The loop jumps over iterations in which nothing but growth happens and sums them in closed form
   (:mod:`kvsim.serving.closed_form`, totals in :mod:`kvsim.serving.ledger`), so its cost is per
   event (arrival, admission, completion, preemption), not per token.
@@ -30,7 +34,7 @@ from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
 from . import closed_form
 from .block_pool import cdiv
 from .blocks import BlockAllocator
-from .contiguous import FirstFitExtents, reservation_tokens
+from .contiguous import PLACEMENTS, reservation_tokens
 from .ledger import Ledger, SimResult
 from .workload import Workload, prefix_token_ids
 
@@ -54,13 +58,16 @@ def capacity_tokens_for(model, accelerator, utilization: float = 0.9, kv_dtype="
 
 def simulate(workload: Workload, policy: str = "paged", capacity_tokens: int = 16384,
              block_size: int = DEFAULT_BLOCK_SIZE, prefix_sharing: bool = False, max_running: int = 256,
-             watermark: float = 0.01, jump: bool = True) -> SimResult:
+             watermark: float = 0.01, placement: str = "buddy", jump: bool = True) -> SimResult:
     """Run the workload under one policy; shares are of capacity_tokens · iterations.
 
-    ``jump=False`` advances one iteration at a time (same results, slower; used by the tests).
+    ``placement`` (contiguous policies): "buddy" (the paper's) or "first_fit". ``jump=False``
+    advances one iteration at a time (same results, slower; used by the tests).
     """
     if policy not in POLICIES:
         raise InputError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
+    if placement not in PLACEMENTS:
+        raise InputError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
     if prefix_sharing and policy != "paged":
         raise InputError("prefix_sharing needs policy 'paged'")
     for name, value in (("capacity_tokens", capacity_tokens), ("block_size", block_size),
@@ -70,26 +77,26 @@ def simulate(workload: Workload, policy: str = "paged", capacity_tokens: int = 1
     if not 0 <= watermark < 1:
         raise InputError(f"watermark must be in [0, 1), got {watermark!r}")
     return _Simulator(workload, policy, int(capacity_tokens), int(block_size), bool(prefix_sharing),
-                      int(max_running), float(watermark), jump).run()
+                      int(max_running), float(watermark), placement, jump).run()
 
 
 class _Simulator:
     """One run. A running request sits in a slot (0..max_running−1); per-slot arrays hold its state."""
 
     def __init__(self, workload, policy, capacity_tokens, block_size, prefix_sharing, max_running,
-                 watermark, jump):
+                 watermark, placement, jump):
         self.workload, self.policy, self.jump = workload, policy, jump
         self.capacity_tokens, self.block_size = capacity_tokens, block_size
         self.paged, self.prefix_sharing = policy == "paged", prefix_sharing
         # per request
-        self.final_tokens = workload.prompt_tokens + workload.output_tokens  # held when it finishes
+        self.final_tokens = workload.prompt_tokens + workload.output_tokens - 1  # stored when it finishes
         self.prefill_tokens = workload.prompt_tokens.copy()  # to (re)compute at (re)admission
         if self.paged:
             self._init_paged(watermark)
         else:
-            self._init_contiguous()
+            self._init_contiguous(placement)
         # per slot: request id; tokens stored (a new request counts prefill − 1: its first
-        # iteration stores the prompt); blocks held (paged) or slots reserved (contiguous);
+        # iteration stores the prompt); blocks held (paged) or slots held (contiguous);
         # tokens the allocator was told of; first slot of the reservation; admission number
         (self.request_of, self.stored_tokens, self.held, self.allocator_tokens, self.extent_start,
          self.admission_order) = (np.zeros(max_running, dtype=np.int64) for _ in range(6))
@@ -109,12 +116,18 @@ class _Simulator:
         self.watermark_blocks = int(watermark * num_blocks)
         self.prefix_token_ids = prefix_token_ids(self.workload)
 
-    def _init_contiguous(self):
-        self.reserved_tokens = reservation_tokens(self.policy, self.final_tokens, self.workload.max_len)
-        if self.reserved_tokens.max() > self.capacity_tokens:
+    def _init_contiguous(self, placement):
+        w, allocator = self.workload, PLACEMENTS[placement]
+        self.placement = placement
+        self.reserved_tokens = reservation_tokens(self.policy, w.prompt_tokens, w.output_tokens, w.max_len)
+        self.held_tokens = np.array([allocator.block_tokens(n) for n in self.reserved_tokens.tolist()],
+                                    dtype=np.int64)  # the reservation, rounded by the allocator
+        largest = int(self.reserved_tokens.max())
+        if allocator(self.capacity_tokens).alloc(largest) is None:
             raise InputError(f"capacity_tokens {self.capacity_tokens} is smaller than one {self.policy} "
-                             f"reservation ({int(self.reserved_tokens.max())} tokens)")
-        self.extents = FirstFitExtents(self.capacity_tokens)
+                             f"reservation ({largest} tokens, {allocator.block_tokens(largest)} placed "
+                             f"by {placement})")
+        self.extents = allocator(self.capacity_tokens)
 
     # ------------------------------------------------------------ main loop
     def run(self) -> SimResult:
@@ -173,11 +186,11 @@ class _Simulator:
         return cdiv(prefill, self.block_size), 0, hit
 
     def _place_contiguous(self, request):
-        """(slots reserved, first slot, 0), or None if first fit finds no hole large enough."""
+        """(slots held, first slot, 0), or None if the allocator finds no free block large enough."""
         start = self.extents.alloc(int(self.reserved_tokens[request]))
         if start is None:
             return None
-        return int(self.reserved_tokens[request]), start, 0
+        return int(self.held_tokens[request]), start, 0
 
     def _start(self, request, prefill, held, start, hit):
         slot = self.free_slots.pop()
@@ -200,8 +213,8 @@ class _Simulator:
             slot = running[np.argmax(self.admission_order[running])]
             request = int(self.request_of[slot])
             self.allocator.free(request)
-            if self.stored_tokens[slot] >= self.prefill_tokens[request]:
-                self.prefill_tokens[request] = self.stored_tokens[slot]  # recompute prompt + output so far
+            # recompute what it stored and the token it generated last (unchanged if it never ran)
+            self.prefill_tokens[request] = self.stored_tokens[slot] + 1
             self.waiting.appendleft(request)
             self._remove(slot)
             self.ledger.stats["preemptions"] += 1
@@ -235,29 +248,32 @@ class _Simulator:
         stored, held, final = self.stored_tokens[running], self.held[running], self.final_tokens[requests]
         num_running = len(running)
         logical = steps * int(stored.sum()) + num_running * steps * (steps + 1) // 2  # Σ_j Σ_i (c_i + j)
-        if self.paged:
-            token_states, held_slots, usable, cached = self._paged_growth(stored, held, final, steps, logical)
-        else:
-            token_states, held_slots, usable, cached = \
-                logical, steps * int(held.sum()), steps * int(final.sum()), 0
+        grow = self._paged_growth if self.paged else self._contiguous_growth
+        token_states, reserved, held_slots, usable, cached = grow(stored, held, final, requests, steps, logical)
+        rounding = held_slots - reserved  # the buddy allocator's rounding (0 when paged or first fit)
         free = steps * self.capacity_tokens - held_slots - cached
         split = {"token_states": token_states, "reservation": usable - token_states,
-                 "internal_frag": held_slots - usable, "cached": cached,
-                 ("external_frag" if self.waiting else "idle"): free}
+                 "internal_frag": reserved - usable, "cached": cached, "external_frag": rounding, "idle": 0,
+                 "logical_tokens": logical, "buddy_rounding": rounding}
+        split["external_frag" if self.waiting else "idle"] += free
         self.ledger.record(split, self.iteration, steps, num_running, len(self.waiting))
-        self.ledger.slot_iterations["logical_tokens"] += logical
-        fresh = int((stored == self.prefill_tokens[requests] - 1).sum())  # this iteration is their prefill
-        self.ledger.stats["output_tokens"] += steps * num_running - fresh
-        self.ledger.stats["running_iterations"] += steps * num_running
+        self.ledger.stats["output_tokens"] += steps * num_running  # one token per request per iteration
 
-    def _paged_growth(self, stored, held, final, steps, logical):
-        """(token states, held, usable, cached) slot-iterations; a block in several tables counts once."""
+    def _contiguous_growth(self, stored, held, final, requests, steps, logical):
+        """(token states, reserved, held, usable, cached) slot-iterations: reservations keep their size."""
+        reserved = steps * int(self.reserved_tokens[requests].sum())
+        return logical, reserved, steps * int(held.sum()), steps * int(final.sum()), 0
+
+    def _paged_growth(self, stored, held, final, requests, steps, logical):
+        """(token states, reserved = held, held, usable, cached) slot-iterations; a block in several
+        tables counts once."""
         bs, allocator = self.block_size, self.allocator
         held_slots, usable = closed_form.paged_slot_iterations(stored, final, bs, steps)
         shared = (int(held.sum()) - allocator.num_used_blocks) * bs  # slots counted more than once
         cached = bs * closed_form.cached_block_iterations(
             stored, held, bs, steps, allocator.num_cached_blocks, allocator.num_free_blocks)
-        return logical - steps * shared, held_slots - steps * shared, usable - steps * shared, cached
+        held_slots -= steps * shared
+        return logical - steps * shared, held_slots, held_slots, usable - steps * shared, cached
 
     def advance(self, steps):
         """Store ``steps`` tokens per running request, take the blocks they need, retire finished ones."""
@@ -282,12 +298,13 @@ class _Simulator:
         if self.paged:
             self.allocator.free(int(self.request_of[slot]))
         else:
-            self.extents.release(int(self.extent_start[slot]), int(self.held[slot]))
+            self.extents.release(int(self.extent_start[slot]))
         self._remove(slot)
         self.ledger.stats["completed"] += 1
 
     def result(self) -> SimResult:
         run = {"policy": self.policy, "block_size": self.block_size if self.paged else None,
+               "placement": None if self.paged else self.placement,
                "prefix_sharing": self.prefix_sharing, "capacity_tokens": self.capacity_tokens,
                "num_requests": len(self.workload), "iterations": self.iteration}
         result = self.ledger.result(run, self.capacity_tokens)

@@ -61,7 +61,10 @@ def _sample_lengths(rng, spec, n):
 
 
 def _check_workload_args(num_requests, lengths, max_len, shared_prefix_tokens):
-    if lengths not in LENGTHS and not isinstance(lengths, dict):
+    if isinstance(lengths, dict):  # a dict is unhashable: test it before looking it up in LENGTHS
+        if set(lengths) != {"prompt", "output"}:
+            raise InputError(f"lengths dict must have the keys 'prompt' and 'output', got {sorted(lengths)}")
+    elif lengths not in LENGTHS:
         raise InputError(f"lengths {lengths!r} is not one of {', '.join(LENGTHS)} or a dict")
     if not isinstance(num_requests, int) or num_requests < 1:
         raise InputError(f"num_requests must be a positive integer, got {num_requests!r}")
@@ -72,7 +75,11 @@ def _check_workload_args(num_requests, lengths, max_len, shared_prefix_tokens):
 def make_workload(num_requests: int, lengths="chat", rate: float | None = None, max_len: int = 2048,
                   seed: int = 0, shared_prefix_tokens: int = 0, num_prefixes: int = 1) -> Workload:
     """Seeded requests: Poisson arrivals at ``rate`` per iteration (None = all at 0), lengths clipped
-    so that prefix + prompt + output ≤ max_len (output ≥ 1)."""
+    so that prefix + prompt + output ≤ max_len (output ≥ 1).
+
+    ``lengths``: a name in LENGTHS or a dict like them, {"prompt": spec, "output": spec}, each spec
+    ("lognormal", mean, sigma), ("uniform", low, high) or ("fixed", n).
+    """
     _check_workload_args(num_requests, lengths, max_len, shared_prefix_tokens)
     spec = LENGTHS.get(lengths) if isinstance(lengths, str) else lengths
     rng = np.random.default_rng(seed)  # draw order: prompts, outputs, arrivals, prefix ids
