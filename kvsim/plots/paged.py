@@ -1,13 +1,16 @@
 """Plots for paged KV and serving: block tables, memory split per policy, memory split over time.
 
 Drawing only: callers pass what :mod:`kvsim.serving.blockview` read from a real allocator or what
-:mod:`kvsim.serving.fragmentation` / :mod:`kvsim.serving.sim` computed.
+:mod:`kvsim.serving.fragmentation` / :mod:`kvsim.serving.sim` computed. :func:`plot_split_over_time` updates
+the artists of an earlier call on the same Axes in place (:func:`kvsim.plots.style.reuse`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from .style import keep, legend_below, reuse
 
 SEQ_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
 STATE_COLORS = {"shared": "gold", "cached": "0.85", "free": "white"}
@@ -86,28 +89,35 @@ def plot_policy_split(ax, splits: dict, reference: dict | None = None, title: st
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of KV memory (%)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.4, -0.18), ncol=2, fontsize=8, frameon=False)
+    legend_below(ax, ncol=2, fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
     return ax
 
 
-def plot_split_over_time(ax, t, shares: dict, title: str | None = None, running=None):
-    """Stacked shares of KV memory against time (iterations); boundaries drawn as lines."""
+def _build_split_over_time(ax, parts):
     ax.clear()
-    t = np.asarray(t, dtype=float)
-    bottom = np.zeros_like(t)
-    for part, share in shares.items():
-        top = bottom + 100 * np.asarray(share, dtype=float)
-        ax.fill_between(t, bottom, top, color=PART_COLORS.get(part), alpha=0.8, lw=0,
-                        label=PART_LABELS.get(part, part))
-        ax.plot(t, top, "-", color="0.25", lw=0.5)
-        bottom = top
-    ax.set_xlim(t[0], t[-1])
+    art = keep(ax, "split_over_time", parts, {
+        "areas": [ax.fill_between([0, 1], 0, 0, color=PART_COLORS.get(p), alpha=0.8, lw=0,
+                                  label=PART_LABELS.get(p, p)) for p in parts],
+        "edges": [ax.plot([], [], "-", color="0.25", lw=0.5)[0] for _ in parts]})
     ax.set_ylim(0, 100)
     ax.set_xlabel("time (model iterations)")
     ax.set_ylabel("share of KV memory (%)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=8, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=10)
+    legend_below(ax, ncol=3, fontsize=8)
+    return art
+
+
+def plot_split_over_time(ax, t, shares: dict, title: str | None = None, running=None):
+    """Stacked shares of KV memory against time (iterations); boundaries drawn as lines."""
+    t = np.asarray(t, dtype=float)
+    art = reuse(ax, "split_over_time", tuple(shares)) or _build_split_over_time(ax, tuple(shares))
+    bottom = np.zeros_like(t)
+    for area, edge, share in zip(art["areas"], art["edges"], shares.values()):
+        top = bottom + 100 * np.asarray(share, dtype=float)
+        area.set_data(t, bottom, top)
+        edge.set_data(t, top)
+        bottom = top
+    ax.set_xlim(t[0], t[-1])
+    ax.set_title(title or "", fontsize=10)
     return ax

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..calc.progress import Progress
 from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
 from . import sim
 
@@ -35,10 +36,7 @@ def kwon_setup_capacity_tokens(memory_bytes: int = 40 * 10**9, kv_share: float =
 def compare_policies(workload: sim.Workload, capacity_tokens: int, policies=sim.POLICIES,
                      block_size: int = DEFAULT_BLOCK_SIZE, progress: bool = False, **kwargs) -> dict:
     """{policy: SimResult} for one workload; ``kwargs`` go to :func:`kvsim.serving.sim.simulate`."""
-    it = policies
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(policies, desc="simulating policies", unit="policy")
+    it = Progress(policies, desc="simulating policies", unit="policies", enabled=progress)
     return {p: sim.simulate(workload, p, capacity_tokens=capacity_tokens, block_size=block_size, **kwargs)
             for p in it}
 

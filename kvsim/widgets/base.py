@@ -65,9 +65,9 @@ class View:
 
     def png(self, level: int = 1) -> bytes:
         """The figure as PNG bytes, as the browser receives it: rendered, fitted so nothing is cropped."""
-        layout.wrap_titles(self.fig)
         canvas = self.fig.canvas
         for _ in range(MAX_FITS):
+            layout.wrap_titles(self.fig, canvas.get_renderer())
             canvas.draw()
             if not layout.fit(self.fig, canvas.get_renderer().inked()):
                 break
@@ -118,7 +118,8 @@ def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=
         c.style = {"description_width": "initial"}
         c.observe(view.redraw, names="value")
     view.redraw()
-    view.static_png, view.static_text = bytes(view.image.value), view.summary()
+    view.static_png = render.encode_static_png(np.asarray(fig.canvas.buffer_rgba()))
+    view.static_text = view.summary()
     return view
 
 

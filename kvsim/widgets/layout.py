@@ -1,37 +1,77 @@
 """Layout of a view's figure, computed from what the last render inked: nothing cropped, little wasted.
 
 Contract
-- :func:`wrap_titles` lets every Axes title wrap at the figure's edges (a long title becomes two lines
-  instead of running off the canvas).
+- :func:`wrap_titles` breaks an Axes title that would run off the figure into lines that fit (one text
+  measurement per line; matplotlib's own ``wrap=True`` measures every prefix of every line on every draw).
 - :func:`fit` takes the box of everything drawn outside the Axes clip (tick labels, axis labels, titles,
   legends, annotations; :class:`kvsim.widgets.render.FrameRenderer` records it) and moves the Axes so that
-  box lies inside the figure with PAD_PX to spare. It only moves them when something pokes past the pad or
-  a side wastes more than SLACK_PX, so most slider moves keep the layout and cost one render; no layout
-  engine pass (constrained layout doubled the redraw time).
+  box lies TARGET_PX inside the figure's edges. It only moves them when something comes closer than PAD_PX
+  to an edge or a side wastes more than SLACK_PX, so most slider moves keep the layout and cost one render;
+  no layout engine pass (constrained layout doubled the redraw time).
 - Several Axes move together: their bounding rectangle is mapped onto the fitted one.
 """
 
 from __future__ import annotations
 
+import textwrap
+
 from matplotlib.figure import Figure
+from matplotlib.text import _get_text_metrics_with_cache
 from matplotlib.transforms import Bbox, BboxTransform
 
-PAD_PX = 6        # free pixels kept between the ink and each edge of the figure (a frameless legend pads ~4)
-SLACK_PX = 16     # a side with more free pixels than this is tightened
+PAD_PX = 6        # at least this many free pixels between the ink and each edge (a frameless legend pads ~4)
+SLACK_PX = 32     # a side with more free pixels than this is tightened
+TARGET_PX = 10    # a refit puts the ink this far from each edge: labels may grow 4 px or shrink 22 px before the next
 MIN_FRACTION = 0.3  # the Axes keep at least this share of the figure in each direction
 
 
-def wrap_titles(fig: Figure):
-    """Wrap Axes titles at the figure edges (matplotlib measures and breaks them when drawing)."""
+def _titles(ax):
+    return [t for t in (ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None))
+            if t is not None and t.get_text()]
+
+
+def _wrap(text: str, room: float, width) -> str:
+    """``text`` with every line wider than ``room`` pixels broken at spaces (one measurement per try)."""
+    out = []
+    for line in text.split("\n"):
+        chars = len(line)
+        parts = [line]
+        while any(width(p) > room for p in parts) and chars > 12:
+            chars = min(chars - 1, int(chars * room / max(width(p) for p in parts)))  # proportional guess
+            parts = textwrap.wrap(line, chars, break_long_words=False) or [line]
+        out += parts
+    return "\n".join(out)
+
+
+def wrap_titles(fig: Figure, renderer):
+    """Break Axes titles wider than the figure allows around their anchor into lines that fit.
+
+    With nothing above the Axes (x ticks and label at the bottom, no y offset text in the last render) the
+    title stays at its place on top of the Axes, without matplotlib measuring both axes again on every
+    render to look for something to dodge (a fifth of a render).
+    """
+    dpi, width = fig.dpi, fig.bbox.width
     for ax in fig.axes:
-        for title in (ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)):
-            if title is not None and title.get_text():
-                title.set_wrap(True)
+        for title in _titles(ax):
+            anchor = ax.bbox.x0 + title.get_position()[0] * ax.bbox.width
+            ha = title.get_horizontalalignment()
+            room = {"left": width - anchor, "right": anchor}.get(ha, 2 * min(anchor, width - anchor)) - 2 * PAD_PX
+            prop = title.get_fontproperties()
+            text = _wrap(title.get_text(), room,
+                         lambda s: _get_text_metrics_with_cache(renderer, s, prop, False, dpi)[0])
+            if text != title.get_text():
+                title.set_text(text)
+        nothing_above = (ax.xaxis.get_ticks_position() == "bottom" and ax.xaxis.get_label_position() == "bottom"
+                         and not ax.yaxis.offsetText.get_text())
+        ax._autotitlepos = not nothing_above  # matplotlib's own switch (set_title(y=...) turns it off)
+        if nothing_above:
+            for title in _titles(ax):
+                title.set_y(1.0)
 
 
-def _excess(ink: Bbox, width: float, height: float) -> tuple[float, float, float, float]:
-    """Pixels by which the ink passes the padded figure edge (left, bottom, right, top); negative = room."""
-    return PAD_PX - ink.x0, PAD_PX - ink.y0, ink.x1 - (width - PAD_PX), ink.y1 - (height - PAD_PX)
+def _excess(ink: Bbox, width: float, height: float, pad: float) -> tuple[float, float, float, float]:
+    """Pixels by which the ink passes ``pad`` from each figure edge (left, bottom, right, top); negative = room."""
+    return pad - ink.x0, pad - ink.y0, ink.x1 - (width - pad), ink.y1 - (height - pad)
 
 
 def fit(fig: Figure, ink: Bbox | None) -> bool:
@@ -40,11 +80,10 @@ def fit(fig: Figure, ink: Bbox | None) -> bool:
     if ink is None or not axes:
         return False
     width, height = fig.bbox.width, fig.bbox.height
-    excess = _excess(ink, width, height)
-    if all(-SLACK_PX <= e <= 0.5 for e in excess):
+    if all(-(SLACK_PX - PAD_PX) <= e <= 0 for e in _excess(ink, width, height, PAD_PX)):
         return False
     old = Bbox.union([ax.get_position() for ax in axes])
-    left, bottom, right, top = excess
+    left, bottom, right, top = _excess(ink, width, height, TARGET_PX)
     x0, x1 = old.x0 + left / width, old.x1 - right / width
     y0, y1 = old.y0 + bottom / height, old.y1 - top / height
     if x1 - x0 < MIN_FRACTION or y1 - y0 < MIN_FRACTION:
