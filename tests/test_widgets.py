@@ -7,10 +7,12 @@ import io
 import itertools
 
 import ipywidgets as widgets
+import nbformat
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Annotation
+from nbclient import NotebookClient
 from PIL import Image
 
 from kvsim.widgets import VIEWS
@@ -208,3 +210,15 @@ def test_a_redraw_after_moving_the_controls_draws_what_a_fresh_draw_draws(name):
         pictures.append(np.asarray(fig.canvas.buffer_rgba()).copy())
     differ = np.any(pictures[0] != pictures[1], axis=-1)
     assert not differ.any(), f"{name}: {differ.sum()} pixels differ, e.g. rows {np.unique(np.nonzero(differ)[0])[:10]}"
+
+
+def test_a_view_cell_stores_a_png_beside_the_widget_in_a_real_notebook():
+    # what an executed lesson keeps: GitHub shows the PNG, JupyterLab the live widget, nbval compares the text
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from kvsim.widgets.start import slider_demo_view\nslider_demo_view()")])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    (out,) = nb.cells[0].outputs
+    assert out.output_type == "execute_result"
+    assert set(out.data) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
+    assert base64.b64decode(out.data["image/png"]).startswith(PNG_MAGIC)
+    assert out.data["text/plain"] == VIEWS["slider_demo"]().static_text

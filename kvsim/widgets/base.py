@@ -74,13 +74,15 @@ class View:
         return render.encode_png(np.asarray(canvas.buffer_rgba()), level)
 
     def lines(self) -> list[np.ndarray]:
-        """(x, y) data of every line, the rectangles of every bar and every image, for tests."""
+        """(x, y) data of every line, the rectangles of every bar, every image and colour-mapped mesh, for tests."""
         data = []
         for ax in self.fig.axes:
             data += [np.column_stack([ln.get_xdata(), ln.get_ydata()]).astype(float) for ln in ax.get_lines()]
             data += [np.array([(p.get_x(), p.get_y(), p.get_width(), p.get_height()) for p in c])
                      for c in ax.containers]
             data += [np.asarray(im.get_array()) for im in ax.get_images()]
+            data += [np.ma.filled(np.asarray(c.get_array(), dtype=float), np.nan) for c in ax.collections
+                     if c.get_array() is not None]  # colour-mapped meshes
         return data
 
     def summary(self) -> str:
@@ -107,7 +109,9 @@ def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=
     ax = fig.subplots(*subplots, squeeze=False) if subplots else fig.add_subplot()
     fig.subplots_adjust(**(margins or MARGINS))
     name = name or draw.__name__.removeprefix("draw_")
-    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+    # natural size (1 figure pixel = 1 CSS pixel, like inline matplotlib), narrower only in a narrow column:
+    # a flex column would otherwise stretch the image to the full width and blur it
+    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start"))
     box = [widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))]
     if extra is not None:
         box.append(extra)
@@ -132,11 +136,11 @@ def int_slider(description: str, value: int, lo: int, hi: int, step: int = 1) ->
 
 
 def log_slider(description: str, value: int, lo: int, hi: int) -> widgets.SelectionSlider:
-    """A slider over powers of two between lo and hi (token counts, batch sizes)."""
-    options = [2**k for k in range(int(np.log2(lo)), int(np.log2(hi)) + 1)]
-    if value not in options:
+    """A slider over powers of two between lo and hi (token counts, batch sizes), read out as "131,072"."""
+    values = [2**k for k in range(int(np.log2(lo)), int(np.log2(hi)) + 1)]
+    if value not in values:
         raise ValueError(f"slider {description!r}: default {value} is not a power of two in [{lo}, {hi}]")
-    return widgets.SelectionSlider(options=options, value=value, description=description,
+    return widgets.SelectionSlider(options=[(f"{v:,}", v) for v in values], value=value, description=description,
                                    continuous_update=False)
 
 

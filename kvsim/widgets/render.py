@@ -142,7 +142,7 @@ class FrameRenderer(RendererAgg):
         xy = points()
         if len(xy):
             (x0, y0), (x1, y1) = np.nanmin(xy, axis=0), np.nanmax(xy, axis=0)
-            if not (x0 <= 0 and y0 <= 0 and x1 >= self.width and y1 >= self.height):  # not the background
+            if not (x0 <= 0.5 and y0 <= 0.5 and x1 >= self.width - 0.5 and y1 >= self.height - 0.5):  # background
                 pad = gc.get_linewidth() * self.dpi / 144  # half the line width, points -> pixels
                 self.ink.append((x0 - pad, y0 - pad, x1 + pad, y1 + pad))
 

@@ -33,7 +33,7 @@ def _draw_history(ax, name, h, step, sinks):
     keep = slice(max(0, step - ROWS), step)
     vis = h.visible[-1]
     title = (f"{name}: after token {h.positions[-1]}, {h.capacity[-1]} slots = {h.nbytes[-1]} B;\n"
-             f"its query attended to positions {_span(list(vis))} ({len(vis)} keys)")
+             f"its query attended to positions {_span(list(vis))} ({len(vis)} key{'s' if len(vis) != 1 else ''})")
     # always ROWS rows, the empty ones on top: the grid keeps its size while the step slider moves
     missing = ROWS - len(h.positions[keep])
     slots = np.vstack([np.full((missing, h.slots.shape[1]), EMPTY), h.slots[keep]])
