@@ -3,8 +3,9 @@
 One sample = set a control's value until the view's image widget holds the new PNG (the observer runs the
 drawing function, renders the figure, fits its layout and encodes the PNG the browser receives). Per view,
 3 rounds over every control: its minimum, middle, maximum, and back to its default (values equal to the
-current one are skipped). Reported: wall-clock median and p90 per view and over all samples, and the CPU time
-of this process (less sensitive to other work on a shared machine). Target (issue 10): median ≤ 50 ms.
+current one are skipped). Reported: wall-clock median and p90 per view and over all samples, the CPU time of
+this process (less sensitive to other work on a shared machine), and renders per redraw (1 = the layout held;
+2 = it was refitted, see kvsim.widgets.layout). Target (issue 10): median ≤ 50 ms.
 Writes benchmarks/results/widgets.{json,md}. Run: python benchmarks/bench_widgets.py [rounds]
 """
 
@@ -32,9 +33,10 @@ def _values(control):
 
 
 def time_view(factory, rounds: int = 3):
-    """(wall seconds, CPU seconds) of every slider move of ``rounds`` rounds over the view's controls."""
+    """(wall seconds, CPU seconds, renders per redraw) of every slider move of ``rounds`` rounds."""
     with capture_output():
         view = factory()
+    start = len(view.renders)
     wall, cpu = [], []
     for _ in range(rounds):
         for control in view.controls.values():
@@ -46,7 +48,7 @@ def time_view(factory, rounds: int = 3):
                     control.value = value
                 wall.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
-    return wall, cpu
+    return wall, cpu, view.renders[start:]
 
 
 def _ms(samples, q=50):
@@ -57,22 +59,22 @@ def main(rounds: int = 3):
     load_before = os.getloadavg()[0]
     per_view, every_wall, every_cpu = {}, [], []
     for name, factory in sorted(VIEWS.items()):
-        wall, cpu = time_view(factory, rounds)
+        wall, cpu, renders = time_view(factory, rounds)
         every_wall += wall
         every_cpu += cpu
         per_view[name] = {"median_ms": _ms(wall), "p90_ms": _ms(wall, 90), "cpu_median_ms": _ms(cpu),
-                          "samples": len(wall)}
+                          "renders_per_redraw": round(float(np.mean(renders)), 2), "samples": len(wall)}
     result = {"median_ms_all_views": _ms(every_wall), "cpu_median_ms_all_views": _ms(every_cpu),
               "median_of_view_medians_ms": round(float(np.median([v["median_ms"] for v in per_view.values()])), 1),
               "target_ms": TARGET_MS, "cpus": os.cpu_count(), "load_average_1min_before": round(load_before, 2),
               "load_average_1min_after": round(os.getloadavg()[0], 2), "views": per_view}
     OUT.mkdir(exist_ok=True)
     (OUT / "widgets.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["| view | median | p90 | CPU median | samples |", "|---|---|---|---|---|"]
-    lines += [f"| {k} | {v['median_ms']} ms | {v['p90_ms']} ms | {v['cpu_median_ms']} ms | {v['samples']} |"
-              for k, v in per_view.items()]
+    lines = ["| view | median | p90 | CPU median | renders per redraw | samples |", "|---|---|---|---|---|---|"]
+    lines += [f"| {k} | {v['median_ms']} ms | {v['p90_ms']} ms | {v['cpu_median_ms']} ms | "
+              f"{v['renders_per_redraw']} | {v['samples']} |" for k, v in per_view.items()]
     lines.append(f"| **all views** | **{result['median_ms_all_views']} ms** | | "
-                 f"**{result['cpu_median_ms_all_views']} ms** | {len(every_wall)} |")
+                 f"**{result['cpu_median_ms_all_views']} ms** | | {len(every_wall)} |")
     (OUT / "widgets.md").write_text("\n".join(lines) + (
         f"\n\nTarget: median ≤ {TARGET_MS} ms over all slider moves. {result['cpus']} CPUs; 1-minute load average "
         f"{result['load_average_1min_before']} before, {result['load_average_1min_after']} after.\n"))

@@ -10,24 +10,24 @@ from __future__ import annotations
 import numpy as np
 
 from .size import UNIT_BYTES
-from .style import keep, legend, relimit, reuse
+from .style import clear_for, keep, legend, relimit, reuse
 
 _STYLES = ["-", "--", "-.", ":"]
 
 
 def _build_state_vs_kv(ax, shape):
     growing, fixed, n_points, log = shape
-    ax.clear()
+    clear_for(ax, "state_vs_kv")  # another model's mix of layers: replace the picture, keep the Axes
     art = keep(ax, "state_vs_kv", shape, {
         "growing": [ax.plot([], [], _STYLES[i % 4], lw=2)[0] for i in range(growing)],
         "fixed": [ax.plot([], [], "--", lw=2)[0] for _ in range(fixed)],
         "points": [(ax.plot([], [], "o", color="black", ms=5)[0],
                     ax.annotate("", (0, 0), xytext=(-6, 6), textcoords="offset points", ha="right", fontsize=9))
                    for _ in range(n_points)]})
-    if log:
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+    ax.set_xscale("log", base=2) if log else ax.set_xscale("linear")
+    ax.set_yscale("log" if log else "linear")
     ax.set_xlabel("tokens per sequence")
+    ax.grid(False, which="both")
     ax.grid(alpha=0.3, which="both" if log else "major")
     return art
 

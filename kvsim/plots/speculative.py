@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .style import decorate, keep, reuse
+from .style import decorate, keep, label_inward, reuse
 
 
 def _build_against_k(ax, shape):
@@ -38,9 +38,7 @@ def plot_against_k(ax, series: dict, expected: dict | None = None, ylabel: str =
         star.set_data([x], [y])
         note.set_text(label)
         note.xy = (x, y)
-        right_half = x > (ks.min() + ks.max()) / 2  # label on the inner side, never past the last k
-        note.set_horizontalalignment("right" if right_half else "left")
-        note.xyann = (-8 if right_half else 8, 4)
+        label_inward(note, x, ks.min(), ks.max(), dx=8, dy=4)  # never past the first or last k
     decorate(ax, xlabel="draft tokens proposed per round (k)", ylabel=ylabel, xlim=None,
              ylim=(0, None) if ylim is None else ylim, legend_loc="best", title=title)
     return ax

@@ -39,6 +39,28 @@ def reuse(ax, key: str, shape) -> dict | None:
     return held[1]
 
 
+def clear_for(ax, key: str):
+    """Make ``ax`` empty for a new build of plot ``key``: if only an earlier build of the same plot drew on it,
+    remove that build's artists and legend (the plot sets every Axes property it uses again, which costs far
+    less than ``ax.clear()`` rebuilding ticks and spines); otherwise clear the Axes."""
+    held = getattr(ax, "_kvsim_kept", None)
+    if held is not None and held[0][0] == key:
+        artists = [a for a in _artists(held[1]) if not isinstance(a, Legend)]
+        legend = ax.get_legend()
+        others = len(ax.get_children()) - len(artists) - (legend is not None)
+        if all(a.axes is ax for a in artists) and others == len(_empty_axes_children(ax)):
+            for artist in artists + ([legend] if legend is not None else []):
+                artist.remove()
+            ax.set_prop_cycle(None)  # the next line gets C0 again, as after ax.clear()
+            return
+    ax.clear()
+
+
+def _empty_axes_children(ax):
+    # what an empty Axes holds besides plotted artists: spines, axes, titles, the background patch
+    return [*ax.spines.values(), ax.xaxis, ax.yaxis, ax.title, ax._left_title, ax._right_title, ax.patch]
+
+
 def keep(ax, key: str, shape, artists: dict) -> dict:
     """Remember ``artists`` (a dict of artists, lists or tuples of them) on ``ax`` for :func:`reuse`."""
     ax._kvsim_kept = ((key, shape), artists)
@@ -60,6 +82,13 @@ def relimit(ax, xlim=(0, None), ylim=(0, None)):
         ax.set_xlim(*xlim)
     if ylim is not None:
         ax.set_ylim(*ylim)
+
+
+def label_inward(note, x: float, lo: float, hi: float, dx: float = 6, dy: float = 6):
+    """Put an annotation's text beside its point on the side towards the middle of [lo, hi] (points)."""
+    right_half = x > (lo + hi) / 2
+    note.set_horizontalalignment("right" if right_half else "left")
+    note.xyann = (-dx if right_half else dx, dy)
 
 
 def legend(ax, **kwargs):

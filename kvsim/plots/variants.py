@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import LogLocator, NullFormatter
 
 from .style import keep, reuse
 
@@ -37,6 +38,9 @@ def _build_bytes_per_token(ax, shape):
                          fontweight="bold") for xi in x]
     if log:
         ax.set_yscale("log")
+        # unlabelled ticks at 2 and 5 of each decade: the default 8 per decade cost a third of each render
+        ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("KV cache bytes per token")
     ax.grid(alpha=0.3, axis="y")
     if len(names) > 1:

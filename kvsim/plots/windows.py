@@ -15,7 +15,7 @@ from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
 from .size import UNIT_BYTES
-from .style import decorate, keep, reuse
+from .style import clear_for, decorate, keep, reuse
 
 KIND_COLORS = {"sliding": "tab:green", "chunked": "tab:purple", "full": "tab:orange", "mla": "tab:blue",
                "recurrent": "tab:cyan"}
@@ -44,7 +44,7 @@ def _numbers(ax, x, y, texts, colors, size: float = 8):
 
 def _build_slots(ax, shape):
     steps, width, sinks = shape
-    ax.clear()
+    clear_for(ax, "slot_history")  # a new window or chunk size: replace the picture, keep the Axes
     x, y, empty = np.arange(width + 1) - 0.5, np.arange(steps + 1) - 0.5, np.zeros((steps, width))
     art = keep(ax, "slot_history", shape, {
         # one quad mesh per layer (an image would be resampled to the screen on every render, 5× slower):
@@ -91,7 +91,7 @@ def plot_slot_history(ax, positions, slots, visible, written, sinks: int = 0, ti
 
 def _build_bytes_by_kind(ax, shape):
     kinds, references, n_points = shape
-    ax.clear()
+    clear_for(ax, "bytes_by_kind")  # another model's layer kinds: replace the picture, keep the Axes
     return keep(ax, "bytes_by_kind", shape, {
         "areas": [ax.fill_between([0, 1], 0, 0, alpha=0.35, color=KIND_COLORS.get(kind), lw=0,
                                   label=f"{kind} layers") for kind in kinds],

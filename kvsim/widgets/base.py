@@ -47,6 +47,7 @@ class View:
     name: str = "view"
     update: Callable | None = None
     redraw_seconds: list[float] = field(default_factory=list)
+    renders: list[int] = field(default_factory=list)  # renders per PNG: 1, or more when the layout was refitted
     static_png: bytes = b""  # the default state, for static pages
     static_text: str = ""
     _drawn: object = None
@@ -66,11 +67,12 @@ class View:
     def png(self, level: int = 1) -> bytes:
         """The figure as PNG bytes, as the browser receives it: rendered, fitted so nothing is cropped."""
         canvas = self.fig.canvas
-        for _ in range(MAX_FITS):
+        for n in range(1, MAX_FITS + 1):
             layout.wrap_titles(self.fig, canvas.get_renderer())
             canvas.draw()
             if not layout.fit(self.fig, canvas.get_renderer().inked()):
                 break
+        self.renders.append(n)
         return render.encode_png(np.asarray(canvas.buffer_rgba()), level)
 
     def lines(self) -> list[np.ndarray]:

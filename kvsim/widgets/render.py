@@ -34,6 +34,7 @@ from matplotlib.transforms import Bbox
 from PIL import Image
 
 _MAX_CACHED_TEXTS = 4096
+_UNCACHED = object()  # a text this renderer leaves to RendererAgg
 
 
 class FrameRenderer(RendererAgg):
@@ -48,48 +49,57 @@ class FrameRenderer(RendererAgg):
     # --- text -------------------------------------------------------------------------------------------
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
         self._record_text(gc, x, y, s, prop, angle, ismath)
-        if ismath:
-            return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
         features = mtext.get_fontfeatures() if mtext is not None else None
         language = mtext.get_language() if mtext is not None else None
         aa = bool(gc.get_antialiased())
-        key = (s, prop.copy(), angle, aa, features if features is None else tuple(features), language)
+        key = (s, prop.copy(), angle, aa, ismath, features if features is None else tuple(features), language)
         x0, y0 = round(x), round(y)  # y downwards, as Text.draw passes it
         if key not in self._texts:
             if len(self._texts) > _MAX_CACHED_TEXTS:
                 self._texts.clear()
-            self._texts[key] = self._rasterize(x0, y0, s, prop, angle, aa, features, language)
-        if self._texts[key] is None:
-            return
-        image, dx, dtop = self._texts[key]
-        top = self.height - y0 + dtop  # FreeType's y is upwards
-        self._renderer.draw_text_image(image, x0 + dx, int(self.height) - top + image.shape[0], 0, gc)
+            glyphs = self._glyphs(s, prop, ismath, aa, features, language)
+            self._texts[key] = _UNCACHED if glyphs is None else self._rasterize(x0, y0, angle, aa, glyphs)
+        cached = self._texts[key]
+        if cached is _UNCACHED:
+            return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
+        if cached is not None:  # None: nothing visible (spaces)
+            image, dx, dtop = cached
+            top = self.height - y0 + dtop  # FreeType's y is upwards
+            self._renderer.draw_text_image(image, x0 + dx, int(self.height) - top + image.shape[0], 0, gc)
 
-    def _rasterize(self, x, y, s, prop, angle, aa, features, language):
-        """Render ``s`` once at integer origin (x, y); return its coverage image and offset from the origin."""
-        font = self._prepare_font(prop)
-        items = font._layout(s, flags=get_hinting_flag(), features=features, language=language)
+    def _glyphs(self, s, prop, ismath, aa, features, language):
+        """(font, size, glyph index, slant, extend, dx, dy) per glyph as RendererAgg lays them out, or None
+        for what this cache does not handle (TeX, mathtext with rules such as fraction bars)."""
+        if ismath == "TeX" or not hasattr(self._prepare_font(prop), "_layout"):  # older matplotlib: stock path
+            return None
+        if ismath:
+            parse = self.mathtext_parser.parse(s, self.dpi, prop, antialiased=aa)
+            return None if parse.rects else [(f, size, i, 0, 1, dx, dy) for f, size, _, i, dx, dy in parse.glyphs]
+        items = self._prepare_font(prop)._layout(s, flags=get_hinting_flag(), features=features, language=language)
+        return [(it.ft_object, prop.get_size_in_points(), it.glyph_index, 0, 1, it.x, it.y) for it in items]
+
+    def _rasterize(self, x, y, angle, aa, glyphs):
+        """Render glyphs once at integer origin (x, y); return their coverage image and offset from the origin."""
         cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
-        rotation = (0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int)
-        glyphs = []  # (coverage, left, top) in FreeType pixels, y upwards
-        for item in items:
-            f = item.ft_object
-            f.set_size(prop.get_size_in_points(), self.dpi)
-            f._set_transform(rotation, [round(0x40 * (x + item.x * cos - item.y * sin)),
-                                        round(0x40 * (self.height - y + item.x * sin + item.y * cos))])
-            bitmap = f._render_glyph(item.glyph_index, get_hinting_flag(),
-                                     RenderMode.NORMAL if aa else RenderMode.MONO)
+        tiles = []  # (coverage, left, top) in FreeType pixels, y upwards
+        for font, size, index, slant, extend, dx, dy in glyphs:  # as RendererAgg._draw_text_glyphs_and_boxes
+            font.set_size(size, self.dpi)
+            font._set_transform((0x10000 * np.array([[cos, -sin], [sin, cos]]) @ [[extend, extend * slant], [0, 1]]
+                                 ).round().astype(int),
+                                [round(0x40 * (x + dx * cos - dy * sin)),
+                                 round(0x40 * (self.height - y + dx * sin + dy * cos))])
+            bitmap = font._render_glyph(index, get_hinting_flag(), RenderMode.NORMAL if aa else RenderMode.MONO)
             cover = np.array(bitmap.buffer, dtype=np.uint8) * (1 if aa else 0xFF)
             if cover.size:
-                glyphs.append((cover, bitmap.left, bitmap.top))
-        if not glyphs:
+                tiles.append((cover, bitmap.left, bitmap.top))
+        if not tiles:
             return None
-        left = min(g[1] for g in glyphs)
-        top = max(g[2] for g in glyphs)
-        right = max(g[1] + g[0].shape[1] for g in glyphs)
-        bottom = min(g[2] - g[0].shape[0] for g in glyphs)
+        left = min(t[1] for t in tiles)
+        top = max(t[2] for t in tiles)
+        right = max(t[1] + t[0].shape[1] for t in tiles)
+        bottom = min(t[2] - t[0].shape[0] for t in tiles)
         image = np.zeros((top - bottom, right - left), dtype=np.uint16)
-        for cover, gl, gt in glyphs:  # overlapping edges combine as 1 - (1 - a)(1 - b), as drawing twice does
+        for cover, gl, gt in tiles:  # overlapping edges combine as 1 - (1 - a)(1 - b), as drawing twice does
             tile = image[top - gt:top - gt + cover.shape[0], gl - left:gl - left + cover.shape[1]]
             tile[...] = 255 - (255 - tile) * (255 - cover.astype(np.uint16)) // 255
         return image.astype(np.uint8), left - x, top - (self.height - y)
