@@ -154,6 +154,7 @@ def lab_url(chromium_path):
     }
     env.pop("MPLBACKEND", None)  # kernels must use the inline backend, as in JupyterLab for real
     ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "ui-timings.jsonl").unlink(missing_ok=True)  # Lab.record_timing appends this run's lines
     log_path = ARTIFACTS / "jupyter-lab.log"
     url = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
@@ -303,6 +304,13 @@ class Lab:
     def news_notifications(self):
         """Texts of the notification toasts that mention news (JupyterLab asks about its news feed)."""
         return [t for t in self.page.locator(".Toastify__toast").all_inner_texts() if "news" in t.lower()]
+
+    @staticmethod
+    def record_timing(lesson, **seconds):
+        """Append one line of JSON to test-artifacts/ui-timings.jsonl (where the browser stage spends its time)."""
+        ARTIFACTS.mkdir(exist_ok=True)
+        with open(ARTIFACTS / "ui-timings.jsonl", "a") as f:
+            f.write(json.dumps({"lesson": lesson, **{k: round(v, 1) for k, v in seconds.items()}}) + "\n")
 
     def shutdown_kernel(self):
         self.page.evaluate(f"async () => {{ await {CURRENT}?.sessionContext?.shutdown(); }}")
