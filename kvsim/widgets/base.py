@@ -114,7 +114,9 @@ def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=
     # natural size (1 figure pixel = 1 CSS pixel, like inline matplotlib), narrower only in a narrow column:
     # a flex column would otherwise stretch the image to the full width and blur it
     image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start"))
-    box = [widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))]
+    # the controls wrap within the figure's width: one compact block, sliders right above what they change
+    box = [widgets.HBox(list(controls.values()), layout=widgets.Layout(
+        flex_flow="row wrap", max_width=f"{round(fig.bbox.width)}px"))]
     if extra is not None:
         box.append(extra)
     view = View(draw, controls, fig, ax, image, widgets.VBox(box + [image]), name=name, update=update)

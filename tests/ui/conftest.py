@@ -195,6 +195,16 @@ STDERR_TRACEBACKS = """() => Array.from(document.querySelectorAll(
   .map(e => e.innerText).filter(t => /Traceback|^\\s*\\w*(Error|Exception)\\b.*:/m.test(t))"""
 
 
+CONTENT_BOX = """(el) => {
+  const box = el.getBoundingClientRect();
+  let right = box.left;
+  for (const child of el.querySelectorAll('.widget-inline-hbox, img, .jp-RenderedImage, pre')) {
+    right = Math.max(right, child.getBoundingClientRect().right);
+  }
+  return {x: box.left, y: box.top, width: Math.min(box.width, right - box.left + 8), height: box.height};
+}"""
+
+
 class Lab:
     """One browser page on the test JupyterLab."""
 
@@ -243,7 +253,10 @@ class Lab:
             if first_figure.count():
                 first_figure.scroll_into_view_if_needed()
         path = SCREENSHOTS / f"{name}.png"
-        (locator or self.page).screenshot(path=str(path))
+        if locator is None:
+            self.page.screenshot(path=str(path))
+        else:  # the element's box, only as wide as what it shows (a widget box spans the whole output area)
+            self.page.screenshot(path=str(path), clip=locator.evaluate(CONTENT_BOX))
         return path
 
     def views(self):
