@@ -11,7 +11,7 @@ import nbformat
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.text import Annotation
+from matplotlib.text import Annotation, Text
 from nbclient import NotebookClient
 from PIL import Image
 
@@ -89,11 +89,13 @@ def drawn_boxes(fig):
             for text, what in ((axis.label, "label"), (axis.offsetText, "offset text")):
                 if (box := _text_box(text, renderer)) is not None:
                     boxes[f"axes {i} {name}{what} {text.get_text()!r}"] = box
-        for text in ax.findobj(lambda a: hasattr(a, "get_window_extent") and hasattr(a, "get_text")):
+        titles = {ax.title, ax._left_title, ax._right_title}
+        for text in ax.findobj(Text):
             if text not in tick_labels and text.axes is ax and text not in (ax.xaxis.label, ax.yaxis.label,
                                                                             ax.xaxis.offsetText, ax.yaxis.offsetText):
                 if (box := _text_box(text, renderer)) is not None and not _in_legend(text, ax):
-                    boxes[f"axes {i} text {text.get_text()!r}"] = box
+                    kind = "title" if text in titles else "text"
+                    boxes[f"axes {i} {kind} {text.get_text()!r}"] = box
         if (legend := ax.get_legend()) is not None and legend.get_visible():
             boxes[f"axes {i} legend"] = legend.get_window_extent(renderer)
     for text in fig.texts:
@@ -121,14 +123,17 @@ def outside_the_canvas(fig) -> list[str]:
 
 
 def overlapping_labels(fig) -> list[str]:
-    """Pairs among titles, axis labels, tick labels and legends outside the Axes that overlap."""
-    boxes = {k: b for k, b in drawn_boxes(fig).items() if " text " not in k and "frame" not in k}
+    """Overlapping pairs among titles, axis labels, tick labels, legends outside the Axes and texts in the
+    Axes (texts and annotations against all the others, not against each other: a plot may nest them)."""
+    boxes = {k: b for k, b in drawn_boxes(fig).items() if "frame" not in k}
     axes_boxes = [ax.get_window_extent() for ax in fig.axes if ax.get_visible()]
     # legends inside an Axes sit over the data by design; only those outside it could cover a label
     boxes = {k: b for k, b in boxes.items()
              if "legend" not in k or not any(a.contains(*b.p0) and a.contains(*b.p1) for a in axes_boxes)}
     bad = []
     for (a, ba), (b, bb) in itertools.combinations(boxes.items(), 2):
+        if " text " in a and " text " in b:
+            continue
         dx = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
         dy = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
         if dx > 1 and dy > 1:

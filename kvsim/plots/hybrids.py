@@ -51,6 +51,9 @@ def plot_state_vs_kv(ax, tokens, growing: dict, fixed: dict | None = None, unit:
         note.set_text(label)
         note.xy = (px, py / s)
     relimit(ax, xlim=(x[0], x[-1]), ylim=None if log else (0, None))
+    if not log:  # headroom for the point labels above the highest line
+        top = max(line.get_ydata().max() for line in art["growing"] + art["fixed"])
+        ax.set_ylim(0, 1.12 * top if top > 0 else 1)
     ax.set_ylabel(f"cache per sequence ({unit})")
     legend(ax, loc="upper left", fontsize=8)
     ax.set_title(title or "", fontsize=11)
