@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .size import UNIT_BYTES
-from .style import decorate, keep, reuse
+from .style import decorate, keep, label_level, reuse
 
 _MARKERS = ["o", "s", "^", "D", "v"]
 
@@ -51,11 +51,10 @@ def _build_step_floor(ax, shape):
     ax.clear()
     return keep(ax, "step_floor", shape, {
         "curves": [ax.plot([], [], ["-", "--"][i % 2], color=f"C{i}", lw=2)[0] for i in range(n_curves)],
-        # a level's label under its line at the right (the curves start on it at the left and rise),
-        # above it near the x axis; the point's label above and left of the point (the curve comes from below)
+        # the point's label above and left of the point (the curve comes from below)
         "hlines": [(ax.axhline(0, color="grey", ls=":", lw=1.5),
                     ax.annotate("", (0, 0), xytext=(-4, -4), textcoords="offset points", color="dimgrey",
-                                fontsize=9, ha="right", va="top")) for _ in range(n_hlines)],
+                                fontsize=9)) for _ in range(n_hlines)],
         "point": (ax.plot([], [], "o", color="black", ms=5)[0],
                   ax.annotate("", (0, 0), xytext=(-8, 6), textcoords="offset points", fontsize=9, ha="right",
                               va="bottom")) if has_point else None})
@@ -75,10 +74,6 @@ def plot_step_floor(ax, tokens, curves: dict, hlines: dict | None = None, point:
     for (line, note), (label, level) in zip(art["hlines"], hlines.items()):
         line.set_ydata([level, level])
         note.set_text(label)
-        note.xy = (t[-1], level)
-        low = level < 0.12 * top  # too close to the x axis for a label under the line: put it above
-        note.set_verticalalignment("bottom" if low else "top")
-        note.xyann = (-4, 4 if low else -4)
     if point is not None:
         x, y, label = point
         art["point"][0].set_data([x], [y])
@@ -86,4 +81,6 @@ def plot_step_floor(ax, tokens, curves: dict, hlines: dict | None = None, point:
         art["point"][1].xy = (x, y)
     decorate(ax, xlabel="tokens in each sequence's cache", ylabel="minimum step time (ms)", xlim=(0, t[-1]),
              ylim=(0, 1.1 * top), title=title)
+    for (_, note), level in zip(art["hlines"], hlines.values()):
+        label_level(note, level, [line.get_data() for line in art["curves"]])
     return ax

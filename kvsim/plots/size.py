@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .style import decorate, keep, label_inward, legend_below, reuse
+from .style import decorate, keep, label_inward, label_level, legend_below, reuse
 
 # bytes per display unit: binary (KiB, MiB, GiB) and decimal (KB, MB, GB) - always say which
 UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 1e3, "MB": 1e6, "GB": 1e9}
@@ -22,7 +22,7 @@ def _build_kv_vs_tokens(ax, shape):
     return keep(ax, "kv_vs_tokens", shape, {
         "curves": [ax.plot([], [], _STYLES[i % len(_STYLES)], lw=2)[0] for i in range(n_curves)],
         "hlines": [(ax.axhline(0, color="grey", ls=":", lw=1.5),
-                    ax.annotate("", (0, 0), xytext=(4, 4), color="dimgrey", **note)) for _ in range(n_hlines)],
+                    ax.annotate("", (0, 0), xytext=(-4, -4), color="dimgrey", **note)) for _ in range(n_hlines)],
         "points": [(ax.plot([], [], "o", color="black", ms=5)[0], ax.annotate("", (0, 0), xytext=(6, 6), **note))
                    for _ in range(n_points)],
     })
@@ -41,7 +41,6 @@ def plot_kv_vs_tokens(ax, tokens, curves: dict, hlines: dict | None = None, unit
     for (line, note), (label, level) in zip(art["hlines"], hlines.items()):
         line.set_ydata([level / s, level / s])
         note.set_text(label)
-        note.xy = (tokens[0], level / s)
     for (dot, note), (label, (x, y)) in zip(art["points"], points.items()):
         dot.set_data([x], [y / s])
         note.set_text(label)
@@ -49,6 +48,8 @@ def plot_kv_vs_tokens(ax, tokens, curves: dict, hlines: dict | None = None, unit
         label_inward(note, x, tokens[0], tokens[-1])  # never past either end of the x axis
     decorate(ax, xlabel="tokens held in the cache (T × B)", ylabel=f"KV cache ({unit})",
              xlim=(0, tokens[-1]), title=title)
+    for (_, note), level in zip(art["hlines"], hlines.values()):
+        label_level(note, level / s, [line.get_data() for line in art["curves"]])
     return ax
 
 

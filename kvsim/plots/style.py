@@ -12,6 +12,7 @@ Contract
 
 from __future__ import annotations
 
+import numpy as np
 from matplotlib.legend import Legend
 from matplotlib.transforms import ScaledTranslation
 
@@ -89,6 +90,33 @@ def label_inward(note, x: float, lo: float, hi: float, dx: float = 6, dy: float 
     right_half = x > (lo + hi) / 2
     note.set_horizontalalignment("right" if right_half else "left")
     note.xyann = (-dx if right_half else dx, dy)
+
+
+def label_level(note, level: float, curves=()):
+    """Label the horizontal line at ``level`` where no curve runs through the text: at the right end under
+    the line, above it, or at the left end above or under it, the first spot clear of ``curves`` ([(x, y)],
+    data units). Call it once the limits are set."""
+    ax = note.axes
+    to_axes = ax.transData + ax.transAxes.inverted()  # data -> fraction of the Axes (any scale)
+    points = [to_axes.transform(np.column_stack([np.asarray(x, float), np.asarray(y, float)])) for x, y in curves]
+    points = np.concatenate(points) if points else np.zeros((0, 2))
+    px = note.get_fontsize() * ax.figure.dpi / 72
+    w = (0.6 * px * len(note.get_text()) + 8) / ax.bbox.width  # about 0.6 em per character
+    h = (px + 6) / ax.bbox.height
+    y = to_axes.transform((ax.get_xlim()[0], level))[1]
+    spots = [("right", "top"), ("right", "bottom"), ("left", "bottom"), ("left", "top")]
+    for ha, va in spots:
+        x0, x1 = (1 - w, 1) if ha == "right" else (0, w)
+        y0, y1 = (y - h, y) if va == "top" else (y, y + h)
+        inside = (points[:, 0] > x0) & (points[:, 0] < x1) & (points[:, 1] > y0) & (points[:, 1] < y1)
+        if y0 >= 0 and y1 <= 1 and not inside.any():
+            break
+    else:
+        ha, va = spots[0]
+    note.xy = (ax.get_xlim()[1 if ha == "right" else 0], level)
+    note.set_horizontalalignment(ha)
+    note.set_verticalalignment(va)
+    note.xyann = (-4 if ha == "right" else 4, -4 if va == "top" else 4)
 
 
 def legend(ax, **kwargs):

@@ -13,6 +13,7 @@ Contract
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 from matplotlib.figure import Figure
@@ -31,14 +32,17 @@ def _titles(ax):
 
 
 def _wrap(text: str, room: float, width) -> str:
-    """``text`` with every line wider than ``room`` pixels broken at spaces (one measurement per try)."""
+    """``text`` with every line wider than ``room`` pixels broken at spaces into the fewest lines of about
+    equal length that fit (no one-word orphan line)."""
     out = []
     for line in text.split("\n"):
-        chars = len(line)
         parts = [line]
-        while any(width(p) > room for p in parts) and chars > 12:
-            chars = min(chars - 1, int(chars * room / max(width(p) for p in parts)))  # proportional guess
-            parts = textwrap.wrap(line, chars, break_long_words=False) or [line]
+        lines = math.ceil(width(line) / room)
+        while lines > 1 and any(width(p) > room for p in parts) and lines <= len(line.split()):
+            chars = math.ceil(len(line) / lines)
+            while len(parts := textwrap.wrap(line, chars, break_long_words=False)) > lines:
+                chars += 1  # the narrowest wrap into `lines` lines
+            lines += 1  # in case one of them is still too wide
         out += parts
     return "\n".join(out)
 
