@@ -12,10 +12,13 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Annotation, Text
+from matplotlib.ticker import FuncFormatter
 from nbclient import NotebookClient
 from PIL import Image
 
-from kvsim.widgets import VIEWS
+from kvsim.plots.style import legend_below
+from kvsim.widgets import VIEWS, make_view
+from kvsim.widgets.base import int_slider
 from kvsim.widgets.layout import wrap_titles
 from kvsim.widgets.render import new_figure
 
@@ -227,3 +230,66 @@ def test_a_view_cell_stores_a_png_beside_the_widget_in_a_real_notebook():
     assert set(out.data) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
     assert base64.b64decode(out.data["image/png"]).startswith(PNG_MAGIC)
     assert out.data["text/plain"] == VIEWS["slider_demo"]().static_text
+
+
+# ---------------------------------------------------------------- the mechanism, for views written later
+
+
+def _plain_draw(ax, n=3, words=8):
+    """Drawn the plain way (ax.clear() and rebuild), with wide tick labels, a long title and a legend under
+    the x label (kvsim.plots.style.legend_below keeps it clear of the label whatever the Axes' height)."""
+    ax.clear()
+    ax.plot(range(n), [10**6 * i * i for i in range(n)], label="n² × 1,000,000")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylabel("a plain draw function's long y label")
+    ax.set_xlabel("n")
+    ax.set_title(" ".join(["a title longer than the figure is wide"] * words))
+    legend_below(ax)
+    return ax
+
+
+def test_a_plain_draw_function_is_fitted_without_cropping():
+    view = make_view(_plain_draw, {"n": int_slider("n", 3, 2, 60), "words": int_slider("words", 8, 1, 12)})
+    problems = []
+    for state, _ in _states(view):
+        problems += [f"{state}: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
+    assert problems == []
+    assert "\n" in view.ax.get_title()  # wrapped to fit
+
+
+def test_an_update_function_runs_after_the_first_draw_and_draw_when_it_cannot():
+    calls = []
+
+    def draw(ax, height=1):
+        calls.append("draw")
+        ax.clear()
+        return ax.bar([0], [height])  # what update gets back
+
+    def update(bars, height=1):
+        calls.append("update")
+        if height > 5:
+            return False  # say it cannot: draw again
+        bars[0].set_height(height)
+
+    view = make_view(draw, {"height": int_slider("height", 1, 1, 9)}, update=update)
+    view.controls["height"].value = 3
+    assert calls == ["draw", "update"] and view.lines()[0][0, 3] == 3
+    view.controls["height"].value = 7
+    assert calls == ["draw", "update", "update", "draw"] and view.lines()[0][0, 3] == 7
+
+
+def test_a_view_of_several_axes_fits_them_together():
+    def draw(axes, k=1):
+        for i, ax in enumerate(axes.flat):
+            ax.clear()
+            ax.plot([0, 1], [0, k * 10**(i + 4)])
+            ax.set_title(f"panel {i}")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        return axes
+
+    view = make_view(draw, {"k": int_slider("k", 1, 1, 9)}, subplots=(1, 2), figsize=(8, 3))
+    assert view.ax.shape == (1, 2) and len(view.lines()) == 2
+    for state, _ in _states(view):
+        assert outside_the_canvas(view.fig) == [], state
+    left, right = (ax.get_position() for ax in view.ax.flat)
+    assert left.x1 < right.x0  # still side by side, in order
