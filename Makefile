@@ -12,6 +12,9 @@ PY := $(VENV)/bin/python
 LAB_STAMP := $(VENV)/.kvsim-lab.stamp
 TEST_STAMP := $(VENV)/.kvsim-test.stamp
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# JupyterLab settings for this venv (tools/lab_overrides.json): no "get notified about Jupyter news?" pop-up and no
+# update check. The browser test serves the same file and checks that no news notification appears.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
 # The exact pytest arguments of each stage. tests/test_notebooks.py reads NBVAL_ARGS and UI_ARGS from this file
 # to prove that every notebook (lessons and notebooks/solutions/) is collected by the nbval run and every lesson by
@@ -46,7 +49,11 @@ $(TEST_STAMP): pyproject.toml | $(PY)
 install-lab: $(LAB_STAMP)
 install: $(TEST_STAMP)
 
-lab: $(LAB_STAMP)
+$(LAB_OVERRIDES): tools/lab_overrides.json | $(PY)
+	mkdir -p $(dir $@)
+	cp tools/lab_overrides.json $@
+
+lab: $(LAB_STAMP) $(LAB_OVERRIDES)
 	$(VENV)/bin/jupyter lab notebooks/ --ip $(HOST) --port $(PORT) $(ROOT_FLAG)
 
 # Every stage runs even if an earlier one failed; the summary names the failed stages and the exit status is 1.

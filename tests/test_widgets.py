@@ -1,12 +1,29 @@
-"""Every interactive view: each control at its minimum, maximum and default redraws the figure."""
+"""Every interactive view: each control at its minimum, maximum and default redraws the figure, and nothing
+is drawn outside the canvas or over another label; the view's static output (PNG + text) is right."""
 
+import base64
 import inspect
+import io
+import itertools
 
 import ipywidgets as widgets
+import nbformat
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Annotation, Text
+from matplotlib.ticker import FuncFormatter
+from nbclient import NotebookClient
+from PIL import Image
 
-from kvsim.widgets import VIEWS
+from kvsim.plots.style import legend_below
+from kvsim.widgets import VIEWS, make_view
+from kvsim.widgets.base import int_slider
+from kvsim.widgets.layout import wrap_titles
+from kvsim.widgets.render import new_figure
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+TOLERANCE_PX = 0.5
 
 
 def _extremes(control):
@@ -18,6 +35,113 @@ def _extremes(control):
 
 def _same(a, b):
     return len(a) == len(b) and all(x.shape == y.shape and np.allclose(x, y, equal_nan=True) for x, y in zip(a, b))
+
+
+def _states(view):
+    """Yield (description, view) at the defaults, then with each control at its minimum and its maximum."""
+    yield "defaults", view
+    for key, control in view.controls.items():
+        default = control.value
+        for value in _extremes(control):
+            control.value = value
+            yield f"{key}={value!r}", view
+        control.value = default
+
+
+def _text_box(text, renderer):
+    """Display box of a visible, non-empty Text as drawn (clipped to its clip box), or None."""
+    if not text.get_visible() or not text.get_text().strip():
+        return None
+    if isinstance(text, Annotation) and not text._check_xy(renderer):
+        return None  # an annotation whose point lies outside the Axes is not drawn
+    box = text.get_window_extent(renderer)
+    clip = text.get_clip_box() if text.get_clip_on() else None
+    if clip is not None:
+        x0, y0, x1, y1 = max(box.x0, clip.x0), max(box.y0, clip.y0), min(box.x1, clip.x1), min(box.y1, clip.y1)
+        if x0 >= x1 or y0 >= y1:
+            return None
+        box = type(box).from_extents(x0, y0, x1, y1)
+    return box
+
+
+def drawn_boxes(fig):
+    """{what: display box} of every label, title, legend and Axes a render of ``fig`` draws.
+
+    Tick labels only of the ticks matplotlib draws (inside the view limits), texts clipped as drawn.
+    """
+    if not hasattr(fig.canvas, "get_renderer"):  # a figure closed through pyplot has lost its Agg canvas
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = {}
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        if ax.axison:
+            boxes[f"axes {i} frame"] = ax.get_window_extent(renderer)
+        tick_labels = set()
+        for name, axis in ax._axis_map.items():
+            for tick in itertools.chain(axis.get_major_ticks(), axis.get_minor_ticks()):
+                tick_labels |= {tick.label1, tick.label2}
+            if not (ax.axison and axis.get_visible()):
+                continue
+            for tick in axis._update_ticks():  # the ticks this render draws
+                for label in (tick.label1, tick.label2):
+                    if label.get_visible() and (box := _text_box(label, renderer)) is not None:
+                        boxes[f"axes {i} {name} tick label {label.get_text()!r}"] = box
+            for text, what in ((axis.label, "label"), (axis.offsetText, "offset text")):
+                if (box := _text_box(text, renderer)) is not None:
+                    boxes[f"axes {i} {name}{what} {text.get_text()!r}"] = box
+        titles = {ax.title, ax._left_title, ax._right_title}
+        for text in ax.findobj(Text):
+            if text not in tick_labels and text.axes is ax and text not in (ax.xaxis.label, ax.yaxis.label,
+                                                                            ax.xaxis.offsetText, ax.yaxis.offsetText):
+                if (box := _text_box(text, renderer)) is not None and not _in_legend(text, ax):
+                    kind = "title" if text in titles else "text"
+                    boxes[f"axes {i} {kind} {text.get_text()!r}"] = box
+        if (legend := ax.get_legend()) is not None and legend.get_visible():
+            boxes[f"axes {i} legend"] = legend.get_window_extent(renderer)
+    for text in fig.texts:
+        if (box := _text_box(text, renderer)) is not None:
+            boxes[f"figure text {text.get_text()!r}"] = box
+    for legend in fig.legends:
+        boxes["figure legend"] = legend.get_window_extent(renderer)
+    return boxes
+
+
+def _in_legend(text, ax):
+    legend = ax.get_legend()
+    return legend is not None and (text in legend.texts or text is legend.get_title())
+
+
+def outside_the_canvas(fig) -> list[str]:
+    """What a render draws outside the figure, with by how many pixels."""
+    w, h = fig.bbox.width, fig.bbox.height
+    bad = []
+    for what, b in drawn_boxes(fig).items():
+        over = max(-b.x0, -b.y0, b.x1 - w, b.y1 - h)
+        if over > TOLERANCE_PX:
+            bad.append(f"{what}: {over:.1f} px outside the {w:.0f}×{h:.0f} canvas")
+    return bad
+
+
+def overlapping_labels(fig) -> list[str]:
+    """Overlapping pairs among titles, axis labels, tick labels, legends outside the Axes and texts in the
+    Axes (texts and annotations against all the others, not against each other: a plot may nest them)."""
+    boxes = {k: b for k, b in drawn_boxes(fig).items() if "frame" not in k}
+    axes_boxes = [ax.get_window_extent() for ax in fig.axes if ax.get_visible()]
+    # legends inside an Axes sit over the data by design; only those outside it could cover a label
+    boxes = {k: b for k, b in boxes.items()
+             if "legend" not in k or not any(a.contains(*b.p0) and a.contains(*b.p1) for a in axes_boxes)}
+    bad = []
+    for (a, ba), (b, bb) in itertools.combinations(boxes.items(), 2):
+        if " text " in a and " text " in b:
+            continue
+        dx = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+        dy = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+        if dx > 1 and dy > 1:
+            bad.append(f"{a} overlaps {b} by {dx:.0f}×{dy:.0f} px")
+    return bad
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
@@ -39,6 +163,15 @@ def test_every_control_min_max_default_changes_the_figure(name):
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
+def test_nothing_is_drawn_outside_the_canvas_or_over_another_label(name):
+    # at the defaults and with every control at its minimum and maximum (the others at their defaults)
+    problems = []
+    for state, view in _states(VIEWS[name]()):
+        problems += [f"{state}: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
+    assert problems == [], f"{name}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
 def test_controls_start_at_the_factory_defaults(name):
     # ipywidgets clamps a value outside a slider's range without a word: the control would then show
     # (and draw) something other than what the lesson asked for
@@ -46,3 +179,117 @@ def test_controls_start_at_the_factory_defaults(name):
     asked = {k: p.default for k, p in inspect.signature(factory).parameters.items()}
     view = factory()
     assert view.values() == {k: asked[k] for k in view.controls}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_a_static_page_gets_the_default_figure_and_a_stable_text(name):
+    view = VIEWS[name]()
+    default = np.asarray(view.fig.canvas.buffer_rgba())[:, :, :3].copy()
+    bundle = view._repr_mimebundle_()
+    assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == view.widget.model_id
+    png = base64.b64decode(bundle["image/png"])
+    assert png.startswith(PNG_MAGIC) and png == view.static_png
+    shown = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    assert shown.shape == default.shape and np.abs(shown.astype(int) - default).mean() < 0.1  # a palette image: nearly every pixel exact
+    text = bundle["text/plain"]
+    assert "VBox" not in text and "\n" not in text and view.name in text
+    first = next(iter(view.controls.values()))
+    first.value = next(v for v in _extremes(first) if v != first.value)
+    # moving a control changes the live figure, not what a static page shows of the default state
+    assert not np.array_equal(np.asarray(view.fig.canvas.buffer_rgba())[:, :, :3], default)
+    assert base64.b64decode(view._repr_mimebundle_()["image/png"]) == png
+    assert VIEWS[name]()._repr_mimebundle_()["text/plain"] == text  # the same on every run: nbval compares it
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_a_redraw_after_moving_the_controls_draws_what_a_fresh_draw_draws(name):
+    # plot functions update the artists of the previous call in place; that must leave no trace of it
+    view = VIEWS[name]()
+    for _ in _states(view):
+        pass  # every control to its minimum and maximum, then back to its default
+    fresh = new_figure(view.fig.get_size_inches())
+    axes = [fresh.add_axes(ax.get_position()) for ax in view.fig.axes]
+    view.draw(axes[0] if len(axes) == 1 else np.array(axes).reshape(np.shape(view.ax)), **view.values())
+    pictures = []
+    for fig in (view.fig, fresh):
+        wrap_titles(fig, fig.canvas.get_renderer())
+        fig.canvas.draw()
+        pictures.append(np.asarray(fig.canvas.buffer_rgba()).copy())
+    differ = np.any(pictures[0] != pictures[1], axis=-1)
+    assert not differ.any(), f"{name}: {differ.sum()} pixels differ, e.g. rows {np.unique(np.nonzero(differ)[0])[:10]}"
+
+
+def test_a_view_cell_stores_a_png_beside_the_widget_in_a_real_notebook():
+    # what an executed lesson keeps: GitHub shows the PNG, JupyterLab the live widget, nbval compares the text
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from kvsim.widgets.start import slider_demo_view\nslider_demo_view()")])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    (out,) = nb.cells[0].outputs
+    assert out.output_type == "execute_result"
+    assert set(out.data) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
+    assert base64.b64decode(out.data["image/png"]).startswith(PNG_MAGIC)
+    assert out.data["text/plain"] == VIEWS["slider_demo"]().static_text
+
+
+# ---------------------------------------------------------------- the mechanism, for views written later
+
+
+def _plain_draw(ax, n=3, words=8):
+    """Drawn the plain way (ax.clear() and rebuild), with wide tick labels, a long title and a legend under
+    the x label (kvsim.plots.style.legend_below keeps it clear of the label whatever the Axes' height)."""
+    ax.clear()
+    ax.plot(range(n), [10**6 * i * i for i in range(n)], label="n² × 1,000,000")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylabel("a plain draw function's long y label")
+    ax.set_xlabel("n")
+    ax.set_title(" ".join(["a title longer than the figure is wide"] * words))
+    legend_below(ax)
+    return ax
+
+
+def test_a_plain_draw_function_is_fitted_without_cropping():
+    view = make_view(_plain_draw, {"n": int_slider("n", 3, 2, 60), "words": int_slider("words", 8, 1, 12)})
+    problems = []
+    for state, _ in _states(view):
+        problems += [f"{state}: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
+    assert problems == []
+    assert "\n" in view.ax.get_title()  # wrapped to fit
+
+
+def test_an_update_function_runs_after_the_first_draw_and_draw_when_it_cannot():
+    calls = []
+
+    def draw(ax, height=1):
+        calls.append("draw")
+        ax.clear()
+        return ax.bar([0], [height])  # what update gets back
+
+    def update(bars, height=1):
+        calls.append("update")
+        if height > 5:
+            return False  # say it cannot: draw again
+        bars[0].set_height(height)
+
+    view = make_view(draw, {"height": int_slider("height", 1, 1, 9)}, update=update)
+    view.controls["height"].value = 3
+    assert calls == ["draw", "update"] and view.lines()[0][0, 3] == 3
+    view.controls["height"].value = 7
+    assert calls == ["draw", "update", "update", "draw"] and view.lines()[0][0, 3] == 7
+
+
+def test_a_view_of_several_axes_fits_them_together():
+    def draw(axes, k=1):
+        for i, ax in enumerate(axes.flat):
+            ax.clear()
+            ax.plot([0, 1], [0, k * 10**(i + 4)])
+            ax.set_title(f"panel {i}")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        return axes
+
+    view = make_view(draw, {"k": int_slider("k", 1, 1, 9)}, subplots=(1, 2), figsize=(8, 3))
+    assert view.ax.shape == (1, 2) and len(view.lines()) == 2
+    for state, _ in _states(view):
+        assert outside_the_canvas(view.fig) == [], state
+    left, right = (ax.get_position() for ax in view.ax.flat)
+    assert left.x1 < right.x0  # still side by side, in order

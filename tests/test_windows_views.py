@@ -166,7 +166,7 @@ def test_layer_cache_follows_make_caches():
 def test_ring_picture_is_read_from_the_cache():
     fig, ax = plt.subplots()
     draw_ring_buffer(ax, step=9, window=4)
-    img = ax.get_images()[0].get_array()
+    img = ax.collections[0].get_array()  # the coloured layer: positions the step's query attends to
     # last row: slots hold 8, 5, 6, 7 and all four are visible (coloured)
     assert list(np.asarray(img[-1])) == [8, 5, 6, 7]
     assert "positions 5–8" in ax.get_title()
@@ -175,8 +175,8 @@ def test_ring_picture_is_read_from_the_cache():
 def test_chunk_picture_greys_out_the_old_chunk():
     fig, ax = plt.subplots()
     draw_chunks(ax, step=6, chunk_size=4)
-    last = np.ma.getdata(ax.get_images()[0].get_array())[-1]
-    assert list(last[:2]) == [4, 5] and np.isnan(last[2:]).all()
+    last = ax.collections[0].get_array()[-1]
+    assert list(last[:2]) == [4, 5] and last.mask[2:].all()
 
 
 def test_window_bytes_draws_total_and_reference():

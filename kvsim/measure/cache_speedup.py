@@ -17,6 +17,7 @@ import numpy as np
 
 from ..calc import memory
 from ..calc.config import ModelSpec
+from ..calc.progress import Progress
 from ..calc.tokens_fed import CACHED, UNCACHED, tokens_fed
 from ..decode import Generation, generate, kv_dtype_spec
 
@@ -77,8 +78,6 @@ class DecodeComparison:
 def decode_with_and_without_cache(model, prompt_tokens: int = 32, answer_tokens: int = 96, seed: int = 0,
                                   kv_dtype: str | None = None, progress: bool = True) -> DecodeComparison:
     """Greedy-decode one random prompt twice: with caches (prefill + 1 token/step) and re-feeding everything."""
-    from tqdm.auto import tqdm
-
     for name, v in (("prompt_tokens", prompt_tokens), ("answer_tokens", answer_tokens)):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -86,7 +85,7 @@ def decode_with_and_without_cache(model, prompt_tokens: int = 32, answer_tokens:
     prompt = mx.random.randint(0, vocab, (prompt_tokens,), key=mx.random.key(seed)).tolist()
     mx.eval(model(mx.array([prompt[:1]])))  # warm-up, so neither timed run pays for first-call setup
     runs = {}
-    bar = tqdm(total=2 * answer_tokens, desc="decode", unit="token", disable=not progress)
+    bar = Progress(total=2 * answer_tokens, desc="decode", unit="tokens", enabled=progress)
     for label, caches in ((CACHED, "auto"), (UNCACHED, None)):
         bar.set_postfix_str(label)
         runs[label] = generate(model, prompt, answer_tokens, caches=caches, kv_dtype=kv_dtype)

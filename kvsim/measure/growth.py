@@ -27,6 +27,7 @@ from ..cache import make_caches
 from ..cache.base import mx_dtype
 from ..calc.config import ModelSpec
 from ..calc.hybrid import allocated_layer_bytes
+from ..calc.progress import Progress
 from ..calc.units import DEFAULT_STEP
 
 
@@ -60,10 +61,8 @@ def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int =
     dt = mx_dtype(dtype)
     key = mx.random.key(seed)
     out, fed = [], 0
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=int(counts[-1]), desc=f"layer {layer_index} ({layer.kind})", unit="tok")
+    bar = Progress(total=int(counts[-1]), desc=f"layer {layer_index} ({layer.kind})", unit="tokens",
+                   enabled=progress)
     for target in counts:
         while fed < target and layer.kind in ("full", "sliding", "chunked"):
             s = int(min(chunk_tokens, target - fed))
@@ -73,11 +72,9 @@ def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int =
             cache.update_and_fetch(k, v)
             mx.eval(cache.keys, cache.values)
             fed += s
-            if bar is not None:
-                bar.update(s)
+            bar.update(s)
         out.append(0 if cache is None else cache.nbytes)
-    if bar is not None:
-        bar.close()
+    bar.close()
     return np.array(out, dtype=np.int64)
 
 
@@ -95,15 +92,13 @@ class DecodeBytes:
 def decode_layer_bytes(models: dict, prompt_tokens: int = 64, new_tokens: int = 48, kv_dtype: str = "bf16",
                        step: int = DEFAULT_STEP, progress: bool = False) -> dict[str, DecodeBytes]:
     """Greedy-decode ``new_tokens`` after a ``prompt_tokens`` prompt with each model; measure every layer's nbytes."""
-    from tqdm.auto import tqdm
-
     from ..decode import generate
 
     if not isinstance(prompt_tokens, int) or prompt_tokens < 1 or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"prompt_tokens and new_tokens must be positive integers, got {prompt_tokens!r}, {new_tokens!r}")
     mx_dtype(kv_dtype)  # float K/V; the state follows kv_dtype where the reference keeps it in the model dtype
     out = {}
-    for name, model in tqdm(models.items(), desc="decode", unit="model", disable=not progress):
+    for name, model in Progress(models.items(), desc="decode", unit="models", enabled=progress):
         vocab = model.spec.vocab_size
         prompt = [1 + i % (vocab - 1) for i in range(prompt_tokens)]  # any fixed ids: weights are random
         run = generate(model, prompt, new_tokens, kv_dtype=kv_dtype, step=step)

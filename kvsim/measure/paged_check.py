@@ -18,6 +18,7 @@ from ..cache import ChunkedKVCache, KVCache, RotatingKVCache
 from ..cache.paged import PagedKVPool
 from ..cache.sdpa import sdpa
 from ..calc.config import LayerSpec
+from ..calc.progress import Progress
 from ..calc.units import DEFAULT_BLOCK_SIZE
 from ..serving.block_pool import cdiv
 
@@ -46,10 +47,7 @@ def paged_vs_dense(layer: LayerSpec, prompt_tokens: int = 100, decode_steps: int
     pool.add_sequence("s")
     paged, dense = pool.caches("s")[0], _dense(layer)
     sizes = [prompt_tokens] + [1] * decode_steps
-    it = sizes
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(sizes, desc=f"paged vs dense ({layer.kind})", unit="step")
+    it = Progress(sizes, desc=f"paged vs dense ({layer.kind})", unit="steps", enabled=progress)
     key, rows, done = mx.random.key(seed), [], 0
     for S in it:
         key, kk, kv, kq = mx.random.split(key, 4)

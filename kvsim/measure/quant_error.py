@@ -30,6 +30,7 @@ from ..cache.quantized import QuantizedKVCache
 from ..cache.sdpa import quantized_sdpa, sdpa
 from ..calc.config import LayerSpec, ModelSpec
 from ..calc.memory import kv_bytes, parse_kv_dtype
+from ..calc.progress import Progress
 from ..calc.quant_bytes import token_bytes_split
 from ..calc.units import BITS, DEFAULT_STEP, GROUP_SIZES
 from ..model.layers import reference_mask, rope
@@ -168,10 +169,7 @@ def error_sweep(qkv: QKV, bits=BITS, group_sizes=GROUP_SIZES, full_precision_tok
                 progress: bool = False) -> list[dict]:
     """:func:`attention_error` for every (R, group size, bits); one row each, bits ascending."""
     combos = [(r, g, b) for r in full_precision_tokens for g in group_sizes for b in sorted(bits)]
-    it = combos
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(combos, desc="quantized attention", unit="cache")
+    it = Progress(combos, desc="quantized attention", unit="caches", enabled=progress)
     rows, exact = [], exact_attention(qkv)
     for r, g, b in it:
         res = attention_error(qkv, b, g, r, exact=exact)
@@ -221,10 +219,7 @@ def recent_window_table(spec: ModelSpec, qkv: QKV, bits: int = 4, group_size: in
     """Per R: attention share on the R newest tokens, measured error, and ``spec``'s KV bytes at the
     sample's T and at ``long_tokens`` (bf16 scales and recent tokens)."""
     T, exact = qkv.k.shape[2], exact_attention(qkv)
-    it = recent
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(recent, desc="recent window", unit="cache")
+    it = Progress(recent, desc="recent window", unit="caches", enabled=progress)
     rows = []
     for r in it:
         dt = parse_kv_dtype(f"q{bits}", group_size=group_size, full_precision_tokens=r)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..calc.progress import Progress
 from ..decode import Speculation, generate, speculative_generate
 
 
@@ -32,11 +33,9 @@ class SpeculationRun:
 def speculation_sweep(target, drafts: dict, prompt, max_new_tokens: int = 48, ks=(1, 2, 3, 4, 6, 8),
                       progress: bool = True) -> list[SpeculationRun]:
     """Speculative decoding for every {label: draft model} and k, each compared with greedy decoding."""
-    from tqdm.auto import tqdm
-
     greedy = generate(target, prompt, max_new_tokens, trace=False).tokens
     runs = []
-    with tqdm(total=len(drafts) * len(ks), desc="speculative decode", unit="run", disable=not progress) as bar:
+    with Progress(total=len(drafts) * len(ks), desc="speculative decode", unit="runs", enabled=progress) as bar:
         for label, draft in drafts.items():
             for k in ks:
                 res = speculative_generate(target, draft, prompt, max_new_tokens, num_draft=k)

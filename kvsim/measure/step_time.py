@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from ..calc import memory
+from ..calc.progress import Progress
 from ..calc.units import dtype_key
 from ..decode import cache_dtypes, kv_dtype_spec
 
@@ -83,8 +84,6 @@ def _one_step(model, caches, written) -> float:
 def measure_step_times(model, contexts, steps: int = 3, label: str | None = None, kv_dtype=None,
                        seed: int = 0, progress: bool = True) -> list[StepTime]:
     """Fastest decode-step time at each context length (caches filled by :func:`fill_caches`)."""
-    from tqdm.auto import tqdm
-
     contexts = [int(t) for t in contexts]
     if not contexts or min(contexts) < 0:
         raise ValueError(f"contexts must be a non-empty list of token counts >= 0, got {contexts!r}")
@@ -96,7 +95,7 @@ def measure_step_times(model, contexts, steps: int = 3, label: str | None = None
     label = label or model.info.source_name
     w = weights_read_bytes(model)
     out = []
-    for t in tqdm(contexts, desc=label, unit="context", disable=not progress):
+    for t in Progress(contexts, desc=label, unit="contexts", enabled=progress):
         caches = model.make_caches(kv_dtype=kv_dtype, dtype=state)
         fill_caches(model, caches, t, kv_dtype, seed)
         _one_step(model, caches, written)                           # warm-up, context t + 1

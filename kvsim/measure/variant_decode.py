@@ -18,6 +18,7 @@ import mlx.core as mx
 from ..calc import memory
 from ..calc.config import ModelSpec
 from ..calc.counterfactual import decodable_variants
+from ..calc.progress import Progress
 from ..decode import Generation, generate
 from ..model import build_model
 
@@ -77,11 +78,9 @@ def measure_variants(variants: dict[str, ModelSpec] | None = None, num_layers: i
 
     ``keep_models`` names the variants whose MLX model stays in the run (the others are freed).
     """
-    from tqdm.auto import tqdm
-
     variants = variants or decodable_variants()
     runs = {}
-    for name, spec in tqdm(variants.items(), desc="decode", unit="variant", disable=not progress):
+    for name, spec in Progress(variants.items(), desc="decode", unit="variants", enabled=progress):
         model = build_variant(spec, num_layers=num_layers, seed=seed)
         g = generate(model, _prompt(model.spec.vocab_size, prompt_tokens, seed), answer_tokens, kv_dtype=kv_dtype)
         runs[name] = VariantRun(name, spec, model.spec, g, model if name in keep_models else None)

@@ -1,11 +1,15 @@
-"""Plots of decode speed: measured step times, limit lines, and bytes stored against bytes read."""
+"""Plots of decode speed: measured step times, limit lines, and bytes stored against bytes read.
+
+:func:`plot_step_floor` updates the artists of an earlier call on the same Axes in place
+(:func:`kvsim.plots.style.reuse`).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .size import UNIT_BYTES
-from .style import decorate
+from .style import decorate, keep, label_level, reuse
 
 _MARKERS = ["o", "s", "^", "D", "v"]
 
@@ -42,21 +46,41 @@ def plot_stored_vs_read(ax, tokens, stored: dict, read: dict, unit: str = "GiB",
     return ax
 
 
+def _build_step_floor(ax, shape):
+    n_curves, n_hlines, has_point = shape
+    ax.clear()
+    return keep(ax, "step_floor", shape, {
+        "curves": [ax.plot([], [], ["-", "--"][i % 2], color=f"C{i}", lw=2)[0] for i in range(n_curves)],
+        # the point's label above and left of the point (the curve comes from below)
+        "hlines": [(ax.axhline(0, color="grey", ls=":", lw=1.5),
+                    ax.annotate("", (0, 0), xytext=(-4, -4), textcoords="offset points", color="dimgrey",
+                                fontsize=9)) for _ in range(n_hlines)],
+        "point": (ax.plot([], [], "o", color="black", ms=5)[0],
+                  ax.annotate("", (0, 0), xytext=(-8, 6), textcoords="offset points", fontsize=9, ha="right",
+                              va="bottom")) if has_point else None})
+
+
 def plot_step_floor(ax, tokens, curves: dict, hlines: dict | None = None, point: tuple | None = None,
                     title: str | None = None):
     """Lower bounds on step time (ms) against context; ``point`` = (x, y_ms, label) marks the chosen context."""
-    ax.clear()
+    hlines = hlines or {}
     t = np.asarray(tokens, dtype=float)
-    for i, (label, y) in enumerate(curves.items()):
-        ax.plot(t, np.asarray(y, dtype=float), ["-", "--"][i % 2], color=f"C{i}", lw=2, label=label)
-    for label, level in (hlines or {}).items():
-        ax.axhline(level, color="grey", ls=":", lw=1.5)
-        ax.annotate(label, (t[0], level), xytext=(4, 4), textcoords="offset points", color="dimgrey", fontsize=9)
-    top = max([float(np.max(y)) for y in curves.values()] + list((hlines or {}).values()))
+    shape = (len(curves), len(hlines), point is not None)
+    art = reuse(ax, "step_floor", shape) or _build_step_floor(ax, shape)
+    for line, (label, y) in zip(art["curves"], curves.items()):
+        line.set_data(t, np.asarray(y, dtype=float))
+        line.set_label(label)
+    top = max([float(np.max(y)) for y in curves.values()] + list(hlines.values()))
+    for (line, note), (label, level) in zip(art["hlines"], hlines.items()):
+        line.set_ydata([level, level])
+        note.set_text(label)
     if point is not None:
         x, y, label = point
-        ax.plot([x], [y], "o", color="black", ms=5)
-        ax.annotate(label, (x, y), xytext=(-8, -4), textcoords="offset points", fontsize=9, ha="right", va="top")
+        art["point"][0].set_data([x], [y])
+        art["point"][1].set_text(label)
+        art["point"][1].xy = (x, y)
     decorate(ax, xlabel="tokens in each sequence's cache", ylabel="minimum step time (ms)", xlim=(0, t[-1]),
              ylim=(0, 1.1 * top), title=title)
+    for (_, note), level in zip(art["hlines"], hlines.values()):
+        label_level(note, level, [line.get_data() for line in art["curves"]])
     return ax

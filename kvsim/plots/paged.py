@@ -1,13 +1,17 @@
 """Plots for paged KV and serving: block tables, memory split per policy, memory split over time.
 
 Drawing only: callers pass what :mod:`kvsim.serving.blockview` read from a real allocator or what
-:mod:`kvsim.serving.fragmentation` / :mod:`kvsim.serving.sim` computed.
+:mod:`kvsim.serving.fragmentation` / :mod:`kvsim.serving.sim` computed. :func:`plot_split_over_time` updates
+the artists of an earlier call on the same Axes in place (:func:`kvsim.plots.style.reuse`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from .style import keep, legend_below, reuse
 
 SEQ_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
 STATE_COLORS = {"shared": "gold", "cached": "0.85", "free": "white"}
@@ -26,38 +30,49 @@ def sequence_colors(snaps) -> dict:
 
 def plot_block_tables(ax, snap, colors: dict | None = None, title: str | None = None):
     """Physical pool on top (id, reference count, state), one row of logical blocks per sequence below,
-    a line from every logical block to the physical block its table names; CoW copies as arrows."""
-    ax.clear()
+    a line from every logical block to the physical block its table names; CoW copies as arrows.
+
+    On a redraw only this picture's artists are replaced (no ``ax.clear()``), added without data limits
+    (the limits are set here).
+    """
+    held = reuse(ax, "block_tables", ())
+    if held is None:
+        ax.clear()
+        ax.set_axis_off()
+        held = keep(ax, "block_tables", (), {"drawn": []})
+    for artist in held["drawn"]:
+        artist.remove()
+    drawn = held["drawn"] = []
+    add, text = (lambda a: drawn.append(ax.add_artist(a))), (lambda *a, **k: drawn.append(ax.text(*a, **k)))
     names = list(snap.tables)
     colors = colors or sequence_colors([snap])
     for b in range(snap.num_blocks):
         state = snap.state(b)
         owners = snap.owners(b)
         face = colors[owners[0]] if state == "used" else STATE_COLORS[state]
-        ax.add_patch(Rectangle((b, 0), 0.9, 0.9, fc=face, ec="0.3", hatch="//" if state == "cached" else None,
-                               alpha=0.85 if state == "used" else 1.0))
-        ax.text(b + 0.45, 0.32, f"P{b}", ha="center", va="center", fontsize=8, weight="bold")
+        add(Rectangle((b, 0), 0.9, 0.9, fc=face, ec="0.3", hatch="//" if state == "cached" else None,
+                      alpha=0.85 if state == "used" else 1.0))
+        text(b + 0.45, 0.32, f"P{b}", ha="center", va="center", fontsize=8, weight="bold")
         if snap.ref_count[b] or state == "cached":
-            ax.text(b + 0.45, 0.7, f"ref {snap.ref_count[b]}", ha="center", va="center", fontsize=7)
+            text(b + 0.45, 0.7, f"ref {snap.ref_count[b]}", ha="center", va="center", fontsize=7)
     for row, name in enumerate(names):
         y = 2 + 1.3 * row
-        ax.text(-0.2, y + 0.45, f"{name}\n{snap.tokens[name]} tokens", ha="right", va="center", fontsize=8)
+        text(-0.2, y + 0.45, f"{name}\n{snap.tokens[name]} tokens", ha="right", va="center", fontsize=8)
         for i, b in enumerate(snap.tables[name]):
             fill = snap.fill(name, i) / snap.block_size
-            ax.add_patch(Rectangle((i, y), 0.9, 0.9, fc="white", ec=colors[name], lw=1.5))
-            ax.add_patch(Rectangle((i, y), 0.9 * fill, 0.9, fc=colors[name], alpha=0.45, lw=0))
-            ax.text(i + 0.45, y + 0.45, f"L{i}→P{b}" if b >= 0 else f"L{i} released", ha="center",
-                    va="center", fontsize=7)
+            add(Rectangle((i, y), 0.9, 0.9, fc="white", ec=colors[name], lw=1.5))
+            add(Rectangle((i, y), 0.9 * fill, 0.9, fc=colors[name], alpha=0.45, lw=0))
+            text(i + 0.45, y + 0.45, f"L{i}→P{b}" if b >= 0 else f"L{i} released", ha="center", va="center",
+                 fontsize=7)
             if b >= 0:
-                ax.plot([i + 0.45, b + 0.45], [y, 0.9], "-", color=colors[name], lw=1, alpha=0.7)
+                add(Line2D([i + 0.45, b + 0.45], [y, 0.9], color=colors[name], lw=1, alpha=0.7))
     for src, dst in snap.copies:
-        ax.add_patch(FancyArrowPatch((src + 0.45, 0), (dst + 0.45, 0), connectionstyle="arc3,rad=0.4",
-                                     arrowstyle="-|>", mutation_scale=12, color="crimson", lw=1.5))
-        ax.text((src + dst) / 2 + 0.45, -0.55, "copy-on-write", color="crimson", ha="center", fontsize=8)
+        add(FancyArrowPatch((src + 0.45, 0), (dst + 0.45, 0), connectionstyle="arc3,rad=0.4",
+                            arrowstyle="-|>", mutation_scale=12, color="crimson", lw=1.5))
+        text((src + dst) / 2 + 0.45, -0.55, "copy-on-write", color="crimson", ha="center", fontsize=8)
     ax.set_xlim(-2.6, snap.num_blocks + 1.4)
     ax.set_ylim(2 + 1.3 * len(names) + 0.1, -1.0)
-    ax.set_axis_off()
-    ax.text(snap.num_blocks + 0.1, 0.45, "physical\nblocks", fontsize=8, va="center")
+    text(snap.num_blocks + 0.1, 0.45, "physical\nblocks", fontsize=8, va="center")
     ax.set_title(title or snap.label, fontsize=10)
     return ax
 
@@ -86,28 +101,35 @@ def plot_policy_split(ax, splits: dict, reference: dict | None = None, title: st
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of KV memory (%)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.4, -0.18), ncol=2, fontsize=8, frameon=False)
+    legend_below(ax, ncol=2, fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
     return ax
 
 
-def plot_split_over_time(ax, t, shares: dict, title: str | None = None, running=None):
-    """Stacked shares of KV memory against time (iterations); boundaries drawn as lines."""
+def _build_split_over_time(ax, parts):
     ax.clear()
-    t = np.asarray(t, dtype=float)
-    bottom = np.zeros_like(t)
-    for part, share in shares.items():
-        top = bottom + 100 * np.asarray(share, dtype=float)
-        ax.fill_between(t, bottom, top, color=PART_COLORS.get(part), alpha=0.8, lw=0,
-                        label=PART_LABELS.get(part, part))
-        ax.plot(t, top, "-", color="0.25", lw=0.5)
-        bottom = top
-    ax.set_xlim(t[0], t[-1])
+    art = keep(ax, "split_over_time", parts, {
+        "areas": [ax.fill_between([0, 1], 0, 0, color=PART_COLORS.get(p), alpha=0.8, lw=0,
+                                  label=PART_LABELS.get(p, p)) for p in parts],
+        "edges": [ax.plot([], [], "-", color="0.25", lw=0.5)[0] for _ in parts]})
     ax.set_ylim(0, 100)
     ax.set_xlabel("time (model iterations)")
     ax.set_ylabel("share of KV memory (%)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=8, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=10)
+    legend_below(ax, ncol=3, fontsize=8)
+    return art
+
+
+def plot_split_over_time(ax, t, shares: dict, title: str | None = None, running=None):
+    """Stacked shares of KV memory against time (iterations); boundaries drawn as lines."""
+    t = np.asarray(t, dtype=float)
+    art = reuse(ax, "split_over_time", tuple(shares)) or _build_split_over_time(ax, tuple(shares))
+    bottom = np.zeros_like(t)
+    for area, edge, share in zip(art["areas"], art["edges"], shares.values()):
+        top = bottom + 100 * np.asarray(share, dtype=float)
+        area.set_data(t, bottom, top)
+        edge.set_data(t, top)
+        bottom = top
+    ax.set_xlim(t[0], t[-1])
+    ax.set_title(title or "", fontsize=10)
     return ax

@@ -1,6 +1,7 @@
 """Plots for quantized KV: attention error against bits or bytes, and stacked bytes bars.
 
-Drawing only: callers pass what :mod:`kvsim.measure.quant_error` measured or computed.
+Drawing only: callers pass what :mod:`kvsim.measure.quant_error` measured or computed. :func:`plot_bytes_bars`
+updates the artists of an earlier call on the same Axes in place (:func:`kvsim.plots.style.reuse`).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .size import UNIT_BYTES
+from .style import keep, legend_below, reuse
 
 _COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 PART_COLORS = {"packed data": "tab:blue", "scales + biases": "tab:orange",
@@ -58,28 +60,39 @@ def plot_error_vs_bytes(ax, points: dict, title: str | None = None, unit: str = 
     return ax
 
 
+def _build_bytes_bars(ax, shape):
+    ax.clear()
+    seen, rows = set(), []
+    for row, parts in enumerate(shape):
+        rows.append([ax.barh([row], [0], color=PART_COLORS.get(part), label=None if part in seen else part)[0]
+                     for part in parts])
+        seen.update(parts)
+    art = keep(ax, "bytes_bars", shape, {"rows": rows, "notes": [
+        ax.annotate("", (0, row), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
+        for row in range(len(shape))]})
+    ax.set_yticks(range(len(shape)))
+    ax.set_ylim(len(shape) - 0.5, -0.5)  # first bar on top
+    legend_below(ax, ncol=4, fontsize=8)  # the layout fit makes room for it
+    return art
+
+
 def plot_bytes_bars(ax, bars: dict, unit: str = "MiB", title: str | None = None, notes: dict | None = None):
     """Horizontal stacked bars, top to bottom: {bar label: {part: bytes}}; ``notes`` text after each bar."""
-    ax.clear()
     s = UNIT_BYTES[unit]
-    labels = list(bars)
-    seen = set()
-    for row, label in enumerate(labels):
+    notes = notes or {}
+    shape = tuple(tuple(parts) for parts in bars.values())
+    art = reuse(ax, "bytes_bars", shape) or _build_bytes_bars(ax, shape)
+    for row, (patches, note, (label, parts)) in enumerate(zip(art["rows"], art["notes"], bars.items())):
         left = 0.0
-        for part, value in bars[label].items():
-            ax.barh([row], [value / s], left=left, color=PART_COLORS.get(part),
-                    label=None if part in seen else part)
-            seen.add(part)
+        for patch, value in zip(patches, parts.values()):
+            patch.set_x(left)
+            patch.set_width(value / s)
             left += value / s
-        if notes and label in notes:
-            ax.annotate(notes[label], (left, row), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=9)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.invert_yaxis()
+        note.set_text(notes.get(label, ""))
+        note.xy = (left, row)
+    ax.set_yticklabels(list(bars))
     widest = max(sum(parts.values()) for parts in bars.values()) / s
     ax.set_xlim(0, 1.35 * widest if widest else 1)
     ax.set_xlabel(f"KV cache of one sequence ({unit})")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.45, -0.22), ncol=4, fontsize=8, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=10)
+    ax.set_title(title or "", fontsize=10)
     return ax

@@ -1,47 +1,75 @@
-"""Plots of cache size: KV bytes against tokens, and how device memory is split."""
+"""Plots of cache size: KV bytes against tokens, and how device memory is split.
+
+Each function builds its artists once per Axes and shape and afterwards only updates them
+(:func:`kvsim.plots.style.reuse`), so a slider redraw does not clear the Axes.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .style import decorate
+from .style import decorate, keep, label_inward, label_level, legend_below, reuse
 
 # bytes per display unit: binary (KiB, MiB, GiB) and decimal (KB, MB, GB) - always say which
 UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 1e3, "MB": 1e6, "GB": 1e9}
 _STYLES = ["-", "--", ":", "-."]
 
 
+def _build_kv_vs_tokens(ax, shape):
+    n_curves, n_hlines, n_points = shape
+    ax.clear()
+    note = dict(textcoords="offset points", fontsize=9)
+    return keep(ax, "kv_vs_tokens", shape, {
+        "curves": [ax.plot([], [], _STYLES[i % len(_STYLES)], lw=2)[0] for i in range(n_curves)],
+        "hlines": [(ax.axhline(0, color="grey", ls=":", lw=1.5),
+                    ax.annotate("", (0, 0), xytext=(-4, -4), color="dimgrey", **note)) for _ in range(n_hlines)],
+        "points": [(ax.plot([], [], "o", color="black", ms=5)[0], ax.annotate("", (0, 0), xytext=(6, 6), **note))
+                   for _ in range(n_points)],
+    })
+
+
 def plot_kv_vs_tokens(ax, tokens, curves: dict, hlines: dict | None = None, unit: str = "GiB",
                       points: dict | None = None, title: str | None = None):
     """Lines of bytes against tokens; ``hlines`` are constant levels (e.g. weights), ``points`` labelled marks."""
-    ax.clear()
+    hlines, points = hlines or {}, points or {}
     s = UNIT_BYTES[unit]
-    for i, (label, y) in enumerate(curves.items()):
-        ax.plot(tokens, np.asarray(y, dtype=float) / s, _STYLES[i % len(_STYLES)], lw=2, label=label)
-    for label, level in (hlines or {}).items():
-        ax.axhline(level / s, color="grey", ls=":", lw=1.5)
-        ax.annotate(label, (tokens[0], level / s), xytext=(4, 4), textcoords="offset points",
-                    color="dimgrey", fontsize=9)
-    for label, (x, y) in (points or {}).items():
-        ax.plot([x], [y / s], "o", color="black", ms=5)
-        ax.annotate(label, (x, y / s), xytext=(6, -12), textcoords="offset points", fontsize=9)
+    shape = (len(curves), len(hlines), len(points))
+    art = reuse(ax, "kv_vs_tokens", shape) or _build_kv_vs_tokens(ax, shape)
+    for line, (label, y) in zip(art["curves"], curves.items()):
+        line.set_data(tokens, np.asarray(y, dtype=float) / s)
+        line.set_label(label)
+    for (line, note), (label, level) in zip(art["hlines"], hlines.items()):
+        line.set_ydata([level / s, level / s])
+        note.set_text(label)
+    for (dot, note), (label, (x, y)) in zip(art["points"], points.items()):
+        dot.set_data([x], [y / s])
+        note.set_text(label)
+        note.xy = (x, y / s)
+        label_inward(note, x, tokens[0], tokens[-1])  # never past either end of the x axis
     decorate(ax, xlabel="tokens held in the cache (T × B)", ylabel=f"KV cache ({unit})",
              xlim=(0, tokens[-1]), title=title)
+    for (_, note), level in zip(art["hlines"], hlines.values()):
+        label_level(note, level / s, [line.get_data() for line in art["curves"]])
     return ax
 
 
 def plot_memory_split(ax, parts: dict, total_bytes: float, unit: str = "GiB", title: str | None = None):
     """One horizontal stacked bar: how ``total_bytes`` of device memory is shared by ``parts``."""
-    ax.clear()
     s = UNIT_BYTES[unit]
+    art = reuse(ax, "memory_split", len(parts))
+    if art is None:
+        ax.clear()
+        art = keep(ax, "memory_split", len(parts), {"bars": [ax.barh([0], [0])[0] for _ in parts]})
+        ax.set_yticks([])
     left = 0.0
-    for label, value in parts.items():
-        ax.barh([0], [value / s], left=left, label=f"{label}: {value / s:.1f} {unit} ({100 * value / total_bytes:.0f} %)")
+    for bar, (label, value) in zip(art["bars"], parts.items()):
+        bar.set_x(left)
+        bar.set_width(value / s)
+        bar.set_label(f"{label}: {value / s:.1f} {unit} ({100 * value / total_bytes:.0f} %)")
         left += value / s
     ax.set_xlim(0, total_bytes / s)
-    ax.set_yticks([])
+    ax.set_ylim(-0.5, 0.5)
     ax.set_xlabel(f"device memory ({unit})")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    legend_below(ax, ncol=2, fontsize=9)  # the layout fit makes room for it
+    ax.set_title(title or "", fontsize=11)
     return ax

@@ -1,6 +1,139 @@
-"""The finishing touches every kvsim plot shares: labels, limits from zero, grid, legend, title."""
+"""The finishing touches every kvsim plot shares, and artists kept for the next call on the same Axes.
+
+Contract
+- :func:`decorate`: labels, limits (``None`` ends stay automatic, recomputed from the current data),
+  a light grid, legend and title. Safe to call again on an Axes it decorated (a redraw).
+- :func:`reuse` / :func:`keep`: a plot function builds its artists once per Axes and *shape* (how many
+  curves, bars, labels ...) and afterwards only sets their data and texts, so an interactive view redraws
+  without ``ax.clear()`` (which alone costs ~10 ms: it rebuilds ticks and spines). A different shape, or
+  anything else having cleared the Axes, makes it build afresh. What a plot sets after building must not
+  depend on the previous call: a redraw and a fresh draw give the same picture (tests/test_widgets.py).
+"""
 
 from __future__ import annotations
+
+import numpy as np
+from matplotlib.legend import Legend
+from matplotlib.transforms import ScaledTranslation
+
+BELOW_X_LABEL_PT = 34  # tick labels (10 pt + 3.5 pt pad) and the x label (10 pt + 4 pt pad) take ~30 pt
+
+
+def _artists(held):
+    if isinstance(held, dict):
+        held = list(held.values())
+    if isinstance(held, (list, tuple)):
+        for item in held:
+            yield from _artists(item)
+    elif held is not None:
+        yield held
+
+
+def reuse(ax, key: str, shape) -> dict | None:
+    """The artists an earlier call on ``ax`` kept under ``key`` for the same ``shape``, if all still on ``ax``."""
+    held = getattr(ax, "_kvsim_kept", None)
+    if held is None or held[0] != (key, shape):
+        return None
+    for artist in _artists(held[1]):
+        if (ax.get_legend() is not artist) if isinstance(artist, Legend) else (artist.axes is not ax):
+            return None  # cleared (ax.clear() detaches every artist) or removed since
+    return held[1]
+
+
+def clear_for(ax, key: str):
+    """Make ``ax`` empty for a new build of plot ``key``: if only an earlier build of the same plot drew on it,
+    remove that build's artists and legend (the plot sets every Axes property it uses again, which costs far
+    less than ``ax.clear()`` rebuilding ticks and spines); otherwise clear the Axes."""
+    held = getattr(ax, "_kvsim_kept", None)
+    if held is not None and held[0][0] == key:
+        artists = [a for a in _artists(held[1]) if not isinstance(a, Legend)]
+        legend = ax.get_legend()
+        others = len(ax.get_children()) - len(artists) - (legend is not None)
+        if all(a.axes is ax for a in artists) and others == len(_empty_axes_children(ax)):
+            for artist in artists + ([legend] if legend is not None else []):
+                artist.remove()
+            ax.set_prop_cycle(None)  # the next line gets C0 again, as after ax.clear()
+            return
+    ax.clear()
+
+
+def _empty_axes_children(ax):
+    # what an empty Axes holds besides plotted artists: spines, axes, titles, the background patch
+    return [*ax.spines.values(), ax.xaxis, ax.yaxis, ax.title, ax._left_title, ax._right_title, ax.patch]
+
+
+def keep(ax, key: str, shape, artists: dict) -> dict:
+    """Remember ``artists`` (a dict of artists, lists or tuples of them) on ``ax`` for :func:`reuse`."""
+    ax._kvsim_kept = ((key, shape), artists)
+    return artists
+
+
+def relimit(ax, xlim=(0, None), ylim=(0, None)):
+    """Limits from the current data (lines, patches, collections, images), then pin the given ends.
+
+    An axis passed as ``None`` keeps what the caller set (or autoscales if nobody set it).
+    """
+    ax.relim()  # set_data does not update the data limits
+    if xlim is not None:
+        ax.set_autoscalex_on(True)
+    if ylim is not None:
+        ax.set_autoscaley_on(True)
+    ax.autoscale_view()
+    if xlim is not None:
+        ax.set_xlim(*xlim)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+
+
+def label_inward(note, x: float, lo: float, hi: float, dx: float = 6, dy: float = 6):
+    """Put an annotation's text beside its point on the side towards the middle of [lo, hi] (points)."""
+    right_half = x > (lo + hi) / 2
+    note.set_horizontalalignment("right" if right_half else "left")
+    note.xyann = (-dx if right_half else dx, dy)
+
+
+def label_level(note, level: float, curves=()):
+    """Label the horizontal line at ``level`` where no curve runs through the text: at the right end under
+    the line, above it, or at the left end above or under it, the first spot clear of ``curves`` ([(x, y)],
+    data units). Call it once the limits are set."""
+    ax = note.axes
+    to_axes = ax.transData + ax.transAxes.inverted()  # data -> fraction of the Axes (any scale)
+    points = [to_axes.transform(np.column_stack([np.asarray(x, float), np.asarray(y, float)])) for x, y in curves]
+    points = np.concatenate(points) if points else np.zeros((0, 2))
+    px = note.get_fontsize() * ax.figure.dpi / 72
+    w = (0.6 * px * len(note.get_text()) + 8) / ax.bbox.width  # about 0.6 em per character
+    h = (px + 6) / ax.bbox.height
+    y = to_axes.transform((ax.get_xlim()[0], level))[1]
+    spots = [("right", "top"), ("right", "bottom"), ("left", "bottom"), ("left", "top")]
+    for ha, va in spots:
+        x0, x1 = (1 - w, 1) if ha == "right" else (0, w)
+        y0, y1 = (y - h, y) if va == "top" else (y, y + h)
+        inside = (points[:, 0] > x0) & (points[:, 0] < x1) & (points[:, 1] > y0) & (points[:, 1] < y1)
+        if y0 >= 0 and y1 <= 1 and not inside.any():
+            break
+    else:
+        ha, va = spots[0]
+    note.xy = (ax.get_xlim()[1 if ha == "right" else 0], level)
+    note.set_horizontalalignment(ha)
+    note.set_verticalalignment(va)
+    note.xyann = (-4 if ha == "right" else 4, -4 if va == "top" else 4)
+
+
+def legend(ax, **kwargs):
+    """A legend of the labelled artists; on a redraw with as many entries only its texts change."""
+    _, labels = ax.get_legend_handles_labels()
+    old = ax.get_legend()
+    if old is not None and len(old.texts) == len(labels):
+        for text, label in zip(old.texts, labels):
+            text.set_text(label)
+        return old
+    return ax.legend(**kwargs)
+
+
+def legend_below(ax, **kwargs):
+    """A legend centred under the x label (a fixed distance in points below the Axes, whatever their height)."""
+    below = ax.transAxes + ScaledTranslation(0, -BELOW_X_LABEL_PT / 72, ax.figure.dpi_scale_trans)
+    return legend(ax, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=below, frameon=False, **kwargs)
 
 
 def decorate(ax, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
@@ -10,13 +143,9 @@ def decorate(ax, xlabel: str | None = None, ylabel: str | None = None, title: st
         ax.set_xlabel(xlabel)
     if ylabel is not None:
         ax.set_ylabel(ylabel)
-    if xlim is not None:
-        ax.set_xlim(*xlim)
-    if ylim is not None:
-        ax.set_ylim(*ylim)
+    relimit(ax, xlim, ylim)
     ax.grid(alpha=0.3)
     if legend_loc is not None:
-        ax.legend(loc=legend_loc, fontsize=legend_fontsize)
-    if title:
-        ax.set_title(title, fontsize=11)
+        legend(ax, loc=legend_loc, fontsize=legend_fontsize)
+    ax.set_title(title or "", fontsize=11)
     return ax

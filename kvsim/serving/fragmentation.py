@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..calc.progress import Progress
 from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
 from . import sim
 from .ledger import SPLIT, SimResult
@@ -68,10 +69,7 @@ def kwon_setup_capacity_tokens(kv_bytes: int = KWON_TABLE1_KV_BYTES, token_bytes
 def compare_policies(workload: Workload, capacity_tokens: int, policies=sim.POLICIES,
                      block_size: int = DEFAULT_BLOCK_SIZE, progress: bool = False, **kwargs) -> dict:
     """{policy: SimResult} for one workload; ``kwargs`` go to :func:`kvsim.serving.sim.simulate`."""
-    it = policies
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(policies, desc="simulating policies", unit="policy")
+    it = Progress(policies, desc="simulating policies", unit="policies", enabled=progress)
     return {p: sim.simulate(workload, p, capacity_tokens=capacity_tokens, block_size=block_size, **kwargs)
             for p in it}
 

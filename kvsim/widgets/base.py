@@ -1,25 +1,37 @@
 """The one pattern behind every interactive view: a plain drawing function plus sliders.
 
 Contract
-- A view is ``draw(ax, **values)``, a plain function that clears ``ax`` and draws from package
-  computations; it works without widgets (call it on any Axes).
-- :func:`make_view` attaches one control per keyword, redraws on every change into an ``Image``
-  widget (one PNG render, updated in place: no output clearing, no second layout pass), and returns
-  a :class:`View` whose ``controls`` can be set programmatically (tests do).
+- A view is ``draw(ax, **values)``, a plain function that draws from package computations on any Axes
+  (it works without widgets). kvsim's plot functions update the artists an earlier call left on the same
+  Axes in place (:func:`kvsim.plots.style.reuse`) and clear and rebuild only when the picture's structure
+  changed, so a redraw after a slider move costs a few milliseconds of matplotlib.
+- ``update(drawn, **values)`` (optional) gets what ``draw`` returned and changes its artists itself;
+  returning False means "cannot", and ``draw`` runs instead.
+- :func:`make_view` attaches one control per keyword; every change redraws into an ``Image`` widget: one
+  render on a caching canvas (:mod:`kvsim.widgets.render`), a layout fit from what that render inked
+  (:mod:`kvsim.widgets.layout`: a second render only when something would be cropped or margins are
+  wasted), one fast PNG.
+- In a notebook a View displays as the live widget, plus a PNG of its default state and a one-line
+  text, so static pages (GitHub, nbviewer) show the figure and nbval compares a stable text.
 - ``View.lines()`` returns the plotted data, so a test can check that a slider changes the figure.
 """
 
 from __future__ import annotations
 
-import io
+import base64
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import display
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from . import layout, render
+
+MARGINS = dict(left=0.1, right=0.97, bottom=0.13, top=0.9)  # first guess only: layout.fit moves them
+MAX_FITS = 3  # renders per redraw at most (the first plus refits)
 
 
 @dataclass
@@ -28,11 +40,17 @@ class View:
 
     draw: Callable
     controls: dict[str, widgets.ValueWidget]
-    fig: plt.Figure
-    ax: plt.Axes
+    fig: Figure
+    ax: Axes | np.ndarray
     image: widgets.Image
     widget: widgets.Widget
+    name: str = "view"
+    update: Callable | None = None
     redraw_seconds: list[float] = field(default_factory=list)
+    renders: list[int] = field(default_factory=list)  # renders per PNG: 1, or more when the layout was refitted
+    static_png: bytes = b""  # the default state, for static pages
+    static_text: str = ""
+    _drawn: object = None
 
     def values(self) -> dict:
         return {name: c.value for name, c in self.controls.items()}
@@ -40,50 +58,76 @@ class View:
     def redraw(self, *_):
         """Draw with the current control values and put the new PNG into the image widget."""
         t0 = time.perf_counter()
-        self.draw(self.ax, **self.values())
+        values = self.values()
+        if self.update is None or self._drawn is None or self.update(self._drawn, **values) is False:
+            self._drawn = self.draw(self.ax, **values)
         self.image.value = self.png()
         self.redraw_seconds.append(time.perf_counter() - t0)
 
-    def png(self) -> bytes:
-        """The figure as PNG bytes, as the browser receives it."""
-        buf = io.BytesIO()
-        # fast zlib level: a few KB larger, about a third less encoding time
-        self.fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
-        return buf.getvalue()
+    def png(self, level: int = 1) -> bytes:
+        """The figure as PNG bytes, as the browser receives it: rendered, fitted so nothing is cropped."""
+        canvas = self.fig.canvas
+        for n in range(1, MAX_FITS + 1):
+            layout.wrap_titles(self.fig, canvas.get_renderer())
+            canvas.draw()
+            if not layout.fit(self.fig, canvas.get_renderer().inked()):
+                break
+        self.renders.append(n)
+        return render.encode_png(np.asarray(canvas.buffer_rgba()), level)
 
     def lines(self) -> list[np.ndarray]:
-        """(x, y) data of every line, the rectangles of every bar and every image, for tests."""
-        data = [np.column_stack([ln.get_xdata(), ln.get_ydata()]).astype(float) for ln in self.ax.get_lines()]
-        data += [np.array([(p.get_x(), p.get_y(), p.get_width(), p.get_height()) for p in c]) for c in self.ax.containers]
-        data += [np.asarray(im.get_array()) for im in self.ax.get_images()]
+        """(x, y) data of every line, the rectangles of every bar, every image and colour-mapped mesh, for tests."""
+        data = []
+        for ax in self.fig.axes:
+            data += [np.column_stack([ln.get_xdata(), ln.get_ydata()]).astype(float) for ln in ax.get_lines()]
+            data += [np.array([(p.get_x(), p.get_y(), p.get_width(), p.get_height()) for p in c])
+                     for c in ax.containers]
+            data += [np.asarray(im.get_array()) for im in ax.get_images()]
+            data += [np.ma.filled(np.asarray(c.get_array(), dtype=float), np.nan) for c in ax.collections
+                     if c.get_array() is not None]  # colour-mapped meshes
         return data
 
-    def _ipython_display_(self):
-        display(self.widget)
+    def summary(self) -> str:
+        """One stable line for text-only outputs: what the view is and its controls' default values."""
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.values().items())
+        return f"kvsim view {self.name}({shown}): interactive when the notebook runs; the image is this state"
 
-
-MARGINS = dict(left=0.1, right=0.97, bottom=0.13, top=0.92)
+    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
+        data = self.widget._repr_mimebundle_(**kwargs) or {}
+        data["text/plain"] = self.static_text
+        data["image/png"] = base64.b64encode(self.static_png).decode("ascii")
+        return data
 
 
 def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=(7.5, 4.2),
-              extra: widgets.Widget | None = None, margins: dict | None = None) -> View:
+              extra: widgets.Widget | None = None, margins: dict | None = None, update: Callable | None = None,
+              subplots: tuple[int, int] | None = None, name: str | None = None) -> View:
     """Wrap ``draw(ax, **values)`` with ``controls``; every value change redraws the figure.
 
-    Fixed margins instead of constrained layout: the layout pass doubled the redraw time.
+    ``subplots=(rows, cols)`` passes a (rows, cols) array of Axes as ``ax``; ``margins`` is the first
+    guess of the layout, which every render corrects (see :mod:`kvsim.widgets.layout`).
     """
-    with plt.ioff():
-        fig, ax = plt.subplots(figsize=figsize)
-    plt.close(fig)  # shown only through the image widget, never again by a later plt.show()
+    fig = render.new_figure(figsize)
+    ax = fig.subplots(*subplots, squeeze=False) if subplots else fig.add_subplot()
     fig.subplots_adjust(**(margins or MARGINS))
-    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
-    box = [widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))]
+    name = name or draw.__name__.removeprefix("draw_")
+    # natural size (1 figure pixel = 1 CSS pixel, like inline matplotlib), narrower only in a narrow column:
+    # a flex column would otherwise stretch the image to the full width and blur it
+    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start"))
+    # the controls wrap within the figure's width: one compact block, sliders right above what they change
+    box = [widgets.HBox(list(controls.values()), layout=widgets.Layout(
+        flex_flow="row wrap", max_width=f"{round(fig.bbox.width)}px"))]
     if extra is not None:
         box.append(extra)
-    view = View(draw, controls, fig, ax, image, widgets.VBox(box + [image]))
+    view = View(draw, controls, fig, ax, image, widgets.VBox(box + [image]), name=name, update=update)
+    view.widget.add_class("kvsim-view")
+    view.widget.add_class(f"kvsim-view-{name}")  # the browser test names its screenshots after it
     for c in controls.values():
         c.style = {"description_width": "initial"}
         c.observe(view.redraw, names="value")
     view.redraw()
+    view.static_png = render.encode_static_png(np.asarray(fig.canvas.buffer_rgba()))
+    view.static_text = view.summary()
     return view
 
 
@@ -96,11 +140,11 @@ def int_slider(description: str, value: int, lo: int, hi: int, step: int = 1) ->
 
 
 def log_slider(description: str, value: int, lo: int, hi: int) -> widgets.SelectionSlider:
-    """A slider over powers of two between lo and hi (token counts, batch sizes)."""
-    options = [2**k for k in range(int(np.log2(lo)), int(np.log2(hi)) + 1)]
-    if value not in options:
+    """A slider over powers of two between lo and hi (token counts, batch sizes), read out as "131,072"."""
+    values = [2**k for k in range(int(np.log2(lo)), int(np.log2(hi)) + 1)]
+    if value not in values:
         raise ValueError(f"slider {description!r}: default {value} is not a power of two in [{lo}, {hi}]")
-    return widgets.SelectionSlider(options=options, value=value, description=description,
+    return widgets.SelectionSlider(options=[(f"{v:,}", v) for v in values], value=value, description=description,
                                    continuous_update=False)
 
 

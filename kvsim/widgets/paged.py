@@ -55,7 +55,7 @@ def draw_serving(ax, policy="paged", block_size=16, rate=0.05):
     what = f"blocks of {block_size}" if policy == "paged" else fragmentation.POLICY_LABELS[policy]
     plot_split_over_time(ax, t, shares, title=(
         f"{policy} ({what}), {rate} requests/iteration: {100 * s['share']['token_states']:.1f} % of KV memory "
-        f"holds tokens\n{s['num_requests']} requests done in {s['iterations']:,} iterations, "
+        f"holds tokens\n{s['num_requests']} requests in {s['iterations']:,} iterations, "
         f"{s['mean_running']:.1f} running on average, {s['preemptions']} preemptions"))
     return ax
 

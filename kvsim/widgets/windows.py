@@ -12,7 +12,7 @@ from ..calc import memory, units
 from ..calc import window_bytes as windows
 from ..calc.counterfactual import full_attention
 from ..calc.registry import load_model, model_names
-from ..measure.ring_slots import chunk_history, ring_history
+from ..measure.ring_slots import EMPTY, chunk_history, ring_history
 from ..plots.windows import plot_bytes_by_kind, plot_slot_history
 from .base import dropdown, int_slider, log_slider, make_view
 
@@ -33,8 +33,13 @@ def _draw_history(ax, name, h, step, sinks):
     keep = slice(max(0, step - ROWS), step)
     vis = h.visible[-1]
     title = (f"{name}: after token {h.positions[-1]}, {h.capacity[-1]} slots = {h.nbytes[-1]} B;\n"
-             f"its query attended to positions {_span(list(vis))} ({len(vis)} keys)")
-    return plot_slot_history(ax, h.positions[keep], h.slots[keep], h.visible_mask()[keep], h.written[keep],
+             f"its query attended to positions {_span(list(vis))} ({len(vis)} key{'s' if len(vis) != 1 else ''})")
+    # always ROWS rows, the empty ones on top: the grid keeps its size while the step slider moves
+    missing = ROWS - len(h.positions[keep])
+    slots = np.vstack([np.full((missing, h.slots.shape[1]), EMPTY), h.slots[keep]])
+    visible = np.vstack([np.zeros((missing, h.slots.shape[1]), dtype=bool), h.visible_mask()[keep]])
+    written = np.concatenate([np.full(missing, -1), h.written[keep]])
+    return plot_slot_history(ax, [None] * missing + list(h.positions[keep]), slots, visible, written,
                              sinks=sinks, title=title)
 
 

@@ -6,10 +6,13 @@ Contract
 - `lab_url` (session): copies notebooks/ into a temporary root (JupyterLab autosaves, so the committed files are
   never touched), starts `jupyter lab` on 127.0.0.1 at a free port with no token, waits for /api/status, and
   terminates the server on teardown. Lab settings, workspaces, Jupyter config and IPython dirs are temporary too,
-  so a developer's own configuration cannot change what the tests see. The server log goes to
-  test-artifacts/jupyter-lab.log.
+  so a developer's own configuration cannot change what the tests see; the app-wide settings overrides are
+  tools/lab_overrides.json, the file `make lab` installs (so the news check tests what learners get). The
+  server log goes to test-artifacts/jupyter-lab.log.
 - `lab` (per test): a `Lab` helper on a fresh page: `open(name)` waits until the notebook's kernel is idle,
   `run_all()` runs every cell and waits until all have finished, `problems()` lists error outputs,
+  `views()` finds every kvsim view (an element with class `kvsim-view`, see kvsim.widgets.base),
+  `move(control)` moves one slider or dropdown (and returns how to move it back), `news_notifications()` lists toasts about Jupyter news,
   `screenshot(name)` saves test-artifacts/screenshots/<name>.png. The kernel is shut down after each test.
 - KVSIM_UI_NOTEBOOKS=/dir serves another directory instead of notebooks/ (only for developing this harness).
 """
@@ -28,9 +31,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import expect
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = Path(os.environ.get("KVSIM_UI_NOTEBOOKS", REPO / "notebooks"))
+LAB_OVERRIDES = REPO / "tools" / "lab_overrides.json"  # what `make lab` installs into the venv
 ARTIFACTS = REPO / "test-artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
 REQUIRE_BROWSER = os.environ.get("KVSIM_REQUIRE_BROWSER") == "1"
@@ -97,14 +102,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _write_lab_settings(settings_dir: Path):
-    """Render every cell (no virtual scrolling), so the DOM checks see all outputs; no update/news checks."""
+def _write_lab_settings(settings_dir: Path, app_settings_dir: Path):
+    """Render every cell (no virtual scrolling), so the DOM checks see all outputs; the project's overrides."""
     tracker = settings_dir / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True)
     tracker.write_text(json.dumps({"windowingMode": "none"}))
-    notify = settings_dir / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    notify.parent.mkdir(parents=True)
-    notify.write_text(json.dumps({"checkForUpdates": False, "fetchNews": "false"}))
+    app_settings_dir.mkdir(parents=True)
+    shutil.copy(LAB_OVERRIDES, app_settings_dir / "overrides.json")
 
 
 def _wait_for_status(url, proc, log_path, timeout_s=90):
@@ -128,13 +132,14 @@ def lab_url(chromium_path):
     tmp = Path(tempfile.mkdtemp(prefix="kvsim-lab-"))
     root = tmp / "notebooks"
     shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    _write_lab_settings(tmp / "settings")
+    _write_lab_settings(tmp / "settings", tmp / "app-settings")
     port = _free_port()
     cmd = [
         sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
         "--ServerApp.port_retries=0", "--ServerApp.token=", "--ServerApp.password=",
-        "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+        "--LabApp.expose_app_in_browser=True",
         f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={tmp / 'settings'}",
+        f"--LabApp.app_settings_dir={tmp / 'app-settings'}",
         f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -149,6 +154,7 @@ def lab_url(chromium_path):
     }
     env.pop("MPLBACKEND", None)  # kernels must use the inline backend, as in JupyterLab for real
     ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "ui-timings.jsonl").unlink(missing_ok=True)  # Lab.record_timing appends this run's lines
     log_path = ARTIFACTS / "jupyter-lab.log"
     url = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
@@ -187,6 +193,16 @@ WAIT_ALL_RUN = f"""() => {{
 STDERR_TRACEBACKS = """() => Array.from(document.querySelectorAll(
     '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
   .map(e => e.innerText).filter(t => /Traceback|^\\s*\\w*(Error|Exception)\\b.*:/m.test(t))"""
+
+
+CONTENT_BOX = """(el) => {
+  const box = el.getBoundingClientRect();
+  let right = box.left;
+  for (const child of el.querySelectorAll('.widget-inline-hbox, img, .jp-RenderedImage, pre')) {
+    right = Math.max(right, child.getBoundingClientRect().right);
+  }
+  return {x: box.left, y: box.top, width: Math.min(box.width, right - box.left + 8), height: box.height};
+}"""
 
 
 class Lab:
@@ -237,8 +253,77 @@ class Lab:
             if first_figure.count():
                 first_figure.scroll_into_view_if_needed()
         path = SCREENSHOTS / f"{name}.png"
-        (locator or self.page).screenshot(path=str(path))
+        if locator is None:
+            self.page.screenshot(path=str(path))
+        else:  # the element's box, only as wide as what it shows (a widget box spans the whole output area)
+            self.page.screenshot(path=str(path), clip=locator.evaluate(CONTENT_BOX))
         return path
+
+    def views(self):
+        """[(name, locator)] of every kvsim view in the notebook, top to bottom (name from its CSS class)."""
+        views = self.page.locator(".jp-Notebook .kvsim-view")
+        found = []
+        for i in range(views.count()):
+            view = views.nth(i)
+            names = [c.removeprefix("kvsim-view-") for c in (view.get_attribute("class") or "").split()
+                     if c.startswith("kvsim-view-")]
+            found.append((names[0] if names else f"view-{i}", view))
+        return found
+
+    @staticmethod
+    def controls(view):
+        """[(description, locator)] of the view's controls: every inline widget box holding an input."""
+        boxes = view.locator(".widget-inline-hbox")
+        found = []
+        for i in range(boxes.count()):
+            box = boxes.nth(i)
+            if box.locator(".noUi-handle, select, input, button").count():
+                found.append((box.locator(".widget-label").first.inner_text().strip() or f"control {i}", box))
+        return found
+
+    def move(self, control):
+        """Move a slider one step (back from its end) or pick a dropdown's next option.
+
+        Returns (what changed, a function that moves it back).
+        """
+        handle = control.locator(".noUi-handle")
+        if handle.count():
+            readout = control.locator(".widget-readout")
+            before = readout.inner_text()
+            at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+            keys = ("ArrowLeft", "ArrowRight") if at_max else ("ArrowRight", "ArrowLeft")
+
+            def press(key, expected_change_from):
+                handle.focus()
+                self.page.keyboard.press(key)
+                expect(readout).not_to_have_text(expected_change_from)
+
+            press(keys[0], before)
+            moved = readout.inner_text()
+            return f"{before} -> {moved}", lambda: press(keys[1], moved)
+        select = control.locator("select")
+        if select.count():
+            index = select.evaluate("s => s.selectedIndex")
+            before = select.evaluate("s => s.options[s.selectedIndex].text")
+            select.select_option(index=(index + 1) % select.locator("option").count())
+            moved = select.evaluate("s => s.options[s.selectedIndex].text")
+            return f"{before} -> {moved}", lambda: select.select_option(index=index)
+        checkbox = control.locator("input[type=checkbox]")
+        if checkbox.count():
+            checkbox.click()
+            return "toggled", checkbox.click
+        raise AssertionError(f"no way to move this control: {control.inner_html()[:300]}")
+
+    def news_notifications(self):
+        """Texts of the notification toasts that mention news (JupyterLab asks about its news feed)."""
+        return [t for t in self.page.locator(".Toastify__toast").all_inner_texts() if "news" in t.lower()]
+
+    @staticmethod
+    def record_timing(lesson, **seconds):
+        """Append one line of JSON to test-artifacts/ui-timings.jsonl (where the browser stage spends its time)."""
+        ARTIFACTS.mkdir(exist_ok=True)
+        with open(ARTIFACTS / "ui-timings.jsonl", "a") as f:
+            f.write(json.dumps({"lesson": lesson, **{k: round(v, 1) for k, v in seconds.items()}}) + "\n")
 
     def shutdown_kernel(self):
         self.page.evaluate(f"async () => {{ await {CURRENT}?.sessionContext?.shutdown(); }}")
