@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 
 from ..cache.quantized import QuantizedKV
 from ..cache.sdpa import sdpa
@@ -127,21 +128,35 @@ class MLA(nn.Module):
         """Attend over the latent: scores = q̃·latentᵀ + q_pe·k_peᵀ, out = W_uv (p · latent).
 
         ``parts`` are the cached (latent, k_pe, quantization) pieces, oldest first; quantized pieces
-        are read with ``mx.quantized_matmul`` and never dequantized.
+        are read with ``mx.quantized_matmul`` and never dequantized. The H heads share one latent,
+        so they are folded into the rows of one matrix, (B, 1, H·L, ·): each matmul then reads the
+        latent once, where a per-head (batched) product would read it H times.
         """
+        B, H, L, _ = q_nope.shape
         w_uk, w_uv = self._w_uk_uv()
-        q_lat = q_nope @ w_uk                                 # (B,H,L,nope) @ (H,nope,r) -> (B,H,L,r)
-        scores = mx.concatenate([_matmul(q_lat, lat, qz, True) + _matmul(q_pe, kpe, qz, True)
-                                 for lat, kpe, qz in parts], axis=-1) * self.scale   # (B,H,L,T)
+        q_lat = (q_nope * self.scale) @ w_uk                  # (B,H,L,nope) @ (H,nope,r): scale on the queries
+        q_lat, q_pe = (x.reshape(B, 1, H * L, x.shape[-1]) for x in (q_lat, q_pe * self.scale))
+        scores = [_scores(q_lat, q_pe, lat, kpe, qz) for lat, kpe, qz in parts]
+        scores = scores[0] if len(scores) == 1 else mx.concatenate(scores, axis=-1)
+        scores = scores.reshape(B, H, L, -1)                  # (B,H,L,T)
         if mask is not None:                                   # None: one query sees every key
             scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)
-        probs = mx.softmax(scores, axis=-1, precise=True)
-        out_lat, start = 0, 0
-        for lat, _, qz in parts:                              # Σ p·latent: one "value head" for all
-            n = _tokens(lat)
-            out_lat = out_lat + _matmul(probs[..., start:start + n], lat, qz, False)
-            start += n
-        return out_lat @ w_uv.swapaxes(-1, -2)                # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+        probs = mx.softmax(scores, axis=-1, precise=True).reshape(B, 1, H * L, -1)
+        if len(parts) == 1:                                   # Σ p·latent: one "value head" for all
+            out_lat = _matmul(probs, parts[0][0], parts[0][2], False)
+        else:
+            ends = np.cumsum([0] + [_tokens(lat) for lat, _, _ in parts])
+            out_lat = sum(_matmul(probs[..., a:b], lat, qz, False)
+                          for (lat, _, qz), a, b in zip(parts, ends[:-1], ends[1:]))
+        return out_lat.reshape(B, H, L, -1) @ w_uv.swapaxes(-1, -2)   # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+
+
+def _scores(q_lat, q_pe, lat, kpe, qz):
+    """q_lat·latentᵀ + q_pe·k_peᵀ for one cached piece, (B,1,H·L,T); dense: one addmm (no extra pass)."""
+    if qz is not None:
+        return _matmul(q_lat, lat, qz, True) + _matmul(q_pe, kpe, qz, True)
+    lat, kpe = lat.astype(q_lat.dtype), kpe.astype(q_pe.dtype)
+    return mx.addmm(q_pe @ kpe.swapaxes(-1, -2), q_lat, lat.swapaxes(-1, -2))
 
 
 def _parts(fetched) -> list:
