@@ -160,3 +160,21 @@ def test_decode_point_with_a_twin_compares_both(toys):
     assert p["kvsim_over_mlx_lm"] == p["step_ms"]["kvsim"] / p["step_ms"]["mlx-lm"]
     q = decode_point(toys["gqa"], context=16, repeats=2, twin=twin(toys["gqa"]), interleave=False)
     assert set(q["step_ms"]) == {"kvsim", "mlx-lm"} and not q["interleaved"]
+
+
+@needs_mlx_lm
+def test_quantized_twin_decodes_like_kvsim():
+    """8-bit caches on both sides: kvsim's quantized_sdpa gives mlx-lm's quantized attention."""
+    model = build_model(toy_spec("gqa", head_dim=64))       # group size 64 divides head_dim
+    t = twin(model)
+    ours, theirs = model.make_caches(kv_dtype="q8"), t.make_caches(bits=8)
+    fill_caches(model, ours, 20, kv_dtype="q8")
+    fill_caches(model, theirs, 20, kv_dtype="q8")
+    for token in (5, 9, 2):
+        x = mx.array([[token]])
+        np.testing.assert_allclose(np.array(model(x, ours)), np.array(t.model(x, cache=theirs)),
+                                   rtol=1e-5, atol=1e-5)
+    p = decode_point(model, context=16, repeats=1, twin=t, kv_dtype="q8")
+    assert p["kv_dtype"] == "q8" and set(p["step_ms"]) == {"kvsim", "mlx-lm"}
+    with pytest.raises(ValueError, match="quantized sliding"):
+        twin(build_model(toy_spec("sliding"))).make_caches(bits=8)

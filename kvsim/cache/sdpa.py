@@ -34,15 +34,15 @@ __all__ = ["sdpa", "reference_sdpa", "quantized_sdpa"]
 
 def _check_dense(q: mx.array, k: mx.array, v: mx.array) -> None:
     """Shapes as the contract says; every message names the argument and what is expected."""
-    if k.ndim != 4 or v.ndim != 4 or k.shape[:3] != v.shape[:3]:
-        raise ValueError(f"k and v must be (B, H_kv, T, D) with equal B, H_kv, T; "
-                         f"got {tuple(k.shape)} and {tuple(v.shape)}")
-    if q.ndim != 4:
-        raise ValueError(f"q must have shape (B, H_q, L, D), got {tuple(q.shape)}")
-    if q.shape[1] % k.shape[1]:
-        raise ValueError(f"query heads {q.shape[1]} must be a multiple of the KV heads {k.shape[1]}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q head_dim {q.shape[-1]} != k head_dim {k.shape[-1]}")
+    qs, ks, vs = q.shape, k.shape, v.shape
+    if len(ks) != 4 or len(vs) != 4 or ks[:3] != vs[:3]:
+        raise ValueError(f"k and v must be (B, H_kv, T, D) with equal B, H_kv, T; got {tuple(ks)} and {tuple(vs)}")
+    if len(qs) != 4:
+        raise ValueError(f"q must have shape (B, H_q, L, D), got {tuple(qs)}")
+    if qs[1] % ks[1]:
+        raise ValueError(f"query heads {qs[1]} must be a multiple of the KV heads {ks[1]}")
+    if qs[3] != ks[3]:
+        raise ValueError(f"q head_dim {qs[3]} != k head_dim {ks[3]}")
 
 
 def _check_mask(mask: mx.array | None, L: int, T: int) -> None:

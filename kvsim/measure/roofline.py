@@ -34,6 +34,7 @@ import mlx.core as mx
 
 from ..calc import memory, roofline
 from ..calc.units import positive_int
+from ..decode import kv_dtype_spec
 from .step_time import fill_caches, matmul_params, weights_read_bytes
 
 __all__ = ["device_summary", "interleaved_times", "decode_point", "mla_kernels", "on_roofline",
@@ -87,32 +88,29 @@ def interleaved_times(fns: dict[str, Callable], repeats: int) -> dict[str, list[
     return times
 
 
-def point_bytes_needed(model, context: int, batch: int, steps: int, sets: int) -> int:
+def point_bytes_needed(model, context: int, batch: int, steps: int, sets: int, kv_dtype=None) -> int:
     """Bytes ``sets`` filled cache sets allocate (+ one layer's transient copies, + 1 GiB headroom)."""
-    kv = memory.allocated_bytes(model.spec, context + steps + 2, batch, kv_dtype=model.info.dtype)
+    kv = memory.allocated_bytes(model.spec, context + steps + 2, batch, kv_dtype=kv_dtype_spec(kv_dtype, model))
     return int(sets * kv + 3 * kv / max(1, len(model.spec.layers)) + 2**30)
 
 
-def _runner(model, caches, tokens):
-    return lambda: model(tokens, caches)
-
-
 def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=None, seed: int = 0,
-                 interleave: bool = True) -> dict:
+                 interleave: bool = True, kv_dtype: str | None = None) -> dict:
     """Best/median decode step of ``model`` (and its mlx-lm ``twin``) at ``context`` cached tokens.
 
     ``interleave=False`` (when two cache sets do not fit in memory) times kvsim, frees its caches,
-    then times the twin.
+    then times the twin. ``kv_dtype`` 'q8', 'q4', ...: quantized caches on both sides (group 64).
     """
     tokens = mx.array([[1]] * batch)
+    spec = kv_dtype_spec(kv_dtype, model)
 
     def setups():
-        caches = model.make_caches()
-        fill_caches(model, caches, context, seed=seed, batch=batch)
+        caches = model.make_caches(kv_dtype=kv_dtype)
+        fill_caches(model, caches, context, kv_dtype=kv_dtype, seed=seed, batch=batch)
         yield "kvsim", lambda: model(tokens, caches)
         if twin is not None:
-            twin_caches = twin.make_caches()
-            fill_caches(model, twin_caches, context, seed=seed, batch=batch)
+            twin_caches = twin.make_caches(spec.bits if spec.quantized else None)
+            fill_caches(model, twin_caches, context, kv_dtype=kv_dtype, seed=seed, batch=batch)
             yield "mlx-lm", lambda: twin.model(tokens, cache=twin_caches)
 
     if interleave:
@@ -125,8 +123,9 @@ def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=Non
             mx.clear_cache()
     held = context + 2 + repeats                               # warm-up + timed steps, one token each
     w = weights_read_bytes(model)
-    cache = int(memory.read_bytes_per_step(model.spec, held, batch, kv_dtype=model.info.dtype))
-    point = {"context_tokens": context, "batch": batch, "repeats": repeats, "interleaved": interleave,
+    cache = int(memory.read_bytes_per_step(model.spec, held, batch, kv_dtype=spec))
+    point = {"context_tokens": context, "batch": batch, "kv_dtype": spec.name, "repeats": repeats,
+             "interleaved": interleave,
              "weights_read_bytes": w, "cache_read_bytes": cache, "read_bytes": w + cache,
              "flops": roofline.step_flops(model.spec, matmul_params(model), held, batch),
              "step_ms": {k: 1e3 * min(v) for k, v in times.items()},

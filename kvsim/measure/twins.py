@@ -2,7 +2,8 @@
 
 Contract
 - :func:`twin(model)` returns a :class:`Twin`: mlx-lm's model holding the very arrays of ``model``
-  (shared, not copied) and a ``make_caches()`` that builds mlx-lm's own caches for it. kvsim's
+  (shared, not copied) and a ``make_caches(bits=None)`` that builds mlx-lm's own caches for it
+  (``bits``: mlx-lm's ``QuantizedKVCache(group_size=64, bits)`` for full and MLA layers). kvsim's
   full and sliding attention layers become mlx-lm's ``llama`` (sliding layers get mlx-lm's
   ``RotatingKVCache(window)``: at decode its mask is None and it attends over the ring as stored);
   MLA layers become ``deepseek_v3`` with dense MLPs (its absorbed decode path), with ``kv_b``
@@ -71,7 +72,7 @@ class Twin:
     """mlx-lm's model with kvsim's weights; ``make_caches()`` gives mlx-lm's caches for it."""
 
     model: object
-    make_caches: Callable[[], list]
+    make_caches: Callable[..., list]              # make_caches(bits=None)
     family: str                                   # 'llama' or 'deepseek_v3'
 
 
@@ -110,7 +111,11 @@ def _llama_twin(model) -> Twin:
                     (p + "o_proj.weight", a.wo)] + _block_weights(i, b)
     windows = [b.mixer.window for b in model.blocks]
 
-    def make_caches():
+    def make_caches(bits: int | None = None):
+        if bits is not None and any(windows):
+            raise ValueError("mlx-lm has no quantized sliding-window cache")
+        if bits is not None:
+            return [cache.QuantizedKVCache(group_size=64, bits=bits) for _ in windows]
         return [cache.KVCache() if w is None else cache.RotatingKVCache(max_size=w) for w in windows]
 
     return Twin(_load(llama.Model(args), weights), make_caches, "llama")
@@ -143,7 +148,12 @@ def _deepseek_twin(model) -> Twin:
     for layer in twin_model.model.layers:              # kvsim rotates halves (traditional=False)
         layer.self_attn.rope = nn.RoPE(first.rope_dim, traditional=False, base=first.rope_base)
     n = len(model.blocks)
-    return Twin(twin_model, lambda: [cache.KVCache() for _ in range(n)], "deepseek_v3")
+
+    def make_caches(bits: int | None = None):
+        return [cache.KVCache() if bits is None else cache.QuantizedKVCache(group_size=64, bits=bits)
+                for _ in range(n)]
+
+    return Twin(twin_model, make_caches, "deepseek_v3")
 
 
 def twin(model) -> Twin:

@@ -13,6 +13,13 @@ Contract
     are q̃_h·latent + q_pe·k_pe and the output is W_uv,h (Σ p · latent): attention runs over the
     latent itself and the per-head K/V are never built (how DeepSeek decodes);
   * ``auto`` (default): absorbed for one new token, materialized otherwise (mlx-lm's choice).
+- The absorbed path is written with explicit matmuls, not ``mx.fast.scaled_dot_product_attention``:
+  the fused decode kernels cover head dims up to 128 (CUDA) or 256 (Metal), not a 512-wide latent
+  head, so MLX would compose the same matmuls anyway (and an H200 measurement of the fused call
+  with 576/512-wide heads took 14.5 ms at 128K keys). Written out, the H heads are folded into the
+  rows of one matmul (the latent is read once per sequence, batch included) and the RoPE scores
+  enter through ``mx.addmm`` (no separate pass over the scores). Measured on this CPU the two
+  formulations tie; ``benchmarks/bench_roofline.py`` times both on any device (``mla_kernels``).
 - A quantized latent cache (QuantizedKVCache with the latent in the keys slot) is read with
   ``mx.quantized_matmul`` on the absorbed path and dequantized on the materialized path.
 - Score scale 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) (YaRN's mscale is left out).
