@@ -5,14 +5,15 @@ Contract
   memory and the memory still available for new arrays (CUDA: NVML's free memory; Metal: the
   recommended working set minus MLX's active memory; CPU: MemAvailable from /proc/meminfo).
 - :func:`interleaved_times`: after one warm-up call each, rounds that call every function once, in
-  turn, so slow phases of a shared machine hit all of them alike. Each time is one call plus the
+  turn (odd rounds in reverse order), so slow phases of a shared machine hit all of them alike. Each time is one call plus the
   ``mx.eval`` of its result (``mx.eval`` returns when the device is done).
 - :func:`decode_point`: one decode step of a kvsim model at context T and batch B, caches filled with
   random K/V (:func:`kvsim.measure.step_time.fill_caches`), interleaved with the same step of its
   mlx-lm twin (same weights, mlx-lm's own caches) when one is given. The point carries the bytes the
   step reads (weights: :func:`kvsim.measure.step_time.weights_read_bytes`; cache:
   :func:`kvsim.calc.memory.read_bytes_per_step` at the context after the last timed step), its FLOPs
-  (:func:`kvsim.calc.roofline.step_flops`), best and median step times, and kvsim / mlx-lm of the best.
+  (:func:`kvsim.calc.roofline.step_flops`), best and median step times, kvsim / mlx-lm of the best,
+  and the median over rounds of kvsim / mlx-lm within a round (the two steps ran back to back).
 - :func:`mla_kernels`: MLA's absorbed decode attention over one layer's latent, kvsim's way (heads
   folded into the rows of one matmul) against mlx-lm's (``mx.fast.scaled_dot_product_attention``
   with the latent as a 512-wide key and value head and the RoPE scores as an additive mask, which
@@ -75,13 +76,13 @@ def device_summary() -> dict:
 
 
 def interleaved_times(fns: dict[str, Callable], repeats: int) -> dict[str, list[float]]:
-    """{name: seconds of each of ``repeats`` calls}; calls alternate between the functions."""
+    """{name: seconds of each of ``repeats`` calls}; calls alternate between the functions (a b, b a, ...)."""
     positive_int("repeats", repeats)
     for fn in fns.values():                                   # warm-up: compilation, first allocations
         mx.eval(fn())
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
+    times, order = {name: [] for name in fns}, list(fns.items())
+    for r in range(repeats):
+        for name, fn in (order if r % 2 == 0 else order[::-1]):   # no one always runs first
             start = time.perf_counter()
             mx.eval(fn())
             times[name].append(time.perf_counter() - start)
@@ -104,22 +105,23 @@ def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=Non
     tokens = mx.array([[1]] * batch)
     spec = kv_dtype_spec(kv_dtype, model)
 
-    def setups():
+    def kvsim_step():
         caches = model.make_caches(kv_dtype=kv_dtype)
         fill_caches(model, caches, context, kv_dtype=kv_dtype, seed=seed, batch=batch)
-        yield "kvsim", lambda: model(tokens, caches)
-        if twin is not None:
-            twin_caches = twin.make_caches(spec.bits if spec.quantized else None)
-            fill_caches(model, twin_caches, context, kv_dtype=kv_dtype, seed=seed, batch=batch)
-            yield "mlx-lm", lambda: twin.model(tokens, cache=twin_caches)
+        return lambda: model(tokens, caches)
 
+    def twin_step():
+        caches = twin.make_caches(spec.bits if spec.quantized else None)
+        fill_caches(model, caches, context, kv_dtype=kv_dtype, seed=seed, batch=batch)
+        return lambda: twin.model(tokens, cache=caches)
+
+    setups = {"kvsim": kvsim_step, **({"mlx-lm": twin_step} if twin is not None else {})}
     if interleave:
-        times = interleaved_times(dict(setups()), repeats)
-    else:
+        times = interleaved_times({name: setup() for name, setup in setups.items()}, repeats)
+    else:                                                      # one cache set alive at a time
         times = {}
-        for name, fn in setups():                              # each setup's caches die with its fn
-            times.update(interleaved_times({name: fn}, repeats))
-            del fn
+        for name, setup in setups.items():
+            times.update(interleaved_times({name: setup()}, repeats))
             mx.clear_cache()
     held = context + 2 + repeats                               # warm-up + timed steps, one token each
     w = weights_read_bytes(model)
@@ -132,6 +134,9 @@ def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=Non
              "median_step_ms": {k: 1e3 * statistics.median(v) for k, v in times.items()}}
     if twin is not None:
         point["kvsim_over_mlx_lm"] = point["step_ms"]["kvsim"] / point["step_ms"]["mlx-lm"]
+        # each round's two steps ran back to back: the median of their ratios shrugs off slow phases
+        point["kvsim_over_mlx_lm_paired"] = statistics.median(
+            k / m for k, m in zip(times["kvsim"], times["mlx-lm"]))
     return point
 
 
