@@ -137,7 +137,8 @@ class MLA(nn.Module):
         ``parts`` are the cached (latent, k_pe, quantization) pieces, oldest first; quantized pieces
         are read with ``mx.quantized_matmul`` and never dequantized. The H heads share one latent,
         so they are folded into the rows of one matrix, (B, 1, H·L, ·): each matmul then reads the
-        latent once, where a per-head (batched) product would read it H times.
+        latent once per sequence (a batched per-head product relies on MLX to fold the broadcast
+        batch, which it does only when the batch has a single axis, B = 1).
         """
         B, H, L, _ = q_nope.shape
         w_uk, w_uv = self._w_uk_uv()
