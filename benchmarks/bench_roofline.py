@@ -11,14 +11,15 @@ measured in the same process; every point gets its bytes read (weights: all but 
 which one row; cache: kvsim.calc.memory.read_bytes_per_step), its FLOPs, arithmetic intensity, its floor
 (bytes read / bandwidth) and its time / floor.
 
-GPU: bf16, all 32 layers, contexts 1K … 128K; CPU: fp32, 2 layers (1 for MLA), vocab 4096, FFN 2048,
-contexts 256 … 4K (--quick) or 16K. A point that does not fit in the device's memory (two cache sets)
+GPU: bf16, real vocabulary and FFN, all 32 layers (as many as fit in 60 % of the memory; MLA: 4), contexts
+1K … 128K, best of 8; CPU: fp32, 2 layers (MLA: 1), vocab 4096, FFN 2048, contexts 256 … 4K (--quick) or 16K. A point that does not fit in the device's memory (two cache sets)
 runs kvsim and mlx-lm one after the other, or is skipped; a failing point is recorded and the run goes on;
 --budget-s stops starting new points. Results are rewritten after every point:
 benchmarks/results/roofline_<backend>[_quick].{json,md}, and the same files under --out if given.
 Imports: mlx, mlx-lm's model modules (not mlx_lm's top level), numpy and kvsim only.
 
-Run: python benchmarks/bench_roofline.py [--device cpu|gpu] [--quick] [--out DIR] [--budget-s S]
+Run: python benchmarks/bench_roofline.py [--device cpu|gpu] [--quick] [--out DIR] [--budget-s S] [--repeats N]
+(kvsim's commit is read with git, else from $KVSIM_COMMIT.)
 """
 
 import argparse
@@ -37,16 +38,21 @@ from pathlib import Path
 import mlx.core as mx
 
 import kvsim
-from kvsim.cache.base import mx_dtype
 from kvsim.calc import roofline
 from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.registry import load_model
 from kvsim.measure import bandwidth
-from kvsim.measure.roofline import decode_point, device_summary, mla_kernels, on_roofline, point_bytes_needed
+from kvsim.measure.roofline import (
+    decode_point,
+    device_limits,
+    device_summary,
+    fitted_model,
+    mla_kernels,
+    on_roofline,
+    point_bytes_needed,
+)
 from kvsim.measure.step_time import weights_read_bytes
 from kvsim.measure.twins import mlx_lm_version, twin
-from kvsim.model import build_model
-from kvsim.model.layers import DeviceWeightInit
 
 RESULTS = Path(__file__).parent / "results"
 K = 1024
@@ -105,19 +111,7 @@ def build(v: Variant, dtype: str, available_bytes: int):
     if v.kv_heads is not None:
         spec = from_hf_config({**spec.config, "num_key_value_heads": v.kv_heads},
                               name=f"{spec.name}-kv{v.kv_heads}")
-    kwargs = dict(v.build)
-    wanted = kwargs.pop("num_layers", spec.num_hidden_layers)
-    one = build_model(spec, num_layers=1, vocab_size=2, dtype=dtype, init=DeviceWeightInit(0, mx_dtype(dtype)),
-                      **{k: x for k, x in kwargs.items() if k != "vocab_size"})
-    per_layer, elem = one.weight_bytes, one.embed.itemsize
-    del one
-    table_bytes = 2 * kwargs.get("vocab_size", spec.vocab_size) * spec.hidden_size * elem   # embedding + head
-    fit = int((0.6 * available_bytes - table_bytes) // per_layer)
-    if fit < 1:
-        raise MemoryError(f"{v.label}: one layer and the embedding table do not fit in "
-                          f"{available_bytes / 2**30:.0f} GiB")
-    return build_model(spec, num_layers=min(wanted, fit), dtype=dtype,
-                       init=DeviceWeightInit(0, mx_dtype(dtype)), **kwargs)
+    return fitted_model(spec, dtype, available_bytes, **v.build)
 
 
 def geometry(model) -> dict:
@@ -165,21 +159,19 @@ class Run:
 def calibrate(run: Run, p: dict, dtype: str):
     """Copy bandwidth and matmul FLOP/s; called at the start and the end, the faster of each is kept
     (a shared machine only ever slows a measurement down)."""
-    avail = run.res["device"]["memory_available_bytes"]
-    nbytes = int(min(p["copy_bytes"], avail // 8))
-    copy = bandwidth.measure_device_bandwidth(nbytes, repeats=10, dtype=dtype)
-    mm = bandwidth.measure_matmul_throughput(p["matmul_n"], repeats=10 if run.gpu else 5, dtype=dtype)
-    old = run.res["calibration"]
-    bw, flops = max(copy.rate, old.get("copy_bytes_per_s", 0)), max(mm.rate, old.get("matmul_flops_per_s", 0))
-    cal = {"copy_bytes": copy.work // 2, "copy_bytes_per_s": bw, "matmul_n": p["matmul_n"],
-           "matmul_flops_per_s": flops, "machine_balance_flop_per_byte": roofline.machine_balance(flops, bw),
-           "runs": old.get("runs", []) + [{"copy_bytes_per_s": copy.rate, "matmul_flops_per_s": mm.rate}]}
+    nbytes = int(min(p["copy_bytes"], run.res["device"]["memory_available_bytes"] // 8))
+    now, old = device_limits(nbytes, p["matmul_n"], dtype, repeats=10 if run.gpu else 5), run.res["calibration"]
+    runs = old.get("runs", []) + [{k: now[k] for k in ("copy_bytes_per_s", "matmul_flops_per_s")}]
+    bw = max(r["copy_bytes_per_s"] for r in runs)
+    flops = max(r["matmul_flops_per_s"] for r in runs)
+    cal = {**now, "copy_bytes_per_s": bw, "matmul_flops_per_s": flops, "runs": runs,
+           "machine_balance_flop_per_byte": roofline.machine_balance(flops, bw)}
     if not run.gpu:                                            # the host's own limit, for comparison
         numpy_copy = bandwidth.measure_copy_bandwidth(nbytes, repeats=5).rate
         cal["numpy_copy_bytes_per_s"] = max(numpy_copy, old.get("numpy_copy_bytes_per_s", 0))
     run.res["calibration"] = cal
-    print(f"copy {copy.rate / 1e9:.1f} GB/s, matmul {mm.rate / 1e9:.1f} GFLOP/s ({dtype}), "
-          f"balance {cal['machine_balance_flop_per_byte']:.0f} FLOP/B", flush=True)
+    print(f"copy {now['copy_bytes_per_s'] / 1e9:.1f} GB/s, matmul {now['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s "
+          f"({dtype}), balance {now['machine_balance_flop_per_byte']:.1f} FLOP/B", flush=True)
 
 
 def measure(run: Run, model, tw, context: int, batch: int, repeats: int, where: str, kv_dtype=None):

@@ -203,3 +203,13 @@ def test_mla_absorbed_equals_materialized_for_a_batch(dtype):
     tol = 1e-5 if dtype == "fp32" else 5e-2
     np.testing.assert_allclose(np.array(outs["absorbed"].astype(mx.float32)),
                                np.array(outs["materialized"].astype(mx.float32)), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("attention", [sdpa, reference_sdpa])
+def test_causal_string_is_the_bottom_right_causal_mask(attention):
+    """mlx-lm's caches answer "causal" for a chunk: query i (position T - L + i) sees keys <= itself."""
+    q, k, v = _rand(0, (1, 4, 3, 16)), _rand(1, (1, 2, 7, 16)), _rand(2, (1, 2, 7, 16))
+    np.testing.assert_allclose(np.array(attention(q, k, v, "causal")),
+                               np.array(attention(q, k, v, _causal(3, 7))), atol=1e-6)
+    with pytest.raises(ValueError, match="'causal'"):
+        attention(q, k, v, "sliding")

@@ -11,7 +11,9 @@ from kvsim.calc.units import InputError
 from kvsim.measure.bandwidth import MiB, measure_device_bandwidth, measure_matmul_throughput
 from kvsim.measure.roofline import (
     decode_point,
+    device_limits,
     device_summary,
+    fitted_model,
     interleaved_times,
     mla_kernels,
     on_roofline,
@@ -86,6 +88,28 @@ def test_device_bandwidth_and_matmul_count_their_work():
     assert mm.work == 2 * 64**3 and mm.rate == mm.work / min(mm.seconds)
     with pytest.raises(ValueError, match="n must"):
         measure_matmul_throughput(8)
+
+
+def test_device_limits_and_machine_balance():
+    lim = device_limits(MiB, 64, "fp32", repeats=1)
+    assert lim["copy_bytes"] == MiB and lim["matmul_n"] == 64
+    assert lim["machine_balance_flop_per_byte"] == lim["matmul_flops_per_s"] / lim["copy_bytes_per_s"]
+
+
+def test_fitted_model_keeps_the_layers_that_fit():
+    spec = toy_spec("jamba")                                  # 2 layers of different kinds
+    full = fitted_model(spec, "fp32", 2**30)
+    assert len(full.blocks) == 2 and full.embed.dtype == mx.float32
+    with pytest.raises(MemoryError, match="2 layer"):        # both kinds, or nothing
+        fitted_model(spec, "fp32", int(full.weight_bytes * 0.9 / 0.6))
+    gqa = toy_spec("gqa")
+    small = fitted_model(gqa, "fp32", 2**30, num_layers=1)
+    assert len(small.blocks) == 1
+    table = 2 * small.embed.nbytes
+    per_layer = small.weight_bytes - table
+    assert len(fitted_model(gqa, "fp32", int((table + 1.5 * per_layer) / 0.6)).blocks) == 1
+    with pytest.raises(MemoryError, match="do not fit"):
+        fitted_model(gqa, "fp32", int(table / 0.6))
 
 
 def test_device_summary_names_the_device_and_its_memory():
@@ -179,3 +203,15 @@ def test_quantized_twin_decodes_like_kvsim():
     assert p["kv_dtype"] == "q8" and set(p["step_ms"]) == {"kvsim", "mlx-lm"}
     with pytest.raises(ValueError, match="quantized sliding"):
         twin(build_model(toy_spec("sliding"))).make_caches(bits=8)
+
+
+@needs_mlx_lm
+@pytest.mark.parametrize("kind", ["gqa", "mla"])
+def test_kvsim_model_runs_on_mlx_lm_caches(toys, kind):
+    """mlx-lm's caches answer make_mask(N, return_array=, window_size=) with None or "causal"."""
+    model = toys[kind]
+    ours, theirs = model.make_caches(), twin(model).make_caches()
+    tokens = mx.array([[3, 1, 4, 1, 5, 9, 2, 6]])
+    for chunk in (tokens[:, :5], tokens[:, 5:6], tokens[:, 6:]):
+        np.testing.assert_allclose(np.array(model(chunk, ours)), np.array(model(chunk, theirs)),
+                                   rtol=1e-5, atol=1e-5)

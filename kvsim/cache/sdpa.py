@@ -21,7 +21,9 @@ Contract
   rep = H_q // H_kv, and K/V get a size-1 axis that broadcasts; K/V are never repeated (the
   fused kernel does the same grouping internally).
 - ``mask``: None (every key visible to every query), a bool array (True = may attend)
-  or an additive float array; shape (L, T) or (B|1, H_q|1, L, T).
+  or an additive float array; shape (L, T) or (B|1, H_q|1, L, T). The string ``"causal"`` (what
+  mlx-lm's caches answer for a multi-token chunk) means query i, at position T - L + i, sees keys
+  0 … T - L + i; it is turned into that bool array.
 - Softmax runs with ``precise=True`` (float32 accumulation even for bf16/fp16 inputs).
 """
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-__all__ = ["sdpa", "reference_sdpa", "quantized_sdpa"]
+__all__ = ["sdpa", "reference_sdpa", "quantized_sdpa", "as_mask"]
 
 
 def _check_dense(q: mx.array, k: mx.array, v: mx.array) -> None:
@@ -43,6 +45,16 @@ def _check_dense(q: mx.array, k: mx.array, v: mx.array) -> None:
         raise ValueError(f"query heads {qs[1]} must be a multiple of the KV heads {ks[1]}")
     if qs[3] != ks[3]:
         raise ValueError(f"q head_dim {qs[3]} != k head_dim {ks[3]}")
+
+
+def as_mask(mask, L: int, T: int):
+    """None or a mask array as given; mlx-lm's ``"causal"`` as the bool (L, T) array it stands for
+    (the last L of T positions query, each sees the keys up to itself)."""
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f"mask must be an array, None or 'causal', got {mask!r}")
+        return mx.arange(T)[None, :] <= mx.arange(T - L, T)[:, None]
+    return mask
 
 
 def _check_mask(mask: mx.array | None, L: int, T: int) -> None:
@@ -70,6 +82,7 @@ def _apply_mask(scores: mx.array, mask: mx.array | None) -> mx.array:
     """Mask (B, H_kv, rep, L, T) scores: bool masks select, float masks are added."""
     if mask is None:
         return scores
+    mask = as_mask(mask, scores.shape[-2], scores.shape[-1])
     _check_mask(mask, scores.shape[-2], scores.shape[-1])
     if mask.ndim == 4:
         B, Hkv, rep, L, T = scores.shape
@@ -108,6 +121,7 @@ def sdpa(q: mx.array, k: mx.array, v: mx.array, mask: mx.array | None = None,
     A float mask is cast to q's dtype (the kernel wants a mask that promotes to the output dtype).
     """
     _check_dense(q, k, v)
+    mask = as_mask(mask, q.shape[2], k.shape[2])
     _check_mask(mask, q.shape[2], k.shape[2])
     if mask is not None and mask.dtype != mx.bool_:
         mask = mask.astype(q.dtype)

@@ -22,6 +22,11 @@ Contract
   intensity, floor = bytes read / bandwidth, time / floor, achieved bytes/s and FLOP/s.
 - :func:`point_bytes_needed`: memory a point allocates (both cache sets, allocated view, plus one
   layer's worth of transient copies), so a benchmark can skip what does not fit.
+- :func:`fitted_model`: ``build_model`` with weights drawn on the device (:class:`DeviceWeightInit`)
+  and as many of the wanted layers as fit in a share of the available memory (one layer is built
+  first to weigh it).
+- :func:`device_limits`: copy bandwidth and matmul FLOP/s of the device (kvsim.measure.bandwidth)
+  and the machine balance, as one dict.
 """
 
 from __future__ import annotations
@@ -33,13 +38,17 @@ from typing import Callable
 
 import mlx.core as mx
 
+from ..cache.base import mx_dtype
 from ..calc import memory, roofline
 from ..calc.units import positive_int
 from ..decode import kv_dtype_spec
+from ..model import build_model
+from ..model.layers import DeviceWeightInit
+from .bandwidth import measure_device_bandwidth, measure_matmul_throughput
 from .step_time import fill_caches, matmul_params, weights_read_bytes
 
-__all__ = ["device_summary", "interleaved_times", "decode_point", "mla_kernels", "on_roofline",
-           "point_bytes_needed"]
+__all__ = ["device_summary", "device_limits", "fitted_model", "interleaved_times", "decode_point",
+           "mla_kernels", "on_roofline", "point_bytes_needed"]
 
 
 def _backend() -> str:
@@ -178,3 +187,29 @@ def on_roofline(point: dict, bytes_per_s: float, flops_per_s: float) -> dict:
     if "mlx-lm" in point["step_ms"]:
         out["mlx_lm_over_floor"] = point["step_ms"]["mlx-lm"] / 1e3 / floor
     return out
+
+
+def fitted_model(spec, dtype: str, available_bytes: int, share: float = 0.6, seed: int = 0, **build):
+    """``build_model(spec, **build)`` with at most as many layers as fit in ``share`` of the memory.
+
+    The fewest layers a model can have (one per distinct layer kind) are built first to weigh a layer.
+    """
+    wanted, fewest = build.pop("num_layers", spec.num_hidden_layers), len(set(spec.layers))
+    init = lambda: DeviceWeightInit(seed, mx_dtype(dtype))          # noqa: E731
+    probe = build_model(spec, num_layers=fewest, vocab_size=2, dtype=dtype, init=init(),
+                        **{k: x for k, x in build.items() if k != "vocab_size"})
+    per_layer = probe.weight_bytes / fewest
+    table = 2 * build.get("vocab_size", spec.vocab_size) * spec.hidden_size * probe.embed.itemsize  # embed + head
+    fit = int((share * available_bytes - table) // per_layer)
+    if fit < fewest:
+        raise MemoryError(f"{spec.name}: {fewest} layer(s) and the embedding table do not fit in "
+                          f"{share:.0%} of {available_bytes / 2**30:.1f} GiB")
+    return build_model(spec, num_layers=min(wanted, fit), dtype=dtype, init=init(), seed=seed, **build)
+
+
+def device_limits(copy_bytes: int, matmul_n: int, dtype: str, repeats: int = 10) -> dict:
+    """The device's copy bandwidth (bytes/s), matmul FLOP/s and their ratio, the machine balance."""
+    copy = measure_device_bandwidth(copy_bytes, repeats=repeats, dtype=dtype)
+    mm = measure_matmul_throughput(matmul_n, repeats=repeats, dtype=dtype)
+    return {"copy_bytes": copy.work // 2, "copy_bytes_per_s": copy.rate, "matmul_n": matmul_n,
+            "matmul_flops_per_s": mm.rate, "machine_balance_flop_per_byte": roofline.machine_balance(mm.rate, copy.rate)}

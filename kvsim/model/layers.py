@@ -128,7 +128,7 @@ def attend_cached(q: mx.array, k: mx.array, v: mx.array, cache, scale: float, kv
     (its scales take the dtype written: ``kv_dtype``, or the compute dtype when None).
     """
     # (L, keys the update returns), or None when every key is visible (a decode step: no mask)
-    mask = cache.make_mask(q.shape[2])
+    mask = cache.make_mask(q.shape[2], window_size=None, return_array=False)   # mlx-lm's signature too
     dtype = kv_dtype or k.dtype
     fetched = cache.update_and_fetch(k.astype(dtype), v.astype(dtype))
     if isinstance(fetched, QuantizedKV):

@@ -34,7 +34,7 @@ import mlx.nn as nn
 import numpy as np
 
 from ..cache.quantized import QuantizedKV
-from ..cache.sdpa import sdpa
+from ..cache.sdpa import as_mask, sdpa
 from ..calc.config import LayerSpec, ModelSpec
 from .layers import Rows, WeightInit, reference_mask, rms_norm, rope
 
@@ -109,7 +109,7 @@ class MLA(nn.Module):
         if cache is None:
             mask, parts = reference_mask(L, L), [(latent, k_pe, None)]
         else:
-            mask = cache.make_mask(L)                          # before the update: (L, T)
+            mask = cache.make_mask(L, window_size=None, return_array=False)   # before the update: (L, T)
             dtype = kv_dtype or latent.dtype
             parts = _parts(cache.update_and_fetch(latent.astype(dtype), k_pe.astype(dtype)))
         path = self.path if self.path != "auto" else ("absorbed" if L == 1 else "materialized")
@@ -147,6 +147,7 @@ class MLA(nn.Module):
         scores = [_scores(q_lat, q_pe, lat, kpe, qz) for lat, kpe, qz in parts]
         scores = scores[0] if len(scores) == 1 else mx.concatenate(scores, axis=-1)
         scores = scores.reshape(B, H, L, -1)                  # (B,H,L,T)
+        mask = as_mask(mask, L, scores.shape[-1])
         if mask is not None:                                   # None: one query sees every key
             scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)
         probs = mx.softmax(scores, axis=-1, precise=True).reshape(B, 1, H * L, -1)
