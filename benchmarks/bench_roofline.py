@@ -206,6 +206,9 @@ def measure(run: Run, model, tw, context: int, batch: int, repeats: int, where: 
 
 
 def run_variant(run: Run, v: Variant, p: dict, dtype: str):
+    if run.left_s() <= 0:
+        run.res["skipped"].append({"where": v.label, "why": "time budget"})
+        return
     try:
         mx.clear_cache()
         model = build(v, dtype, device_summary()["memory_available_bytes"])
