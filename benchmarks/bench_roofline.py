@@ -302,7 +302,9 @@ def markdown(res: dict) -> str:
                   "|---|" + "---|" * len(ways)]
         lines += [f"| {k['context_tokens']:,} | " + " | ".join(f"{k['step_ms'][w]:.3f}" for w in ways) + " |"
                   for k in res["mla_kernels"]]
-    lines += ["", "† kvsim and mlx-lm timed one after the other (two cache sets do not fit in memory)."]
+    if any(not pt["interleaved"] for v in res["variants"].values() for pt in v["points"]) or any(
+            not pt["interleaved"] for pt in (res.get("batch_sweep") or {"points": []})["points"]):
+        lines += ["", "† kvsim and mlx-lm timed one after the other (two cache sets do not fit in memory)."]
     for what, items in (("Skipped", res["skipped"]), ("Errors", res["errors"])):
         if items:
             lines += ["", f"{what}: " + "; ".join(f"{i['where']} ({i.get('why') or i.get('error')})" for i in items)]
