@@ -10,9 +10,10 @@
    reduced), at several contexts; caches are filled with random K/V rows (a decode step reads the
    same bytes whatever wrote them). Achieved bytes/s next to numpy's copy bandwidth (read + write)
    measured in the same process: the machine's physical limit.
-3. if mlx-lm is importable: the same model, same weights, same contexts decoded by mlx-lm's llama with
-   its own KVCache (and kvsim's model on mlx-lm's KVCache); steps interleaved, medians compared.
-   Target: kvsim <= 1.1x mlx-lm. Also a greedy end-to-end run through both must give the same tokens.
+3. if mlx-lm is installed: the same model, same weights, same contexts decoded by mlx-lm's llama with
+   its own KVCache (and kvsim's model on mlx-lm's KVCache; kvsim.measure.twins); steps interleaved
+   (kvsim.measure.roofline.interleaved_times). Target: kvsim <= 1.05x mlx-lm. Also a greedy
+   end-to-end run through both must give the same tokens.
 
 float32 throughout (MLX bf16/fp16 math is slow on a Linux CPU). Step times: best (min) and median
 of interleaved repeats. The machine is shared (2 cores, other jobs): interference only adds time,
@@ -35,6 +36,9 @@ from kvsim.calc import memory
 from kvsim.calc.registry import load_model
 from kvsim.decode import generate, positions_fed
 from kvsim.measure.bandwidth import measure_copy_bandwidth
+from kvsim.measure.roofline import interleaved_times
+from kvsim.measure.step_time import fill_caches, matmul_params, weights_read_bytes
+from kvsim.measure.twins import mlx_lm_version, twin
 from kvsim.model import build_model, toy_spec
 
 OUT = Path(__file__).parent / "results"
@@ -52,7 +56,7 @@ def _timed(fn) -> float:
 
 def flops_per_step(model, fed: int, context: int) -> float:
     """2·(matmul params) per fed position + attention 4·H·D per (query, key) pair, causal."""
-    linear = model.weight_bytes // 4 - model.embed.size                  # fp32 params minus lookup table
+    linear = matmul_params(model)                                         # all but the lookup table
     attn = sum(4 * b.mixer.n_heads * b.mixer.head_dim for b in model.blocks)
     pairs = fed * context - fed * (fed - 1) / 2                           # query i sees context - fed + i + 1 keys
     return 2 * linear * fed + attn * pairs
@@ -87,15 +91,6 @@ def cached_vs_uncached(prompt: int, answer: int) -> dict:
 # ---------------------------------------------------------------- 2. bytes/s
 
 
-def fill(caches, tokens: int, model, seed: int = 0):
-    """Bring every KV cache to ``tokens`` tokens of random rows (no prefill compute)."""
-    for i, (c, layer) in enumerate(zip(caches, model.spec.layers)):
-        shape = (1, layer.num_key_value_heads, tokens, layer.head_dim)
-        k = mx.random.normal(shape, key=mx.random.key(seed + 2 * i))
-        v = mx.random.normal(shape, key=mx.random.key(seed + 2 * i + 1))
-        mx.eval(c.update_and_fetch(k, v))
-
-
 def step_seconds(model_fn, caches, token: int = 1) -> float:
     """One decode step: forward of one token + mx.eval of the logits."""
     start = time.perf_counter()
@@ -105,10 +100,10 @@ def step_seconds(model_fn, caches, token: int = 1) -> float:
 
 def bandwidth(model, contexts, repeats: int) -> list[dict]:
     rows = []
-    weight_read = model.weight_bytes - model.embed.nbytes + model.embed[0].nbytes   # one embedding row
+    weight_read = weights_read_bytes(model)                           # all but the table, plus one row
     for T in contexts:
         caches = make_caches(model.spec)
-        fill(caches, T, model)
+        fill_caches(model, caches, T)
         step_seconds(model, caches)                                   # warm-up
         times = [step_seconds(model, caches) for _ in range(repeats)]
         cache_read = int(memory.read_bytes_per_step(model.spec, T + 1, kv_dtype="fp32"))
@@ -124,52 +119,31 @@ def bandwidth(model, contexts, repeats: int) -> list[dict]:
 # ---------------------------------------------------------------- 3. mlx-lm side by side
 
 
-def mlx_lm_twin(model):
-    """mlx-lm's llama with kvsim's weights (same function: same RoPE, RMSNorm eps, SwiGLU)."""
-    from mlx.utils import tree_unflatten
-    from mlx_lm.models import llama
-
-    spec, attn = model.spec, model.blocks[0].mixer
-    args = llama.ModelArgs(model_type="llama", hidden_size=spec.hidden_size,
-                           num_hidden_layers=len(model.blocks), intermediate_size=model.blocks[0].ffn.up.shape[0],
-                           num_attention_heads=attn.n_heads, num_key_value_heads=attn.n_kv_heads,
-                           head_dim=attn.head_dim, rms_norm_eps=1e-6, vocab_size=spec.vocab_size,
-                           rope_theta=attn.rope_base, tie_word_embeddings=False)
-    twin = llama.Model(args)
-    w = [("model.embed_tokens.weight", model.embed), ("model.norm.weight", model.norm),
-         ("lm_head.weight", model.lm_head)]
-    for i, b in enumerate(model.blocks):
-        p = f"model.layers.{i}."
-        w += [(p + "self_attn.q_proj.weight", b.mixer.wq), (p + "self_attn.k_proj.weight", b.mixer.wk),
-              (p + "self_attn.v_proj.weight", b.mixer.wv), (p + "self_attn.o_proj.weight", b.mixer.wo),
-              (p + "mlp.gate_proj.weight", b.ffn.gate), (p + "mlp.up_proj.weight", b.ffn.up),
-              (p + "mlp.down_proj.weight", b.ffn.down), (p + "input_layernorm.weight", b.mixer_norm),
-              (p + "post_attention_layernorm.weight", b.ffn_norm)]
-    twin.update(tree_unflatten(w))
-    mx.eval(twin.parameters())
-    return twin
+def greedy(step, caches, prompt: list[int], n: int) -> list[int]:
+    """n greedy tokens: ``step(tokens (1, L), caches) -> logits``, prompt fed at once."""
+    logits, out = step(mx.array([prompt]), caches), []
+    for _ in range(n):
+        out.append(int(mx.argmax(logits[0, -1])))
+        logits = step(mx.array([[out[-1]]]), caches)
+    return out
 
 
 def side_by_side(model, contexts, repeats: int) -> dict:
-    from mlx_lm.generate import generate_step
-    from mlx_lm.models.cache import make_prompt_cache
-
-    twin = mlx_lm_twin(model)
-    prompt = [int(t) for t in np.random.default_rng(1).integers(0, model.spec.vocab_size, 64)]
+    """kvsim, kvsim's model on mlx-lm's caches, and mlx-lm's llama (same weights), steps interleaved."""
+    t = twin(model)
+    prompt = [int(x) for x in np.random.default_rng(1).integers(0, model.spec.vocab_size, 64)]
     ours = generate(model, prompt, 16).tokens
-    theirs = [int(t) for t, _ in generate_step(mx.array(prompt), twin, max_tokens=16)]
+    theirs = greedy(lambda x, c: t.model(x, cache=c), t.make_caches(), prompt, 16)
     rows = []
     for T in contexts:
         setups = {"kvsim": (model, make_caches(model.spec)),
-                  "kvsim model + mlx-lm KVCache": (model, make_prompt_cache(twin)),
-                  "mlx-lm": (twin, make_prompt_cache(twin))}
+                  "kvsim model + mlx-lm KVCache": (model, t.make_caches()),
+                  "mlx-lm": (t.model, t.make_caches())}
         for fn, caches in setups.values():
-            fill(caches, T, model)
-            step_seconds(fn, caches)                                  # warm-up
-        times = {name: [] for name in setups}
-        for _ in range(repeats):                                      # interleaved: same load for all
-            for name, (fn, caches) in setups.items():
-                times[name].append(step_seconds(fn, caches))
+            fill_caches(model, caches, T)
+        x = mx.array([[1]])
+        times = interleaved_times({name: (lambda fn=fn, c=caches: fn(x, c)) for name, (fn, caches) in setups.items()},
+                                  repeats)
         best = {name: 1e3 * min(ts) for name, ts in times.items()}
         med = {name: 1e3 * statistics.median(ts) for name, ts in times.items()}
         rows.append({"context_tokens": T, "step_ms": best, "median_step_ms": med,
@@ -208,7 +182,7 @@ def markdown(res: dict) -> str:
     if m:
         lines += ["", f"## Side by side with mlx-lm {res['mlx_lm_version']} (same weights)", "",
                   f"Greedy tokens identical: {m['greedy_tokens_identical']}. Worst kvsim / mlx-lm: "
-                  f"**{m['worst_kvsim_over_mlx_lm']:.2f}x** (target <= 1.1x).", "",
+                  f"**{m['worst_kvsim_over_mlx_lm']:.2f}x** (target <= 1.05x).", "",
                   "Best-of step times (ms); the last column is the ratio of medians.", "",
                   "| context | kvsim | kvsim model + mlx-lm KVCache | mlx-lm | kvsim / mlx-lm | (medians) |",
                   "|---|---|---|---|---|---|"]
@@ -233,12 +207,8 @@ def main():
            "cached_vs_uncached": cached_vs_uncached(prompt, answer)}
     model = build_model(load_model("llama-3-8b"), **GEOMETRY)
     res["bandwidth"] = bandwidth(model, contexts, repeats)
-    try:
-        import mlx_lm
-        res["mlx_lm_version"] = mlx_lm.__version__
-        res["mlx_lm"] = side_by_side(model, contexts, repeats)
-    except ImportError:
-        res["mlx_lm"] = None
+    res["mlx_lm_version"] = mlx_lm_version()
+    res["mlx_lm"] = side_by_side(model, contexts, repeats) if res["mlx_lm_version"] else None
     OUT.mkdir(exist_ok=True)
     suffix = "_quick" if args.quick else ""
     (OUT / f"decode{suffix}.json").write_text(json.dumps(res, indent=2) + "\n")

@@ -103,8 +103,10 @@ def test_speed_floor_is_bytes_over_bandwidth():
     t, w_s, step_s = speed_floor("llama-3.1-8b", "H100 80GB", batch=1, tokens=8192, points=3)
     from kvsim.calc.registry import load_model
     spec = load_model("llama-3.1-8b")
-    w = param_count(spec).active * 2
-    assert w_s == w / acc.memory_bandwidth_bytes_per_s
+    count = param_count(spec)                              # read: all but the input table, plus one row
+    w = (count.active - count.embedding + spec.hidden_size) * 2
+    assert w / 1e9 == pytest.approx(15.01, abs=0.005)      # not the 16.06 GB of all active parameters
+    assert w_s == pytest.approx(w / acc.memory_bandwidth_bytes_per_s)
     assert step_s[-1] == pytest.approx((w + 2**30) / acc.memory_bandwidth_bytes_per_s)   # 8K tokens = 1 GiB
     _, _, batched = speed_floor("llama-3.1-8b", "H100 80GB", batch=4, tokens=8192, points=3)
     assert batched[-1] - w_s == pytest.approx(4 * (step_s[-1] - w_s))

@@ -12,10 +12,14 @@ Contract
   layers. Combinations kvsim has no layout for raise ValueError before anything is built:
   quantized + chunked, quantized + sliding with ``keep`` sinks, and fp8 (no fp8 storage in MLX).
 - ``keep``, ``rewind_tokens``, ``ordered`` go to every RotatingKVCache; ``inplace`` to KVCache
-  and LatentCache. ``dtype`` is the model's dtype, which recurrent state tensors follow unless their
-  family's reference implementation keeps them in fp32 (:meth:`LayerSpec.state_dtypes`);
-  ``state_dtype`` (a name) puts every state tensor in one dtype instead. ``batch`` is the state's
-  batch size (KV caches take B from their first update).
+  and LatentCache. Sliding layers default to ``ordered=False`` (as mlx-lm): a decode step over a
+  wrapped ring reads the ring as stored, with no per-step copy of the window and no mask when
+  the ring holds exactly the window, so attention takes the fused no-mask path. Attention does
+  not depend on the order of its keys, so outputs are the same either way. ``dtype`` is the
+  model's dtype, which recurrent state tensors follow unless their family's reference
+  implementation keeps them in fp32 (:meth:`LayerSpec.state_dtypes`); ``state_dtype`` (a name)
+  puts every state tensor in one dtype instead. ``batch`` is the state's batch size (KV caches
+  take B from their first update).
 - Drop-in: for a config mlx-lm also runs, the list works as the ``cache=`` of mlx-lm's model and
   as its ``generate_step(prompt_cache=...)`` (tests/test_mlx_lm_dropin.py).
 """
@@ -53,7 +57,7 @@ def _bits(kv_dtype, group_size) -> int | None:
 def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, step: int = DEFAULT_STEP,
                 dtype=mx.float32, inplace: bool = True, group_size: int = 64,
                 full_precision_tokens: int = 0, keep: int = 0, rewind_tokens: int = 0,
-                ordered: bool = True, state_dtype: str | None = None) -> list:
+                ordered: bool = False, state_dtype: str | None = None) -> list:
     """One cache per layer of ``spec`` (None for layers that cache nothing)."""
     if not isinstance(spec, ModelSpec):
         raise ValueError(f"spec must be a kvsim.calc.config.ModelSpec, got {type(spec).__name__}")

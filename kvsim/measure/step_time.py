@@ -7,9 +7,13 @@ Contract
   and minutes at these sizes, while a decode step reads the same bytes whatever the values are.
   Each point is the fastest of ``steps`` timed steps after one warm-up step (the one least
   disturbed by other work on the machine, as for the copy bandwidth).
-- Bytes one step reads = the weights it touches (every weight except the embedding table, of which
-  one row: :func:`weights_read_bytes`) + the cache, :func:`kvsim.calc.memory.read_bytes_per_step` at
-  the step's context. ``cache_used_bytes`` is the caches' own ``used_bytes`` after the step, measured.
+- Bytes one step reads = the weights it touches (:func:`weights_read_bytes`: every weight except
+  the embedding table, of which one row, :func:`kvsim.calc.roofline.step_weight_bytes`) + the cache,
+  :func:`kvsim.calc.memory.read_bytes_per_step` at the step's context. ``cache_used_bytes`` is the
+  caches' own ``used_bytes`` after the step, measured.
+- :func:`fill_caches` only calls ``update_and_fetch`` (and ``advance`` on recurrent states), so it
+  fills mlx-lm's caches as well as kvsim's. A sliding layer is written in chunks of at most its
+  window: no cache, whatever its layout, holds more than twice the window while being filled.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import time
 from dataclasses import dataclass
 
 import mlx.core as mx
+import mlx.nn as nn
 
 from ..calc import memory
 from ..calc.progress import Progress
+from ..calc.roofline import step_weight_bytes
 from ..calc.units import dtype_key
 from ..decode import cache_dtypes, kv_dtype_spec
 
@@ -48,11 +54,19 @@ class StepTime:
 
 def weights_read_bytes(model) -> int:
     """Weight bytes one decode step reads: all parameters but the embedding table, plus one of its rows."""
-    return model.weight_bytes - model.embed.nbytes + model.embed[0].nbytes
+    return step_weight_bytes(model.weight_bytes, model.embed.nbytes, model.spec.vocab_size)
 
 
-def fill_caches(model, caches, tokens: int, kv_dtype=None, seed: int = 0) -> None:
-    """Write ``tokens`` seeded random K/V rows into every attention cache (recurrent: advance only)."""
+def matmul_params(model) -> int:
+    """Parameters a decode step multiplies by (all but the embedding table): 2 FLOPs each per sequence."""
+    return sum(p.size for _, p in nn.utils.tree_flatten(model.parameters())) - model.embed.size
+
+
+def fill_caches(model, caches, tokens: int, kv_dtype=None, seed: int = 0, batch: int = 1) -> None:
+    """Write ``tokens`` seeded random K/V rows for ``batch`` sequences into every attention cache.
+
+    Recurrent states only advance. ``caches`` may be kvsim's or mlx-lm's (one per layer of ``model``).
+    """
     if not isinstance(tokens, int) or tokens < 0:
         raise ValueError(f"tokens must be an integer >= 0, got {tokens!r}")
     if tokens == 0:
@@ -64,15 +78,18 @@ def fill_caches(model, caches, tokens: int, kv_dtype=None, seed: int = 0) -> Non
         if layer.kind == "recurrent":
             cache.advance(tokens)            # the state's size does not depend on T
             continue
+        chunk = min(tokens, layer.sliding_window or tokens)
         if layer.kind == "mla":
-            shapes = [(1, 1, tokens, layer.kv_lora_rank), (1, 1, tokens, layer.qk_rope_head_dim)]
+            shapes = [(batch, 1, chunk, layer.kv_lora_rank), (batch, 1, chunk, layer.qk_rope_head_dim)]
         else:
             h = layer.num_key_value_heads
-            shapes = [(1, h, tokens, layer.head_dim), (1, h, tokens, layer.v_head_dim)]
-        k, v = (mx.random.uniform(-1, 1, s, key=mx.random.key(seed + 2 * i + j)).astype(written)
+            shapes = [(batch, h, chunk, layer.head_dim), (batch, h, chunk, layer.v_head_dim)]
+        k, v = (mx.random.uniform(-1, 1, s, dtype=written, key=mx.random.key(seed + 2 * i + j))
                 for j, s in enumerate(shapes))
-        cache.update_and_fetch(k, v)
-        mx.eval([a for a in vars(cache).values() if isinstance(a, mx.array)])
+        for start in range(0, tokens, chunk):                 # one write unless the layer is a window
+            n = min(chunk, tokens - start)
+            cache.update_and_fetch(k[:, :, :n], v[:, :, :n])
+            mx.eval([a for a in vars(cache).values() if isinstance(a, mx.array)])
 
 
 def _one_step(model, caches, written) -> float:

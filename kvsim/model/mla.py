@@ -13,6 +13,13 @@ Contract
     are q̃_h·latent + q_pe·k_pe and the output is W_uv,h (Σ p · latent): attention runs over the
     latent itself and the per-head K/V are never built (how DeepSeek decodes);
   * ``auto`` (default): absorbed for one new token, materialized otherwise (mlx-lm's choice).
+- The absorbed path is written with explicit matmuls, not ``mx.fast.scaled_dot_product_attention``:
+  the fused decode kernels cover head dims up to 128 (CUDA) or 256 (Metal), not a 512-wide latent
+  head, so MLX would compose the same matmuls anyway (and an H200 measurement of the fused call
+  with 576/512-wide heads took 14.5 ms at 128K keys). Written out, the H heads are folded into the
+  rows of one matmul (the latent is read once per sequence, batch included) and the RoPE scores
+  enter through ``mx.addmm`` (no separate pass over the scores). Measured on this CPU the two
+  formulations tie; ``benchmarks/bench_roofline.py`` times both on any device (``mla_kernels``).
 - A quantized latent cache (QuantizedKVCache with the latent in the keys slot) is read with
   ``mx.quantized_matmul`` on the absorbed path and dequantized on the materialized path.
 - Score scale 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) (YaRN's mscale is left out).
@@ -24,9 +31,10 @@ from __future__ import annotations
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 
 from ..cache.quantized import QuantizedKV
-from ..cache.sdpa import sdpa
+from ..cache.sdpa import as_mask, sdpa
 from ..calc.config import LayerSpec, ModelSpec
 from .layers import Rows, WeightInit, reference_mask, rms_norm, rope
 
@@ -101,7 +109,7 @@ class MLA(nn.Module):
         if cache is None:
             mask, parts = reference_mask(L, L), [(latent, k_pe, None)]
         else:
-            mask = cache.make_mask(L)                          # before the update: (L, T)
+            mask = cache.make_mask(L, window_size=None, return_array=False)   # before the update: (L, T)
             dtype = kv_dtype or latent.dtype
             parts = _parts(cache.update_and_fetch(latent.astype(dtype), k_pe.astype(dtype)))
         path = self.path if self.path != "auto" else ("absorbed" if L == 1 else "materialized")
@@ -127,21 +135,37 @@ class MLA(nn.Module):
         """Attend over the latent: scores = q̃·latentᵀ + q_pe·k_peᵀ, out = W_uv (p · latent).
 
         ``parts`` are the cached (latent, k_pe, quantization) pieces, oldest first; quantized pieces
-        are read with ``mx.quantized_matmul`` and never dequantized.
+        are read with ``mx.quantized_matmul`` and never dequantized. The H heads share one latent,
+        so they are folded into the rows of one matrix, (B, 1, H·L, ·): each matmul then reads the
+        latent once per sequence (a batched per-head product relies on MLX to fold the broadcast
+        batch, which it does only when the batch has a single axis, B = 1).
         """
+        B, H, L, _ = q_nope.shape
         w_uk, w_uv = self._w_uk_uv()
-        q_lat = q_nope @ w_uk                                 # (B,H,L,nope) @ (H,nope,r) -> (B,H,L,r)
-        scores = mx.concatenate([_matmul(q_lat, lat, qz, True) + _matmul(q_pe, kpe, qz, True)
-                                 for lat, kpe, qz in parts], axis=-1) * self.scale   # (B,H,L,T)
+        q_lat = (q_nope * self.scale) @ w_uk                  # (B,H,L,nope) @ (H,nope,r): scale on the queries
+        q_lat, q_pe = (x.reshape(B, 1, H * L, x.shape[-1]) for x in (q_lat, q_pe * self.scale))
+        scores = [_scores(q_lat, q_pe, lat, kpe, qz) for lat, kpe, qz in parts]
+        scores = scores[0] if len(scores) == 1 else mx.concatenate(scores, axis=-1)
+        scores = scores.reshape(B, H, L, -1)                  # (B,H,L,T)
+        mask = as_mask(mask, L, scores.shape[-1])
         if mask is not None:                                   # None: one query sees every key
             scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)
-        probs = mx.softmax(scores, axis=-1, precise=True)
-        out_lat, start = 0, 0
-        for lat, _, qz in parts:                              # Σ p·latent: one "value head" for all
-            n = _tokens(lat)
-            out_lat = out_lat + _matmul(probs[..., start:start + n], lat, qz, False)
-            start += n
-        return out_lat @ w_uv.swapaxes(-1, -2)                # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+        probs = mx.softmax(scores, axis=-1, precise=True).reshape(B, 1, H * L, -1)
+        if len(parts) == 1:                                   # Σ p·latent: one "value head" for all
+            out_lat = _matmul(probs, parts[0][0], parts[0][2], False)
+        else:
+            ends = np.cumsum([0] + [_tokens(lat) for lat, _, _ in parts])
+            out_lat = sum(_matmul(probs[..., a:b], lat, qz, False)
+                          for (lat, _, qz), a, b in zip(parts, ends[:-1], ends[1:]))
+        return out_lat.reshape(B, H, L, -1) @ w_uv.swapaxes(-1, -2)   # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+
+
+def _scores(q_lat, q_pe, lat, kpe, qz):
+    """q_lat·latentᵀ + q_pe·k_peᵀ for one cached piece, (B,1,H·L,T); dense: one addmm (no extra pass)."""
+    if qz is not None:
+        return _matmul(q_lat, lat, qz, True) + _matmul(q_pe, kpe, qz, True)
+    lat, kpe = lat.astype(q_lat.dtype), kpe.astype(q_pe.dtype)
+    return mx.addmm(q_pe @ kpe.swapaxes(-1, -2), q_lat, lat.swapaxes(-1, -2))
 
 
 def _parts(fetched) -> list:

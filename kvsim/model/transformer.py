@@ -18,7 +18,8 @@ Contract
   ``kv_dtype`` (mx dtype, None = compute dtype) is the dtype K/V are written to the caches in.
 - ``model.spec`` is the reduced spec: hand it to ``make_caches`` and to :mod:`kvsim.calc.memory`.
 - Weights are deterministic in ``seed``; float32 by default (MLX bf16/fp16 math is slow on a
-  Linux CPU), bf16 and fp16 work too.
+  Linux CPU), bf16 and fp16 work too. ``init`` replaces the numpy draws (``WeightInit(seed)``),
+  e.g. by :class:`~kvsim.model.layers.DeviceWeightInit` to build a multi-GB model on a GPU fast.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def _ffn_width(spec: ModelSpec) -> int:
 
 def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: int | None = None,
                 intermediate_size: int | None = None, hidden_size: int | None = None,
-                seed: int = 0, dtype: str = "fp32") -> Model:
+                seed: int = 0, dtype: str = "fp32", init: WeightInit | None = None) -> Model:
     """A random-weight model with ``spec``'s layer geometry, optionally fewer layers / smaller vocab and FFN."""
     mx_dtype(dtype)  # validate before any work
     indices = select_layers(spec, spec.num_hidden_layers if num_layers is None else num_layers)
@@ -170,7 +171,7 @@ def build_model(spec: ModelSpec, *, num_layers: int | None = None, vocab_size: i
     reduced = replace(spec, layers=tuple(spec.layers[i] for i in indices), vocab_size=vocab,
                       hidden_size=hidden, intermediate_size=ffn, config=config)
     info = BuildInfo(spec.name, spec.num_hidden_layers, indices, seed, dtype)
-    model = Model(reduced, ffn, info, WeightInit(seed))
+    model = Model(reduced, ffn, info, init or WeightInit(seed))
     if dtype != "fp32":
         model.set_dtype(mx_dtype(dtype))
     mx.eval(model.parameters())
