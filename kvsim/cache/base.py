@@ -101,6 +101,13 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
     ``expected`` holds the geometry fixed by the first update (all but S must match).
     Every message names the field and what is accepted; nothing is modified here.
     """
+    if expected is not None and type(keys) is mx.array and type(values) is mx.array:
+        # the decode hot path: one comparison per field against the first update's geometry
+        ks, vs = keys.shape, values.shape
+        if (len(ks) == 4 and len(vs) == 4 and ks[0] == vs[0] == expected["B"] and ks[1] == vs[1] == expected["H"]
+                and ks[2] == vs[2] >= 1 and ks[3] == expected["k_dim"] and vs[3] == expected["v_dim"]
+                and keys.dtype == values.dtype == expected["dtype"]):
+            return {**expected, "S": ks[2]}
     for name, a in (("keys", keys), ("values", values)):
         if not isinstance(a, mx.array):
             raise ValueError(f"{name} must be an mx.array, got {type(a).__name__}")

@@ -67,6 +67,7 @@ class RotatingKVCache(BufferedCache):
         self.offset = 0
         self._start = keep  # oldest non-sink position still held; > keep once a row was overwritten
         self._geom = None
+        self._answer_at = (-1, False)  # (offset, _ring_answer(offset, 1)) of the last one-token question
 
     # ------------------------------------------------------------ layout
     def _slices(self, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -114,13 +115,20 @@ class RotatingKVCache(BufferedCache):
 
     def _ring_answer(self, P: int, S: int) -> bool:
         """Return the ring as stored: ordered=False, the answer fits and it wraps around the ring."""
-        return not self.ordered and self._fits(P, S) and len(self._slots_of(self._returned(P, S))) > 1
+        if S == 1 and self._answer_at[0] == P:  # a decode step asks twice: make_mask, then the update
+            return self._answer_at[1]
+        answer = not self.ordered and self._fits(P, S) and len(self._slots_of(self._returned(P, S))) > 1
+        if S == 1:
+            self._answer_at = (P, answer)
+        return answer
 
     # ------------------------------------------------------------ update
     def update_and_fetch(self, keys, values):
         """Store S new tokens; return the keys/values the S queries may see, oldest first."""
         g = check_kv(keys, values, self._geom)
         P, S = self.offset, g["S"]
+        if S == 1 and P >= self.keep and self.capacity == self.keep + self.ring:
+            return self._decode_step(keys, values, g)
         end = P + S
         ranges, fits = self._returned(P, S), self._fits(P, S)
         if end > self.capacity < self.keep + self.ring:  # grow (never once the ring is complete)
@@ -143,6 +151,22 @@ class RotatingKVCache(BufferedCache):
             return out_k, out_v
         if self._ring_answer(P, S):  # a view of every slot (a new object: later writes can't rebind it)
             return self.keys[..., : self.capacity, :], self.values[..., : self.capacity, :]
+        return self._gather(self.keys, ranges), self._gather(self.values, ranges)
+
+    def _decode_step(self, keys, values, g):
+        """The common decode step (one token, the ring fully allocated): one slot written in place.
+
+        The same result as the general path, which would take a few times longer in Python.
+        """
+        P = self.offset
+        slot = self.keep + (P - self.keep) % self.ring
+        self.keys[..., slot:slot + 1, :] = keys
+        self.values[..., slot:slot + 1, :] = values
+        self._start = max(self._start, P + 1 - self.ring)
+        self._geom, self.offset = g, P + 1
+        if self._ring_answer(P, 1):
+            return self.keys[..., : self.capacity, :], self.values[..., : self.capacity, :]
+        ranges = self._returned(P, 1)
         return self._gather(self.keys, ranges), self._gather(self.values, ranges)
 
     # ------------------------------------------------------------ accounting

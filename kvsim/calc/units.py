@@ -55,6 +55,8 @@ def dtype_key(name) -> str:
 
 def positive_int(name: str, value, error: type[Exception] = InputError) -> int:
     """``value`` if it is an integer >= 1 (bools are not); else ``error`` naming ``name``."""
+    if type(value) is int and value >= 1:  # the common case, without the slower ABC check below
+        return value
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
         raise error(f"{name} must be a positive integer, got {value!r}")
     return int(value)
