@@ -19,7 +19,7 @@ benchmarks/results/roofline_<backend>[_quick].{json,md}, and the same files unde
 Imports: mlx, mlx-lm's model modules (not mlx_lm's top level), numpy and kvsim only.
 
 Run: python benchmarks/bench_roofline.py [--device cpu|gpu] [--quick] [--out DIR] [--budget-s S] [--repeats N]
-(kvsim's commit is read with git, else from $KVSIM_COMMIT.)
+(kvsim's commit is $KVSIM_COMMIT when set, else read with git.)
 """
 
 import argparse
@@ -93,7 +93,9 @@ def plan(gpu: bool, quick: bool) -> dict:
 
 
 def kvsim_commit() -> str:
-    """git HEAD of the kvsim checkout (+ '-dirty'), else $KVSIM_COMMIT, else 'unknown'."""
+    """$KVSIM_COMMIT if set (a copied tree may carry a stale .git), else git HEAD (+ '-dirty'), else 'unknown'."""
+    if os.environ.get("KVSIM_COMMIT"):
+        return os.environ["KVSIM_COMMIT"]
     root = Path(kvsim.__file__).resolve().parents[1]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,

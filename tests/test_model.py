@@ -247,3 +247,19 @@ def test_a_layer_with_attention_and_a_state_is_refused():
     with pytest.raises(ValueError, match="attention beside a mamba2 mixer"):
         build_model(load_model("falcon-h1-0.5b"), num_layers=1, vocab_size=16, hidden_size=64,
                     intermediate_size=64)
+
+
+@pytest.mark.parametrize("dtype, atol", [(mx.float32, 1e-5), (mx.bfloat16, 3e-2)])
+@pytest.mark.parametrize("queries", [1, 3])
+def test_mla_fused_absorbed_equals_the_explicit_matmuls(toys, dtype, atol, queries):
+    mixer = next(b.mixer for b in toys["mla"].blocks if b.mixer.__class__.__name__ == "MLA")
+    H, r, R, nope, T = mixer.n_heads, mixer.kv_lora_rank, mixer.rope_dim, mixer.nope_dim, 17
+    keys = mx.random.split(mx.random.key(7), 4)
+    latent, k_pe, q_nope, q_pe = (mx.random.normal(s, key=k).astype(dtype) for s, k in
+                                  zip([(2, 1, T, r), (2, 1, T, R), (2, H, queries, nope), (2, H, queries, R)], keys))
+    mask = None if queries == 1 else reference_mask(queries, T, T - queries)
+    parts = [(latent, k_pe, None)]
+    fused = mixer.absorbed(q_nope, q_pe, parts, mask)
+    explicit = mixer.absorbed_explicit(q_nope, q_pe, parts, mask)
+    np.testing.assert_allclose(np.array(fused.astype(mx.float32)), np.array(explicit.astype(mx.float32)),
+                               atol=atol, rtol=atol)

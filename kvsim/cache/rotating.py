@@ -127,8 +127,8 @@ class RotatingKVCache(BufferedCache):
         """Store S new tokens; return the keys/values the S queries may see, oldest first."""
         g = check_kv(keys, values, self._geom)
         P, S = self.offset, g["S"]
-        if S == 1 and P >= self.keep and self.capacity == self.keep + self.ring:
-            return self._decode_step(keys, values, g)
+        if S == 1 and P >= self.keep and (P < self.capacity or self.capacity == self.keep + self.ring):
+            return self._decode_step(keys, values, g)  # the slot exists already: no growth
         end = P + S
         ranges, fits = self._returned(P, S), self._fits(P, S)
         if end > self.capacity < self.keep + self.ring:  # grow (never once the ring is complete)
@@ -154,7 +154,7 @@ class RotatingKVCache(BufferedCache):
         return self._gather(self.keys, ranges), self._gather(self.values, ranges)
 
     def _decode_step(self, keys, values, g):
-        """The common decode step (one token, the ring fully allocated): one slot written in place.
+        """The common decode step (one token, its slot already allocated): one slot written in place.
 
         The same result as the general path, which would take a few times longer in Python.
         """

@@ -87,8 +87,11 @@ def device_summary() -> dict:
 def interleaved_times(fns: dict[str, Callable], repeats: int) -> dict[str, list[float]]:
     """{name: seconds of each of ``repeats`` calls}; calls alternate between the functions (a b, b a, ...)."""
     positive_int("repeats", repeats)
-    for fn in fns.values():                                   # warm-up: compilation, first allocations
-        mx.eval(fn())
+    for name, fn in fns.items():                              # warm-up: compilation, first allocations
+        try:
+            mx.eval(fn())
+        except RuntimeError as err:                           # say whose step failed (kvsim or the twin)
+            raise RuntimeError(f"{name}: {err}") from err
     times, order = {name: [] for name in fns}, list(fns.items())
     for r in range(repeats):
         for name, fn in (order if r % 2 == 0 else order[::-1]):   # no one always runs first
@@ -152,9 +155,10 @@ def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=Non
 def mla_kernels(mixer, context: int, repeats: int = 8, seed: int = 0) -> dict:
     """Absorbed MLA decode attention of one layer, two ways, interleaved: {way: best ms}.
 
-    'kvsim (heads folded, explicit)': :meth:`kvsim.model.mla.MLA.absorbed`; 'mx.fast (rope scores
+    'kvsim (heads folded, explicit)': :meth:`kvsim.model.mla.MLA.absorbed_explicit`; 'mx.fast (rope scores
     as additive mask)': mlx-lm's way, ``mx.fast.scaled_dot_product_attention`` with the latent as
-    keys and values (head dim kv_lora_rank) and q_pe·k_peᵀ as the mask.
+    keys and values (head dim kv_lora_rank) and q_pe·k_peᵀ as the mask, which kvsim's
+    :meth:`~kvsim.model.mla.MLA.absorbed` uses for one dense piece since this measurement.
     """
     H, r, R, nope = mixer.n_heads, mixer.kv_lora_rank, mixer.rope_dim, mixer.nope_dim
     dtype = mixer.wkv_b.dtype
@@ -170,7 +174,7 @@ def mla_kernels(mixer, context: int, repeats: int = 8, seed: int = 0) -> dict:
         return out @ w_uv.swapaxes(-1, -2)
 
     times = interleaved_times({"kvsim (heads folded, explicit)":
-                               lambda: mixer.absorbed(q_nope, q_pe, [(latent, k_pe, None)], None),
+                               lambda: mixer.absorbed_explicit(q_nope, q_pe, [(latent, k_pe, None)], None),
                                "mx.fast (rope scores as additive mask)": fused}, repeats)
     return {"context_tokens": context, "step_ms": {k: 1e3 * min(v) for k, v in times.items()}}
 

@@ -132,6 +132,14 @@ class MLA(nn.Module):
         return sdpa(queries, keys, values, mask, self.scale)
 
     def absorbed(self, q_nope, q_pe, parts, mask):
+        """Attend over the latent (W_uk folded into the query): the fused kernel for one dense piece,
+        else the explicit matmuls of :meth:`absorbed_explicit` (quantized or several pieces)."""
+        if len(parts) == 1 and parts[0][2] is None:
+            w_uk, w_uv = self._w_uk_uv()
+            return self._absorbed_fused(q_nope, q_pe, parts[0][0], parts[0][1], mask, w_uk, w_uv)
+        return self.absorbed_explicit(q_nope, q_pe, parts, mask)
+
+    def absorbed_explicit(self, q_nope, q_pe, parts, mask):
         """Attend over the latent: scores = q̃·latentᵀ + q_pe·k_peᵀ, out = W_uv (p · latent).
 
         ``parts`` are the cached (latent, k_pe, quantization) pieces, oldest first; quantized pieces
@@ -158,6 +166,21 @@ class MLA(nn.Module):
             out_lat = sum(_matmul(probs[..., a:b], lat, qz, False)
                           for (lat, _, qz), a, b in zip(parts, ends[:-1], ends[1:]))
         return out_lat.reshape(B, H, L, -1) @ w_uv.swapaxes(-1, -2)   # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+
+    def _absorbed_fused(self, q_nope, q_pe, latent, k_pe, mask, w_uk, w_uv):
+        """The same absorbed attention through ``mx.fast.scaled_dot_product_attention``, as mlx-lm's
+        deepseek_v3 decodes: the latent is one K/V head of width r shared by all H query heads, and
+        the RoPE scores q_pe·k_peᵀ (with -inf where the mask hides a key) go in as an additive mask.
+        Measured on an H200 (benchmarks/results/roofline_cuda.md, "MLA absorbed decode attention"):
+        1-6 % faster than the explicit matmuls above at 1K-128K; the same on a CPU."""
+        q_lat = q_nope @ w_uk                                 # (B,H,L,r)
+        pe = (q_pe * self.scale) @ k_pe.astype(q_pe.dtype).swapaxes(-1, -2)   # (B,H,L,T)
+        mask = as_mask(mask, q_nope.shape[2], pe.shape[-1])
+        if mask is not None:
+            pe = mx.where(mask, pe, mx.finfo(pe.dtype).min)
+        lat = latent.astype(q_lat.dtype)
+        out_lat = mx.fast.scaled_dot_product_attention(q_lat, lat, lat, scale=self.scale, mask=pe)
+        return out_lat @ w_uv.swapaxes(-1, -2)               # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
 
 
 def _scores(q_lat, q_pe, lat, kpe, qz):
