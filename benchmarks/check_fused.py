@@ -61,6 +61,42 @@ def quantized_shapes() -> list[dict]:
     return rows
 
 
+def quantized_slices() -> list[dict]:
+    """The same one-query product on what a quantized cache returns: rows [:T] sliced out of a larger
+    buffer (kvsim's and mlx-lm's QuantizedKVCache both answer with such slices), and mlx-lm's own
+    quantized attention on its own QuantizedKVCache at T = 1025."""
+    from kvsim.measure.twins import mlx_lm_module
+
+    rows = []
+    for T in (1024, 1025):
+        k = mx.random.normal((1, 8, 1280, 128)).astype(mx.bfloat16)
+        q = mx.random.normal((1, 8, 4, 1, 128)).astype(mx.bfloat16)
+        packed = [a[:, :, None, :T] for a in mx.quantize(k, group_size=64, bits=8)]
+        rows.append(_try(f"sliced buffer, T={T}", lambda: mx.quantized_matmul(
+            q, *packed, transpose=True, group_size=64, bits=8)))
+    try:
+        cache_mod, base = mlx_lm_module("models.cache"), mlx_lm_module("models.base")
+        cache = cache_mod.QuantizedKVCache(group_size=64, bits=8)
+        kv = mx.random.normal((1, 8, 1025, 128)).astype(mx.bfloat16)
+        keys, values = cache.update_and_fetch(kv, kv)
+        q = mx.random.normal((1, 32, 1, 128)).astype(mx.bfloat16)
+        rows.append(_try("mlx-lm quantized attention, T=1025", lambda: base.scaled_dot_product_attention(
+            q, keys, values, cache=cache, scale=0.088, mask=None)))
+    except ImportError as err:
+        rows.append({"case": "mlx-lm quantized attention", "runs": False, "error": f"mlx-lm missing: {err}"})
+    return rows
+
+
+def _try(case: str, fn) -> dict:
+    try:
+        mx.eval(fn())
+        ok, err = True, ""
+    except RuntimeError as e:
+        ok, err = False, str(e).splitlines()[0][:160]
+    print(f"{case}: {'runs' if ok else 'no implementation: ' + err}", flush=True)
+    return {"case": case, "runs": ok, "error": err}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="also write check_fused.json into this folder")
@@ -77,7 +113,7 @@ def main() -> int:
                 print(f"{name:6s} L={queries:3d} T={keys:5d} mask={mask_kind:8s} {dtype}: "
                       f"{err:.2e} {'ok' if ok else 'OFF'}", flush=True)
     report = {"device": str(mx.default_device()), "mlx": mx.__version__, "cases": rows,
-              "quantized_matmul": quantized_shapes()}
+              "quantized_matmul": quantized_shapes(), "quantized_slices": quantized_slices()}
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "check_fused.json").write_text(json.dumps(report, indent=1))

@@ -4,7 +4,7 @@
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant
 from lockstep import LockstepMachine, position_kv, random_kv
@@ -163,3 +163,11 @@ def test_bad_input_leaves_ring_unchanged():
 def test_constructor_validation(kwargs, message):
     with pytest.raises(ValueError, match=message):
         RotatingKVCache(**kwargs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(window=st.integers(1, 9), keep=st.integers(0, 3), rewind=st.integers(0, 4), offset=st.integers(0, 60))
+def test_decode_ring_answer_closed_form_equals_the_slot_rule(window, keep, rewind, offset):
+    cache = RotatingKVCache(window + keep, keep=keep, rewind_tokens=rewind, ordered=False)
+    P = keep + offset
+    assert cache._ring_answer(P, 1) == cache._ring_answer_by_slots(P, 1)

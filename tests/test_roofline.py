@@ -8,7 +8,11 @@ import pytest
 from kvsim.calc import roofline
 from kvsim.calc.memory import read_bytes_per_step
 from kvsim.calc.units import InputError
-from kvsim.measure.bandwidth import MiB, measure_device_bandwidth, measure_matmul_throughput
+from kvsim.measure.bandwidth import (
+    MiB,
+    measure_device_bandwidth,
+    measure_matmul_throughput,
+)
 from kvsim.measure.roofline import (
     decode_point,
     device_limits,

@@ -67,7 +67,6 @@ class RotatingKVCache(BufferedCache):
         self.offset = 0
         self._start = keep  # oldest non-sink position still held; > keep once a row was overwritten
         self._geom = None
-        self._answer_at = (-1, False)  # (offset, _ring_answer(offset, 1)) of the last one-token question
 
     # ------------------------------------------------------------ layout
     def _slices(self, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -115,12 +114,18 @@ class RotatingKVCache(BufferedCache):
 
     def _ring_answer(self, P: int, S: int) -> bool:
         """Return the ring as stored: ordered=False, the answer fits and it wraps around the ring."""
-        if S == 1 and self._answer_at[0] == P:  # a decode step asks twice: make_mask, then the update
-            return self._answer_at[1]
-        answer = not self.ordered and self._fits(P, S) and len(self._slots_of(self._returned(P, S))) > 1
-        if S == 1:
-            self._answer_at = (P, answer)
-        return answer
+        if self.ordered:
+            return False
+        if S == 1 and P >= self.keep:  # a decode step: the closed form of _ring_answer_by_slots
+            a = max(self.keep, P - self.window + 1)           # oldest recent position returned
+            first = self.keep + (a - self.keep) % self.ring   # its slot
+            wraps = first + (P + 1 - a) > self.keep + self.ring
+            return wraps or (self.keep > 0 and first != self.keep)  # sinks not followed by it
+        return self._ring_answer_by_slots(P, S)
+
+    def _ring_answer_by_slots(self, P: int, S: int) -> bool:
+        """The general rule: the returned positions fit and lie in more than one run of slots."""
+        return not self.ordered and self._fits(P, S) and len(self._slots_of(self._returned(P, S))) > 1
 
     # ------------------------------------------------------------ update
     def update_and_fetch(self, keys, values):
@@ -164,8 +169,8 @@ class RotatingKVCache(BufferedCache):
         self.values[..., slot:slot + 1, :] = values
         self._start = max(self._start, P + 1 - self.ring)
         self._geom, self.offset = g, P + 1
-        if self._ring_answer(P, 1):
-            return self.keys[..., : self.capacity, :], self.values[..., : self.capacity, :]
+        if self._ring_answer(P, 1):  # every slot, as stored: the buffers themselves (valid until the next write)
+            return self.keys, self.values
         ranges = self._returned(P, 1)
         return self._gather(self.keys, ranges), self._gather(self.values, ranges)
 
