@@ -1,7 +1,7 @@
 """CachePool: owns one cache set (one cache per layer) per active sequence, as a server would.
 
 Contract
-- ``CachePool(spec, max_sequences, kv_dtype=None, step=256, dtype=mx.float32, **options)``;
+- ``CachePool(spec, max_sequences, kv_dtype=None, step=DEFAULT_STEP, dtype=mx.float32, **options)``;
   each sequence's caches come from :func:`kvsim.cache.make_caches` (``options``: group_size,
   full_precision_tokens, inplace, keep, rewind_tokens). The combination is checked once at
   construction, so ``allocate`` never fails on it later.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .size import UNIT_BYTES
+from ..calc.units import UNIT_BYTES
 from .style import clear_for, keep, legend, relimit, reuse
 
 _STYLES = ["-", "--", "-.", ":"]

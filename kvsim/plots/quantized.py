@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .size import UNIT_BYTES
+from ..calc.units import UNIT_BYTES
 from .style import keep, legend_below, reuse
 
 _COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..calc.units import UNIT_BYTES
 from .style import decorate, keep, label_inward, label_level, legend_below, reuse
 
-# bytes per display unit: binary (KiB, MiB, GiB) and decimal (KB, MB, GB) - always say which
-UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 1e3, "MB": 1e6, "GB": 1e9}
 _STYLES = ["-", "--", ":", "-."]
 
 

@@ -9,17 +9,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import LogLocator, NullFormatter
 
+from ..calc.units import format_bytes
 from .style import keep, reuse
-
-_UNITS = (("MiB", 2**20), ("KiB", 2**10), ("B", 1))
-
-
-def _fmt(n: float) -> str:
-    for unit, s in _UNITS:
-        if n >= s:
-            v = n / s
-            return f"{v:.3g} {unit}" if v < 1000 else f"{v:,.0f} {unit}"
-    return "0 B"
 
 
 def _build_bytes_per_token(ax, shape):
@@ -60,7 +51,7 @@ def plot_bytes_per_token(ax, labels, series: dict, notes=None, title: str | None
         values = np.asarray(values, dtype=float)
         for b, text, v in zip(bars, texts, values):
             b.set_height(v)
-            text.set_text(_fmt(v))
+            text.set_text(format_bytes(v))
             text.xy = (text.xy[0], v)
         tops = np.maximum(tops, values)
     notes = list(notes or [])

@@ -14,7 +14,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
-from .size import UNIT_BYTES
+from ..calc.units import UNIT_BYTES
 from .style import clear_for, decorate, keep, reuse
 
 KIND_COLORS = {"sliding": "tab:green", "chunked": "tab:purple", "full": "tab:orange", "mla": "tab:blue",
