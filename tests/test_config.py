@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 import kvsim.calc.config as config_module
 import kvsim.calc.families as families_module
+import kvsim.calc.families_recurrent as families_recurrent_module
 import kvsim.calc.hf_config as hf_config_module
+import kvsim.calc.layer_fields as layer_fields_module
 from kvsim.calc.config import ConfigError, LayerSpec
 from kvsim.calc.families import SUPPORTED_MODEL_TYPES
 from kvsim.calc.hf_config import from_hf_config, load_config, text_config
@@ -499,8 +501,9 @@ def test_a_specs_frozen_config_parses_to_the_same_spec(name):
 
 # ---------------------------------------------------------------- unknown keys are ignored
 
-# every key the parser could read: quoted names in its three modules, plus every key of every data file
-_KNOWN = {key for module in (config_module, families_module, hf_config_module)
+# every key the parser could read: quoted names in its modules, plus every key of every data file
+_KNOWN = {key for module in (config_module, families_module, families_recurrent_module, layer_fields_module,
+                             hf_config_module)
           for key in re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"', Path(module.__file__).read_text())}
 for _p in MODELS.glob("*.json"):
     _d = json.loads(_p.read_text())
