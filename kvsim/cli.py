@@ -33,9 +33,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .calc import capacity, engines, memory, units
+from .calc import engines, memory, report, units
 from .calc.config import ModelSpec
-from .calc.tables import format_table
 from .calc.units import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_STEP,
@@ -212,94 +211,19 @@ def _engine_block(spec, options) -> dict:
     return engines.engine_summary(eb, options["prompt_tokens"], options["prefill_step"], options["decode_steps"])
 
 
-def summary(spec: ModelSpec, *, tokens: int, batch: int = 1, kv_dtype="bf16", tp: int = 1,
-            state_dtype: str | None = None, step: int = DEFAULT_STEP, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
-    """The numbers ``calc`` and ``compare`` print, as a JSON-able dict.
-
-    kv_bytes = Σ_layers kept(T)·token_bytes·B; total_bytes = kv_bytes + fixed_state_bytes; allocated_bytes
-    grows by ``step`` slots, paged_bytes by blocks of ``block_size`` tokens (:mod:`kvsim.calc.memory`).
-    """
-    dt, t, b = memory.parse_kv_dtype(kv_dtype), tokens, batch
-    kv = memory.kv_bytes(spec, t, b, dt, tp)
-    state = memory.fixed_state_bytes(spec, b, state_dtype)
-    out = {
-        "model": spec.name, "model_type": spec.model_type, "tokens": t, "batch": b,
-        "kv_dtype": dt.name, "tp": tp, "layer_kinds": spec.kinds,
-        "kv_bytes": kv,
-        "bytes_per_token": memory.bytes_per_token(spec, dt, tp),
-        "fixed_state_bytes": state,
-        "total_bytes": kv + state,
-        "allocated_bytes": memory.allocated_bytes(spec, t, b, dt, step=step, tp=tp),
-        "allocated_step_tokens": step,
-        "paged_bytes": memory.allocated_bytes(spec, t, b, dt, block_size=block_size, tp=tp),
-        "paged_block_tokens": block_size,
-        "read_bytes_per_step": memory.read_bytes_per_step(spec, t, b, dt, tp, state_dtype),
-        "layers": [{k: row[k] for k in ("index", "kind", "window_tokens", "kept_tokens", "kv_bytes", "state_bytes")}
-                   for row in memory.layer_table(spec, t, b, dt, tp, state_dtype)],
-    }
-    if dt.quantized:
-        out.update(group_size=dt.group_size, scale_dtype=dt.scale_dtype,
-                   full_precision_tokens=dt.full_precision_tokens)
-    return out
-
-
 def _capacity(spec, args) -> dict | None:
+    """--gpu or --gpu-memory given: the capacity on that device (kvsim.calc.report.capacity_summary)."""
     if args.gpu is None and args.gpu_memory is None:
         return None
-    from .calc.weights import weights_bytes
     if args.gpu is not None:
         from .calc.hardware import get_accelerator
         acc = get_accelerator(args.gpu)
         name, mem = acc.name, acc.memory_bytes
     else:
         name, mem = f"{args.gpu_memory:g} GiB", int(args.gpu_memory * 2**30)
-    if args.utilization > 1:
-        raise InputError(f"--utilization must be in (0, 1], got {args.utilization}")
-    w = weights_bytes(spec, args.weights_dtype) // args.tp
-    kw = dict(utilization=args.utilization, kv_dtype=_kv_dtype(args), tp=args.tp, weights_bytes=w,
-              state_dtype=args.state_dtype)
-    return {
-        "accelerator": name, "memory_bytes": mem, "utilization": args.utilization, "weights_bytes_per_rank": w,
-        "kv_budget_bytes": capacity.kv_budget_bytes(mem, args.utilization, w),
-        "max_concurrent_sequences": capacity.max_concurrent_sequences(spec, args.tokens, mem, **kw),
-        "max_context_tokens": capacity.max_context_tokens(spec, args.batch, mem, **kw),
-    }
-
-
-def _print_calc(s: dict, cap: dict | None):
-    fb = units.format_bytes
-    print(f"{s['model']} ({s['model_type']}): {s['layer_kinds']}")
-    tp = f", tp {s['tp']}" if s["tp"] > 1 else ""
-    print(f"  tokens {s['tokens']:,} × batch {s['batch']}, KV dtype {s['kv_dtype']}{tp}")
-    lines = [("bytes per token", s["bytes_per_token"]), ("KV cache", s["kv_bytes"])]
-    if s["fixed_state_bytes"]:
-        lines.append(("recurrent state", s["fixed_state_bytes"]))
-    lines += [("total", s["total_bytes"]),
-              (f"allocated, {s['allocated_step_tokens']}-token steps", s["allocated_bytes"]),
-              (f"paged, {s['paged_block_tokens']}-token blocks", s["paged_bytes"]),
-              ("read per decode step", s["read_bytes_per_step"])]
-    width = max(len(label) for label, _ in lines)
-    for label, n in lines:
-        print(f"  {label:<{width}} {n:>17,} B  ({fb(n)})")
-    if cap:
-        ctx = cap["max_context_tokens"]
-        print(f"  on {cap['accelerator']} at {cap['utilization']:.0%}: KV budget {fb(cap['kv_budget_bytes'])}, "
-              f"{cap['max_concurrent_sequences']:,} sequences of {s['tokens']:,} tokens, "
-              f"max context {'unbounded' if ctx is None else f'{ctx:,}'} tokens at batch {s['batch']}")
-
-
-_COMPARE_BYTES = {"bytes/token": "bytes_per_token", "KV cache": "kv_bytes", "state": "fixed_state_bytes",
-                  "total": "total_bytes", "allocated": "allocated_bytes", "paged": "paged_bytes"}
-
-
-def _print_compare(rows: list[dict]):
-    table = [{"model": r["model"], "layers": sum(r["layer_kinds"].values()),
-              **{column: r[key] for column, key in _COMPARE_BYTES.items()}} for r in rows]
-    print(format_table(table, formats=dict.fromkeys(_COMPARE_BYTES, units.format_bytes)))
-    r = rows[0]
-    tp = f", tp {r['tp']}" if r["tp"] > 1 else ""
-    print(f"(tokens {r['tokens']:,}, batch {r['batch']}, KV dtype {r['kv_dtype']}{tp}; allocated in "
-          f"{r['allocated_step_tokens']}-token steps, paged in {r['paged_block_tokens']}-token blocks)")
+    return report.capacity_summary(spec, tokens=args.tokens, batch=args.batch, memory_bytes=mem, accelerator=name,
+                                   utilization=args.utilization, weights_dtype=args.weights_dtype,
+                                   kv_dtype=_kv_dtype(args), tp=args.tp, state_dtype=args.state_dtype)
 
 
 def run(argv) -> int:
@@ -314,13 +238,13 @@ def run(argv) -> int:
         spec = _load(args.model)
         options = _engine_options(args)  # before _resolve: it tells given options from defaults
         _resolve(args)
-        s = summary(spec, **_sizing(args))
+        s = report.summary(spec, **_sizing(args))
         e = _engine_block(spec, options) if options else None
         cap = _capacity(spec, args)
         if args.json:
             print(json.dumps({**s, **(e or {}), **({"capacity": cap} if cap else {})}, indent=2))
         else:
-            _print_calc(s, cap)
+            print(report.calc_text(s, cap))
             if e:
                 print(engines.format_engine_summary(e, s["kv_dtype"] in units.QUANT_BITS))
             if args.explain:
@@ -330,8 +254,8 @@ def run(argv) -> int:
         _measure(args)
     else:
         _resolve(args)
-        rows = [summary(_load(m), **_sizing(args)) for m in args.models]
-        print(json.dumps(rows, indent=2)) if args.json else _print_compare(rows)
+        rows = [report.summary(_load(m), **_sizing(args)) for m in args.models]
+        print(json.dumps(rows, indent=2)) if args.json else print(report.compare_text(rows))
     return 0
 
 

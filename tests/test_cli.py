@@ -9,8 +9,9 @@ import pytest
 
 from kvsim.calc import memory
 from kvsim.calc.registry import load_model
+from kvsim.calc.report import summary
 from kvsim.calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP, format_bytes
-from kvsim.cli import main, summary
+from kvsim.cli import main
 
 
 def run(*argv, capsys):
