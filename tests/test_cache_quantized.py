@@ -12,7 +12,8 @@ from reference_cache import ReferenceCache
 
 from kvsim.cache import load_cache, save_cache
 from kvsim.cache.base import dtype_name
-from kvsim.cache.quantized import QuantizedKV, QuantizedKVCache
+from kvsim.cache.quantized import QuantizedKVCache
+from kvsim.cache.quantized_parts import QuantizedKV
 from kvsim.cache.sdpa import quantized_sdpa, sdpa
 from kvsim.calc.config import LayerSpec
 from kvsim.calc.memory import layer_kv_bytes, layer_token_bytes, parse_kv_dtype

@@ -95,19 +95,24 @@ def check_step(step) -> int:
     return positive_int("step", step)
 
 
+def _same_geometry(keys, values, expected: dict) -> bool:
+    """Are keys and values valid and shaped like the first update (one comparison per field)?"""
+    if type(keys) is not mx.array or type(values) is not mx.array:
+        return False
+    ks, vs = keys.shape, values.shape
+    return (len(ks) == 4 and len(vs) == 4 and ks[0] == vs[0] == expected["B"] and ks[1] == vs[1] == expected["H"]
+            and ks[2] == vs[2] >= 1 and ks[3] == expected["k_dim"] and vs[3] == expected["v_dim"]
+            and keys.dtype == values.dtype == expected["dtype"])
+
+
 def check_kv(keys, values, expected: dict | None = None) -> dict:
     """Validate one update; return its geometry ``{B, H, S, k_dim, v_dim, dtype}``.
 
     ``expected`` holds the geometry fixed by the first update (all but S must match).
     Every message names the field and what is accepted; nothing is modified here.
     """
-    if expected is not None and type(keys) is mx.array and type(values) is mx.array:
-        # the decode hot path: one comparison per field against the first update's geometry
-        ks, vs = keys.shape, values.shape
-        if (len(ks) == 4 and len(vs) == 4 and ks[0] == vs[0] == expected["B"] and ks[1] == vs[1] == expected["H"]
-                and ks[2] == vs[2] >= 1 and ks[3] == expected["k_dim"] and vs[3] == expected["v_dim"]
-                and keys.dtype == values.dtype == expected["dtype"]):
-            return {**expected, "S": ks[2]}
+    if expected is not None and _same_geometry(keys, values, expected):  # the decode hot path
+        return {**expected, "S": keys.shape[2]}
     for name, a in (("keys", keys), ("values", values)):
         if not isinstance(a, mx.array):
             raise ValueError(f"{name} must be an mx.array, got {type(a).__name__}")

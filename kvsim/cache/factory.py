@@ -62,39 +62,44 @@ def make_caches(spec: ModelSpec, batch: int = 1, kv_dtype: str | None = None, st
     if not isinstance(spec, ModelSpec):
         raise ValueError(f"spec must be a kvsim.calc.config.ModelSpec, got {type(spec).__name__}")
     bits = _bits(kv_dtype, group_size)
-    if bits is not None:
-        kinds = spec.kinds
-        if "chunked" in kinds:
-            raise ValueError(f"kv_dtype {kv_dtype!r}: chunked layers have no quantized layout; "
-                             "use kv_dtype=None for this model")
-        if "sliding" in kinds and keep:
-            raise ValueError(f"kv_dtype {kv_dtype!r}: quantized sliding layers keep no sink tokens; use keep=0")
+    _check_combinations(spec, kv_dtype, bits, keep)
+    options = dict(batch=batch, bits=bits, group_size=group_size, step=step, dtype=dtype, inplace=inplace,
+                   full_precision_tokens=full_precision_tokens, keep=keep, rewind_tokens=rewind_tokens,
+                   ordered=ordered, state_dtype=state_dtype)
+    return [_layer_cache(spec, i, layer, **options) for i, layer in enumerate(spec.layers)]
 
-    def quantized(max_size=None):
-        return QuantizedKVCache(bits, group_size, step=step, full_precision_tokens=full_precision_tokens,
-                                max_size=max_size)
 
-    caches = []
+def _check_combinations(spec: ModelSpec, kv_dtype, bits, keep) -> None:
+    """Refuse, before anything is built, what kvsim has no layout for."""
     for i, layer in enumerate(spec.layers):
-        kind = layer.kind
-        if kind != "recurrent" and layer.state_shapes:
+        if layer.kind != "recurrent" and layer.state_shapes:
             raise ValueError(f"layer {i} of {spec.name} keeps K/V and a {layer.recurrent_family} state side by "
                              "side (Falcon-H1): kvsim has no MLX cache for such layers; the calculator sizes "
                              "them (kvsim.calc.memory, engine 'mlx-lm')")
-        if kind == "none":
-            caches.append(None)
-        elif kind == "recurrent":
-            caches.append(RecurrentStateCache.for_layer(layer, batch, dtype, state_dtype))
-        elif bits is not None:
-            caches.append(quantized(layer.sliding_window if kind == "sliding" else None))
-        elif kind == "full":
-            caches.append(KVCache(step=step, inplace=inplace))
-        elif kind == "sliding":
-            caches.append(RotatingKVCache(layer.sliding_window, keep=keep, step=step,
-                                          rewind_tokens=rewind_tokens, ordered=ordered))
-        elif kind == "chunked":
-            caches.append(ChunkedKVCache(layer.attention_chunk_size, step=step))
-        elif kind == "mla":
-            caches.append(LatentCache(step=step, inplace=inplace, kv_lora_rank=layer.kv_lora_rank,
-                                      qk_rope_head_dim=layer.qk_rope_head_dim))
-    return caches
+    if bits is not None and "chunked" in spec.kinds:
+        raise ValueError(f"kv_dtype {kv_dtype!r}: chunked layers have no quantized layout; "
+                         "use kv_dtype=None for this model")
+    if bits is not None and "sliding" in spec.kinds and keep:
+        raise ValueError(f"kv_dtype {kv_dtype!r}: quantized sliding layers keep no sink tokens; use keep=0")
+
+
+def _layer_cache(spec, i, layer, *, batch, bits, group_size, step, dtype, inplace, full_precision_tokens,
+                 keep, rewind_tokens, ordered, state_dtype):
+    """The cache one layer's kind asks for (None for a layer that caches nothing)."""
+    kind = layer.kind
+    if kind == "none":
+        return None
+    if kind == "recurrent":
+        return RecurrentStateCache.for_layer(layer, batch, dtype, state_dtype)
+    if bits is not None:
+        return QuantizedKVCache(bits, group_size, step=step, full_precision_tokens=full_precision_tokens,
+                                max_size=layer.sliding_window if kind == "sliding" else None)
+    if kind == "full":
+        return KVCache(step=step, inplace=inplace)
+    if kind == "sliding":
+        return RotatingKVCache(layer.sliding_window, keep=keep, step=step, rewind_tokens=rewind_tokens,
+                               ordered=ordered)
+    if kind == "chunked":
+        return ChunkedKVCache(layer.attention_chunk_size, step=step)
+    return LatentCache(step=step, inplace=inplace, kv_lora_rank=layer.kv_lora_rank,  # mla
+                       qk_rope_head_dim=layer.qk_rope_head_dim)

@@ -28,89 +28,12 @@ Contract
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
-
 import mlx.core as mx
 
 from ..calc.memory import allocated_slots
 from ..calc.units import BITS, DEFAULT_STEP, GROUP_SIZES
 from .base import BaseCache, check_kv, check_step, dtype_from_name, dtype_name
-
-
-class QuantizedTensor(NamedTuple):
-    """What ``mx.quantize`` returns, named: data uint32 (B, H, T, D·bits/32), scales/biases (B, H, T, D/g)."""
-
-    data: mx.array
-    scales: mx.array
-    biases: mx.array
-
-
-@dataclass(frozen=True, eq=False)
-class QuantizedKV:
-    """What :meth:`QuantizedKVCache.update_and_fetch` returns; temporal order = keys, then recent_keys.
-
-    A part that holds no token is None (``keys`` before the first token is quantized;
-    ``recent_keys`` when ``full_precision_tokens`` is 0). It also unpacks as mlx-lm's answer,
-    ``keys, values = cache.update_and_fetch(...)`` with two (data, scales, biases) triples, which
-    mlx-lm's quantized attention reads (with the cache's ``group_size`` and ``bits``). Unpacking
-    raises ValueError when full-precision recent tokens are held: attention on the triples alone
-    would silently miss them (use :func:`kvsim.cache.sdpa.quantized_sdpa`).
-    """
-
-    keys: QuantizedTensor | None           # oldest T_q tokens, quantized
-    values: QuantizedTensor | None
-    recent_keys: mx.array | None           # newest T_r tokens, (B, H, T_r, D) in the input dtype
-    recent_values: mx.array | None
-    group_size: int
-    bits: int
-
-    def __iter__(self):
-        """Yield (keys, values), mlx-lm's pair of quantized triples."""
-        if self.recent_keys is not None and self.recent_keys.shape[2]:
-            raise ValueError(f"this QuantizedKV also holds {self.recent_keys.shape[2]} full-precision tokens; "
-                             "mlx-lm's (keys, values) triples cannot carry them (full_precision_tokens must be 0)")
-        return iter((self.keys, self.values))
-
-    def __len__(self) -> int:
-        return 2
-
-
-def _grow(buf: mx.array | None, cap: int, row_shape: tuple, dtype) -> mx.array:
-    """``buf`` with ``cap`` token slots (axis 2), old rows copied, new rows zero."""
-    old = 0 if buf is None else buf.shape[2]
-    if cap <= old:
-        return buf
-    B, H, width = row_shape
-    extra = mx.zeros((B, H, cap - old, width), dtype=dtype)
-    return extra if buf is None else mx.concatenate([buf, extra], axis=2)
-
-
-def _append(bufs, n: int, parts, drop: int):
-    """Write ``parts`` after the ``n`` filled rows of ``bufs``, then drop the ``drop`` oldest rows.
-
-    Returns (views of all n + s rows, oldest first, taken before dropping; rows held after).
-    Without a drop the new rows are written in place, O(s); with one, the kept rows are shifted
-    to the front of the same buffers, O(n + s). ``parts`` None means no new rows.
-    """
-    s = 0 if parts is None else parts[0].shape[2]
-    if n + s == 0:
-        return None, 0
-    if drop == 0:
-        for buf, part in zip(bufs, parts or []):
-            buf[:, :, n:n + s] = part
-        return [b[:, :, :n + s] for b in bufs], n + s
-    if n == 0:  # (no buffers at all when a window of W <= R leaves no quantized slot)
-        views = list(parts)
-    else:
-        views = [b[:, :, :n] for b in bufs]
-        if s:
-            views = [mx.concatenate([v, p], axis=2) for v, p in zip(views, parts)]
-    keep = n + s - drop
-    for buf, view in zip(bufs, views):
-        if keep:
-            buf[:, :, :keep] = view[:, :, drop:]
-    return views, keep
+from .quantized_parts import QuantizedKV, QuantizedTensor, append_rows, grow_rows
 
 
 class QuantizedKVCache(BaseCache):
@@ -199,7 +122,7 @@ class QuantizedKVCache(BaseCache):
             # of them are now older than the R newest and move to the quantized part
             spill = max(n_r + S - R, 0)
             drop_r = max(drop - (n_q + spill), 0)
-            cand, self._n_r = _append([self._rk, self._rv], n_r, [keys, values], spill + drop_r)
+            cand, self._n_r = append_rows([self._rk, self._rv], n_r, [keys, values], spill + drop_r)
             to_quantize, fp_view = [c[:, :, :spill] for c in cand], [c[:, :, spill:] for c in cand]
         else:
             spill, to_quantize, fp_view = S, [keys, values], None
@@ -207,7 +130,7 @@ class QuantizedKVCache(BaseCache):
         if spill:  # (data, scales, biases) of keys, then of values
             new = [a for x in to_quantize
                    for a in mx.quantize(x, group_size=self.group_size, bits=self.bits)]
-        q_view, self._n_q = _append((self._k or []) + (self._v or []), n_q, new, min(drop, n_q + spill))
+        q_view, self._n_q = append_rows((self._k or []) + (self._v or []), n_q, new, min(drop, n_q + spill))
         self.offset += S
         # the returned view starts at the first position some new query can see
         skip_q = min(skip, n_q + spill)
@@ -229,8 +152,8 @@ class QuantizedKVCache(BaseCache):
             self._v = self._grow_quantized(self._v, q_cap, g["v_dim"])
         r_cap = min(allocated_slots(tokens, self.step, W), R)
         if r_cap > self.full_precision_capacity:
-            self._rk = _grow(self._rk, r_cap, (B, H, g["k_dim"]), dt)
-            self._rv = _grow(self._rv, r_cap, (B, H, g["v_dim"]), dt)
+            self._rk = grow_rows(self._rk, r_cap, (B, H, g["k_dim"]), dt)
+            self._rv = grow_rows(self._rv, r_cap, (B, H, g["v_dim"]), dt)
 
     def _grow_quantized(self, bufs, cap, dim):
         """[data, scales, biases] buffers with ``cap`` slots for vectors of ``dim`` elements."""
@@ -238,7 +161,7 @@ class QuantizedKVCache(BaseCache):
         widths = (dim * self.bits // 32, dim // self.group_size, dim // self.group_size)
         dtypes = (mx.uint32, g["dtype"], g["dtype"])
         old = bufs or [None] * 3
-        return [_grow(b, cap, (g["B"], g["H"], w), d) for b, w, d in zip(old, widths, dtypes)]
+        return [grow_rows(b, cap, (g["B"], g["H"], w), d) for b, w, d in zip(old, widths, dtypes)]
 
     # ------------------------------------------------------------ rewinding
     @property
@@ -312,10 +235,10 @@ class QuantizedKVCache(BaseCache):
         if q_cap:
             cache._k = cache._grow_quantized(None, q_cap, k_dim)
             cache._v = cache._grow_quantized(None, q_cap, v_dim)
-            _append(cache._k + cache._v, 0, state[:6] if n_q else None, 0)
+            append_rows(cache._k + cache._v, 0, state[:6] if n_q else None, 0)
         if r_cap:
-            cache._rk = _grow(None, r_cap, (B, H, k_dim), cache._geom["dtype"])
-            cache._rv = _grow(None, r_cap, (B, H, v_dim), cache._geom["dtype"])
-            _append([cache._rk, cache._rv], 0, state[-2:] if n_r else None, 0)
+            cache._rk = grow_rows(None, r_cap, (B, H, k_dim), cache._geom["dtype"])
+            cache._rv = grow_rows(None, r_cap, (B, H, v_dim), cache._geom["dtype"])
+            append_rows([cache._rk, cache._rv], 0, state[-2:] if n_r else None, 0)
         cache.offset, cache._n_q, cache._n_r = offset, n_q, n_r
         return cache

@@ -29,7 +29,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from ..cache.quantized import QuantizedKV
+from ..cache.quantized_parts import QuantizedKV
 from ..cache.sdpa import quantized_sdpa, sdpa
 
 __all__ = ["WeightInit", "DeviceWeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",

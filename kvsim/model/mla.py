@@ -33,7 +33,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from ..cache.quantized import QuantizedKV
+from ..cache.quantized_parts import QuantizedKV
 from ..cache.sdpa import as_mask, sdpa
 from ..calc.config import LayerSpec, ModelSpec
 from .layers import Rows, WeightInit, reference_mask, rms_norm, rope
