@@ -128,13 +128,23 @@ def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=Non
         return lambda: twin.model(tokens, cache=caches)
 
     setups = {"kvsim": kvsim_step, **({"mlx-lm": twin_step} if twin is not None else {})}
+    times = _time_setups(setups, repeats, interleave)
+    return _point(model, spec, context, batch, repeats, interleave, times)
+
+
+def _time_setups(setups: dict, repeats: int, interleave: bool) -> dict[str, list[float]]:
+    """Both sides' caches built, then their steps interleaved; or one side at a time (memory)."""
     if interleave:
-        times = interleaved_times({name: setup() for name, setup in setups.items()}, repeats)
-    else:                                                      # one cache set alive at a time
-        times = {}
-        for name, setup in setups.items():
-            times.update(interleaved_times({name: setup()}, repeats))
-            mx.clear_cache()
+        return interleaved_times({name: setup() for name, setup in setups.items()}, repeats)
+    times = {}
+    for name, setup in setups.items():                         # one cache set alive at a time
+        times.update(interleaved_times({name: setup()}, repeats))
+        mx.clear_cache()
+    return times
+
+
+def _point(model, spec, context, batch, repeats, interleave, times) -> dict:
+    """One measured point: bytes read, FLOPs, best and median step times, kvsim / mlx-lm."""
     held = context + 2 + repeats                               # warm-up + timed steps, one token each
     w = weights_read_bytes(model)
     cache = int(memory.read_bytes_per_step(model.spec, held, batch, kv_dtype=spec))
@@ -144,7 +154,7 @@ def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=Non
              "flops": roofline.step_flops(model.spec, matmul_params(model), held, batch),
              "step_ms": {k: 1e3 * min(v) for k, v in times.items()},
              "median_step_ms": {k: 1e3 * statistics.median(v) for k, v in times.items()}}
-    if twin is not None:
+    if "mlx-lm" in times:
         point["kvsim_over_mlx_lm"] = point["step_ms"]["kvsim"] / point["step_ms"]["mlx-lm"]
         # each round's two steps ran back to back: the median of their ratios shrugs off slow phases
         point["kvsim_over_mlx_lm_paired"] = statistics.median(

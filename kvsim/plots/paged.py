@@ -46,15 +46,33 @@ def plot_block_tables(ax, snap, colors: dict | None = None, title: str | None = 
     add, text = (lambda a: drawn.append(ax.add_artist(a))), (lambda *a, **k: drawn.append(ax.text(*a, **k)))
     names = list(snap.tables)
     colors = colors or sequence_colors([snap])
+    _draw_pool(snap, colors, add, text)
+    _draw_tables(snap, names, colors, add, text)
+    for src, dst in snap.copies:
+        add(FancyArrowPatch((src + 0.45, 0), (dst + 0.45, 0), connectionstyle="arc3,rad=0.4",
+                            arrowstyle="-|>", mutation_scale=12, color="crimson", lw=1.5))
+        text((src + dst) / 2 + 0.45, -0.55, "copy-on-write", color="crimson", ha="center", fontsize=8)
+    ax.set_xlim(-2.6, snap.num_blocks + 1.4)
+    ax.set_ylim(2 + 1.3 * len(names) + 0.1, -1.0)
+    text(snap.num_blocks + 0.1, 0.45, "physical\nblocks", fontsize=8, va="center")
+    ax.set_title(title or snap.label, fontsize=10)
+    return ax
+
+
+def _draw_pool(snap, colors, add, text):
+    """The physical blocks: colour of the owner (or the free/cached state), id and reference count."""
     for b in range(snap.num_blocks):
         state = snap.state(b)
-        owners = snap.owners(b)
-        face = colors[owners[0]] if state == "used" else STATE_COLORS[state]
+        face = colors[snap.owners(b)[0]] if state == "used" else STATE_COLORS[state]
         add(Rectangle((b, 0), 0.9, 0.9, fc=face, ec="0.3", hatch="//" if state == "cached" else None,
                       alpha=0.85 if state == "used" else 1.0))
         text(b + 0.45, 0.32, f"P{b}", ha="center", va="center", fontsize=8, weight="bold")
         if snap.ref_count[b] or state == "cached":
             text(b + 0.45, 0.7, f"ref {snap.ref_count[b]}", ha="center", va="center", fontsize=7)
+
+
+def _draw_tables(snap, names, colors, add, text):
+    """One row of logical blocks per sequence (filled as far as written), a line to each physical block."""
     for row, name in enumerate(names):
         y = 2 + 1.3 * row
         text(-0.2, y + 0.45, f"{name}\n{snap.tokens[name]} tokens", ha="right", va="center", fontsize=8)
@@ -66,15 +84,6 @@ def plot_block_tables(ax, snap, colors: dict | None = None, title: str | None = 
                  fontsize=7)
             if b >= 0:
                 add(Line2D([i + 0.45, b + 0.45], [y, 0.9], color=colors[name], lw=1, alpha=0.7))
-    for src, dst in snap.copies:
-        add(FancyArrowPatch((src + 0.45, 0), (dst + 0.45, 0), connectionstyle="arc3,rad=0.4",
-                            arrowstyle="-|>", mutation_scale=12, color="crimson", lw=1.5))
-        text((src + dst) / 2 + 0.45, -0.55, "copy-on-write", color="crimson", ha="center", fontsize=8)
-    ax.set_xlim(-2.6, snap.num_blocks + 1.4)
-    ax.set_ylim(2 + 1.3 * len(names) + 0.1, -1.0)
-    text(snap.num_blocks + 0.1, 0.45, "physical\nblocks", fontsize=8, va="center")
-    ax.set_title(title or snap.label, fontsize=10)
-    return ax
 
 
 def plot_policy_split(ax, splits: dict, reference: dict | None = None, title: str | None = None):
