@@ -64,8 +64,16 @@ def _mixtral(cfg, spec):
 def _mla(cfg, h):
     """MLA: q (LoRA h·r_q + norm + r_q·H·(d_nope+d_rope), or h·H·(d_nope+d_rope)),
     kv_a h·(d_c+d_rope) + norm d_c, kv_b d_c·H·(d_nope+d_v), o H·d_v·h."""
-    heads, rq, dc = field_int(cfg, "num_attention_heads"), field_int(cfg, "q_lora_rank", default=0), field_int(cfg, "kv_lora_rank")
-    nope, rope, dv = field_int(cfg, "qk_nope_head_dim"), field_int(cfg, "qk_rope_head_dim"), field_int(cfg, "v_head_dim")
+    heads, rq, dc = (
+        field_int(cfg, "num_attention_heads"),
+        field_int(cfg, "q_lora_rank", default=0),
+        field_int(cfg, "kv_lora_rank"),
+    )
+    nope, rope, dv = (
+        field_int(cfg, "qk_nope_head_dim"),
+        field_int(cfg, "qk_rope_head_dim"),
+        field_int(cfg, "v_head_dim"),
+    )
     q = h * rq + rq + rq * heads * (nope + rope) if rq else h * heads * (nope + rope)
     return q + h * (dc + rope) + dc + dc * heads * (nope + dv) + heads * dv * h
 
@@ -75,7 +83,11 @@ def _deepseek(cfg, spec):
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
     dense_n, freq = field_int(cfg, "first_k_dense_replace", default=0), field_int(cfg, "moe_layer_freq", default=1)
     moe_n = sum(1 for i in range(dense_n, n) if i % freq == 0)
-    e, k, s = field_int(cfg, "n_routed_experts"), field_int(cfg, "num_experts_per_tok"), field_int(cfg, "n_shared_experts", default=0)
+    e, k, s = (
+        field_int(cfg, "n_routed_experts"),
+        field_int(cfg, "num_experts_per_tok"),
+        field_int(cfg, "n_shared_experts", default=0),
+    )
     expert = swiglu_params(h, field_int(cfg, "moe_intermediate_size"))
     router = h * e + e * (spec.model_type == "deepseek_v3")  # V3 adds a per-expert score-correction bias
     shared = n * (_mla(cfg, h) + 2 * h) + (n - moe_n) * swiglu_params(h, field_int(cfg, "intermediate_size"))
@@ -86,7 +98,11 @@ def _deepseek(cfg, spec):
 def _gpt_oss(cfg, spec):
     """Attention with biases and per-head sinks; router with bias; experts with biases."""
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
-    e, k, i = field_int(cfg, "num_local_experts"), field_int(cfg, "num_experts_per_tok"), field_int(cfg, "intermediate_size")
+    e, k, i = (
+        field_int(cfg, "num_local_experts"),
+        field_int(cfg, "num_experts_per_tok"),
+        field_int(cfg, "intermediate_size"),
+    )
     sinks = field_int(cfg, "num_attention_heads")
     per_layer = attention_params(cfg, h, qkv_bias=True, o_bias=True) + sinks + h * e + e + 2 * h
     expert = swiglu_params(h, i, bias=True)
@@ -121,7 +137,11 @@ def _kimi_k2(cfg, spec):
     """Kimi K2: DeepSeek-V3's layout (MLA, shared + routed experts, a score-correction bias per expert)."""
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
     dense_n = field_int(cfg, "first_k_dense_replace", default=0)
-    e, k, s = field_int(cfg, "n_routed_experts"), field_int(cfg, "num_experts_per_tok"), field_int(cfg, "n_shared_experts", default=0)
+    e, k, s = (
+        field_int(cfg, "n_routed_experts"),
+        field_int(cfg, "num_experts_per_tok"),
+        field_int(cfg, "n_shared_experts", default=0),
+    )
     expert = swiglu_params(h, field_int(cfg, "moe_intermediate_size"))
     shared = n * (_mla(cfg, h) + 2 * h) + dense_n * swiglu_params(h, field_int(cfg, "intermediate_size"))
     shared += (n - dense_n) * (h * e + e + s * expert)
@@ -135,7 +155,9 @@ def _cohere(cfg, spec):
     heads = field_int(cfg, "num_attention_heads")
     kv, d = field_int(cfg, "num_key_value_heads", default=heads), h // heads  # transformers: head_dim = h / H
     bias = field_flag(cfg, "attention_bias")
-    attn = attention_params({**cfg, "head_dim": d}, h, qkv_bias=bias, o_bias=bias) + (heads + kv) * d * field_flag(cfg, "use_qk_norm")
+    attn = attention_params({**cfg, "head_dim": d}, h, qkv_bias=bias, o_bias=bias) + (heads + kv) * d * field_flag(
+        cfg, "use_qk_norm"
+    )
     return param_total(spec, h, n * (attn + swiglu_params(h, field_int(cfg, "intermediate_size")) + h))
 
 
@@ -144,8 +166,12 @@ def _olmo2(cfg, spec):
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
     heads = field_int(cfg, "num_attention_heads")
     kv, d = field_int(cfg, "num_key_value_heads", default=heads), field_int(cfg, "head_dim", default=h // heads)
-    attn = attention_params(cfg, h, qkv_bias=field_flag(cfg, "attention_bias"), o_bias=field_flag(cfg, "attention_bias"))
-    return param_total(spec, h, n * (attn + (heads + kv) * d + swiglu_params(h, field_int(cfg, "intermediate_size")) + 2 * h))
+    attn = attention_params(
+        cfg, h, qkv_bias=field_flag(cfg, "attention_bias"), o_bias=field_flag(cfg, "attention_bias")
+    )
+    return param_total(
+        spec, h, n * (attn + (heads + kv) * d + swiglu_params(h, field_int(cfg, "intermediate_size")) + 2 * h)
+    )
 
 
 def _phimoe(cfg, spec):
@@ -161,14 +187,34 @@ def _phimoe(cfg, spec):
 
 
 FAMILIES = {
-    "llama": _dense, "mistral": _dense, "qwen2": _dense, "qwen3": _dense, "phi3": _dense,
-    "mixtral": _mixtral, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss,
-    "llama4": _llama4, "llama4_text": _llama4, "gemma2": _gemma, "gemma3": _gemma, "gemma3_text": _gemma,
-    "kimi_k2": _kimi_k2, "cohere": _cohere, "cohere2": _cohere, "olmo2": _olmo2, "phimoe": _phimoe,
+    "llama": _dense,
+    "mistral": _dense,
+    "qwen2": _dense,
+    "qwen3": _dense,
+    "phi3": _dense,
+    "mixtral": _mixtral,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
+    "gpt_oss": _gpt_oss,
+    "llama4": _llama4,
+    "llama4_text": _llama4,
+    "gemma2": _gemma,
+    "gemma3": _gemma,
+    "gemma3_text": _gemma,
+    "kimi_k2": _kimi_k2,
+    "cohere": _cohere,
+    "cohere2": _cohere,
+    "olmo2": _olmo2,
+    "phimoe": _phimoe,
     # recurrent and hybrid families (kvsim.calc.weights_recurrent)
-    "qwen3_next": recurrent.qwen3_next, "jamba": recurrent.jamba, "mamba": recurrent.mamba,
-    "falcon_mamba": recurrent.mamba, "mamba2": recurrent.mamba2, "recurrent_gemma": recurrent.recurrent_gemma,
-    "granitemoehybrid": recurrent.granitemoehybrid, "nemotron_h": recurrent.nemotron_h,
+    "qwen3_next": recurrent.qwen3_next,
+    "jamba": recurrent.jamba,
+    "mamba": recurrent.mamba,
+    "falcon_mamba": recurrent.mamba,
+    "mamba2": recurrent.mamba2,
+    "recurrent_gemma": recurrent.recurrent_gemma,
+    "granitemoehybrid": recurrent.granitemoehybrid,
+    "nemotron_h": recurrent.nemotron_h,
     "falcon_h1": recurrent.falcon_h1,
 }
 
@@ -177,6 +223,7 @@ def param_count(spec: ModelSpec) -> ParamCount:
     """Total, active and embedding parameters of ``spec`` from its config (per-family formulas above)."""
     family = FAMILIES.get(spec.model_type)
     if family is None:
-        raise ConfigError(f"no parameter formula for model_type {spec.model_type!r}; "
-                          f"known: {', '.join(sorted(FAMILIES))}")
+        raise ConfigError(
+            f"no parameter formula for model_type {spec.model_type!r}; known: {', '.join(sorted(FAMILIES))}"
+        )
     return family(spec.config, spec)

@@ -22,7 +22,11 @@ def _gated_deltanet(cfg, h):
     """in_proj_qkvz h·(2·n_k·d_k + 2·n_v·d_v), in_proj_ba h·2n_v, conv (2·n_k·d_k + n_v·d_v)·K,
     dt_bias and A_log n_v each, gated norm d_v, out_proj n_v·d_v·h."""
     nk, nv = field_int(cfg, "linear_num_key_heads"), field_int(cfg, "linear_num_value_heads")
-    dk, dv, kern = field_int(cfg, "linear_key_head_dim"), field_int(cfg, "linear_value_head_dim"), field_int(cfg, "linear_conv_kernel_dim")
+    dk, dv, kern = (
+        field_int(cfg, "linear_key_head_dim"),
+        field_int(cfg, "linear_value_head_dim"),
+        field_int(cfg, "linear_conv_kernel_dim"),
+    )
     key, value = nk * dk, nv * dv
     return h * (2 * key + 2 * value) + h * 2 * nv + (2 * key + value) * kern + 2 * nv + dv + value * h
 
@@ -35,7 +39,9 @@ def qwen3_next(cfg, spec):
     n, n_full = len(kinds), kinds.count("full")
     e, k = field_int(cfg, "num_experts"), field_int(cfg, "num_experts_per_tok")
     expert = swiglu_params(h, field_int(cfg, "moe_intermediate_size"))
-    shared = n_full * attention_params(cfg, h, qk_norm=True, q_gate=field_flag(cfg, "attn_output_gate", True)) + (n - n_full) * _gated_deltanet(cfg, h)
+    shared = n_full * attention_params(cfg, h, qk_norm=True, q_gate=field_flag(cfg, "attn_output_gate", True)) + (
+        n - n_full
+    ) * _gated_deltanet(cfg, h)
     shared += n * (2 * h + h * e + swiglu_params(h, field_int(cfg, "shared_expert_intermediate_size")) + h)
     return param_total(spec, h, shared, n * e * expert, n * k * expert)
 
@@ -55,9 +61,20 @@ def jamba(cfg, spec):
     h = field_int(cfg, "hidden_size")
     d_inner, d_state = field_int(cfg, "mamba_expand", default=2) * h, field_int(cfg, "mamba_d_state", default=16)
     dt_rank = field_int(cfg, "mamba_dt_rank", default=-(-h // 16))
-    mixer = _mamba_mixer(d_inner, h, d_state, field_int(cfg, "mamba_d_conv", default=4), dt_rank,
-                         field_flag(cfg, "mamba_proj_bias"), field_flag(cfg, "mamba_conv_bias", True), True)
-    period, offset = field_int(cfg, "expert_layer_period", default=2), field_int(cfg, "expert_layer_offset", default=1)
+    mixer = _mamba_mixer(
+        d_inner,
+        h,
+        d_state,
+        field_int(cfg, "mamba_d_conv", default=4),
+        dt_rank,
+        field_flag(cfg, "mamba_proj_bias"),
+        field_flag(cfg, "mamba_conv_bias", True),
+        True,
+    )
+    period, offset = (
+        field_int(cfg, "expert_layer_period", default=2),
+        field_int(cfg, "expert_layer_offset", default=1),
+    )
     e, k = field_int(cfg, "num_experts"), field_int(cfg, "num_experts_per_tok")
     ffn = swiglu_params(h, field_int(cfg, "intermediate_size"))
     shared = moe_n = 0
@@ -75,10 +92,14 @@ def mamba(cfg, spec):
     """Pure Mamba-1 (mamba, falcon_mamba, mamba_ssm): mixer + one norm per layer."""
     n, h = field_int(cfg, "num_hidden_layers", "n_layer"), field_int(cfg, "hidden_size", "d_model")
     d_inner = field_int(cfg, "intermediate_size", default=0) or field_int(cfg, "expand", default=2) * h
-    d_state, d_conv = field_int(cfg, "state_size", "d_state", default=16), field_int(cfg, "conv_kernel", "d_conv", default=4)
+    d_state, d_conv = (
+        field_int(cfg, "state_size", "d_state", default=16),
+        field_int(cfg, "conv_kernel", "d_conv", default=4),
+    )
     dt_rank = field_int(cfg, "time_step_rank", "dt_rank", default=-(-h // 16))
-    mixer = _mamba_mixer(d_inner, h, d_state, d_conv, dt_rank, field_flag(cfg, "use_bias"),
-                         field_flag(cfg, "use_conv_bias", True))
+    mixer = _mamba_mixer(
+        d_inner, h, d_state, d_conv, dt_rank, field_flag(cfg, "use_bias"), field_flag(cfg, "use_conv_bias", True)
+    )
     return param_total(spec, h, n * (mixer + h))
 
 
@@ -88,8 +109,14 @@ def mamba2(cfg, spec):
     merged = {**cfg, **(cfg.get("ssm_cfg") or {})}
     n, h = field_int(merged, "num_hidden_layers", "n_layer"), field_int(merged, "hidden_size", "d_model")
     d_inner = field_int(merged, "expand", default=2) * h
-    d_state, d_conv = field_int(merged, "state_size", "d_state", default=128), field_int(merged, "conv_kernel", "d_conv", default=4)
-    groups, headdim = field_int(merged, "n_groups", "ngroups", default=1), field_int(merged, "head_dim", "headdim", default=64)
+    d_state, d_conv = (
+        field_int(merged, "state_size", "d_state", default=128),
+        field_int(merged, "conv_kernel", "d_conv", default=4),
+    )
+    groups, headdim = (
+        field_int(merged, "n_groups", "ngroups", default=1),
+        field_int(merged, "head_dim", "headdim", default=64),
+    )
     heads, conv_dim = d_inner // headdim, d_inner + 2 * groups * d_state
     mixer = h * (2 * d_inner + 2 * groups * d_state + heads) + conv_dim * (d_conv + 1) + 3 * heads
     mixer += d_inner + d_inner * h
@@ -138,10 +165,20 @@ def granitemoehybrid(cfg, spec):
     for layer in spec.layers:
         if layer.kind == "recurrent":
             d_inner, heads, d_state = _mixer_state(layer)
-            shared += _mamba2_block(h, d_inner, heads, groups, d_state, d_conv, field_flag(cfg, "mamba_proj_bias"),
-                                    field_flag(cfg, "mamba_conv_bias", True))
+            shared += _mamba2_block(
+                h,
+                d_inner,
+                heads,
+                groups,
+                d_state,
+                d_conv,
+                field_flag(cfg, "mamba_proj_bias"),
+                field_flag(cfg, "mamba_conv_bias", True),
+            )
         else:
-            shared += attention_params(cfg, h, qkv_bias=field_flag(cfg, "attention_bias"), o_bias=field_flag(cfg, "attention_bias"))
+            shared += attention_params(
+                cfg, h, qkv_bias=field_flag(cfg, "attention_bias"), o_bias=field_flag(cfg, "attention_bias")
+            )
         shared += h * e + swiglu_params(h, field_int(cfg, "shared_intermediate_size")) + 2 * h
     n = len(spec.layers)
     return param_total(spec, h, shared, n * e * expert, n * k * expert)
@@ -160,11 +197,23 @@ def nemotron_h(cfg, spec):
     for layer in spec.layers:
         if layer.kind == "recurrent":
             d_inner, heads, d_state = _mixer_state(layer)
-            total += _mamba2_block(h, d_inner, heads, groups, d_state, d_conv, field_flag(cfg, "use_bias"),
-                                   field_flag(cfg, "use_conv_bias", True))
+            total += _mamba2_block(
+                h,
+                d_inner,
+                heads,
+                groups,
+                d_state,
+                d_conv,
+                field_flag(cfg, "use_bias"),
+                field_flag(cfg, "use_conv_bias", True),
+            )
         elif layer.kind == "full":
-            total += attention_params({**cfg, "head_dim": layer.head_dim}, h, qkv_bias=field_flag(cfg, "attention_bias"),
-                                o_bias=field_flag(cfg, "attention_bias"))
+            total += attention_params(
+                {**cfg, "head_dim": layer.head_dim},
+                h,
+                qkv_bias=field_flag(cfg, "attention_bias"),
+                o_bias=field_flag(cfg, "attention_bias"),
+            )
         else:
             i = field_int(cfg, "intermediate_size")
             total += 2 * h * i + (i + h) * bias
@@ -176,10 +225,22 @@ def falcon_h1(cfg, spec):
     """Falcon-H1: every layer attention + a Mamba-2 mixer (norm only with mamba_rms_norm) + SwiGLU, 2 norms."""
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
     d_inner, heads, d_state = _mixer_state(spec.layers[0])
-    mixer = _mamba2_block(h, d_inner, heads, field_int(cfg, "mamba_n_groups", default=1), d_state,
-                          field_int(cfg, "mamba_d_conv", default=4), field_flag(cfg, "mamba_proj_bias"),
-                          field_flag(cfg, "mamba_conv_bias", True), field_flag(cfg, "mamba_rms_norm"))
-    mixer += h * (field_flag(cfg, "projectors_bias") - field_flag(cfg, "mamba_proj_bias"))  # out_proj takes projectors_bias
-    attn = attention_params(cfg, h, qkv_bias=field_flag(cfg, "attention_bias"), o_bias=field_flag(cfg, "attention_bias"))
+    mixer = _mamba2_block(
+        h,
+        d_inner,
+        heads,
+        field_int(cfg, "mamba_n_groups", default=1),
+        d_state,
+        field_int(cfg, "mamba_d_conv", default=4),
+        field_flag(cfg, "mamba_proj_bias"),
+        field_flag(cfg, "mamba_conv_bias", True),
+        field_flag(cfg, "mamba_rms_norm"),
+    )
+    mixer += h * (
+        field_flag(cfg, "projectors_bias") - field_flag(cfg, "mamba_proj_bias")
+    )  # out_proj takes projectors_bias
+    attn = attention_params(
+        cfg, h, qkv_bias=field_flag(cfg, "attention_bias"), o_bias=field_flag(cfg, "attention_bias")
+    )
     mlp = swiglu_params(h, field_int(cfg, "intermediate_size"), field_flag(cfg, "mlp_bias"))
     return param_total(spec, h, n * (attn + mixer + mlp + 2 * h))
