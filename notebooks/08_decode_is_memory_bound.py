@@ -185,7 +185,9 @@ print(f"machine balance with MLX's kernels: {mlx_flops / 1e9:.1f} GFLOP/s ÷ {ba
 # marks where a model's decode at batch 1, decode at batch $B$ and a prefill fall (bf16). On the H200, decode sits
 # far left of the ridge at 205 FLOP/B: memory-bound. Prefill sits right of it. Move the batch: the decode line
 # creeps right but stops short of the ridge, because each sequence's cache comes with it; raise the context and it
-# moves back. On this course's Linux machine, the ridge with MLX's kernels lies left of every mark.
+# moves back. On this course's Linux machine, the ridge with MLX's kernels lies left of every mark. (For a mixture
+# of experts such as DeepSeek-V3, kvsim counts the experts one token uses; a large batch touches more of them, so
+# its real intensity is lower than drawn.)
 
 # %% tags=["nbval-ignore-output"]
 machines = {**h200_roof(), f"this machine: MLX on {device['backend']}, fp32 (measured)": (bandwidth, mlx_flops)}
@@ -228,7 +230,7 @@ plt.show()
 # %% [markdown]
 # **Where the points sit, and why.** On the Linux CPU this course was written on, every point lies right of MLX's
 # ridge: the float32 layer does 0.5 to 3 FLOPs per byte it reads (more with more sequences), the ridge lies near 0.1.
-# The steps took 7 to 33 times their bandwidth floor and 1 to 2.5 times their compute floor (the verdict above gives
+# The steps took 7 to 33 times their bandwidth floor and 1 to 3 times their compute floor (the verdict above gives
 # your run's ranges; a step below its compute floor means the matrix product was timed while the machine was busy:
 # run the measurements again), and the roofline plot shows them just under MLX's compute roof. The batch sweep shows the
 # signature: twice the sequences, about twice the time. A memory-bound step would barely notice a second sequence,

@@ -16,6 +16,7 @@ from kvsim.calc.weights import param_count
 from kvsim.measure.bandwidth import measure_host_matmul_throughput
 from kvsim.widgets.roofline import (
     draw_batch_floors,
+    draw_h200_variants,
     draw_roofline,
     draw_time_and_floors,
 )
@@ -220,3 +221,14 @@ def test_the_lessons_exercise_numbers():
     assert EXERCISES["08.2"].solve().value == pytest.approx(1e3 * (15_009_857_536 + 16 * 2**30) / 3.35e12)
     run = h200.load_run()
     assert EXERCISES["08.3"].solve().value == pytest.approx(run.flops_per_s / run.bytes_per_s, rel=1e-3)
+
+
+def test_the_variant_view_highlights_one_in_the_lines_and_the_legend(run):
+    fig, ax = plt.subplots()
+    draw_h200_variants(ax, "GQA-8 (Llama 3 8B)")
+    draw_h200_variants(ax, "MLA (DeepSeek-V3)")                     # a redraw on the same Axes
+    widths = {t.get_text(): h.get_linewidth() for t, h in zip(ax.get_legend().texts, ax.get_legend().legend_handles)}
+    assert widths["kvsim: MLA (DeepSeek-V3, 4 of 61 layers)"] > widths["kvsim: GQA-8 (Llama 3 8B)"]
+    twin = [ln for ln in ax.get_lines() if ln.get_marker() == "x"][0]
+    assert list(twin.get_ydata()) == [p["step_ms"]["mlx-lm"] for p in run.points("MLA (DeepSeek-V3)")]
+    plt.close(fig)

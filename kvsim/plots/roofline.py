@@ -185,7 +185,10 @@ def plot_variants(ax, series: dict, highlight: str, twin, floor, title: str | No
     art["floor"].set_label(f"floor of {highlight.split(' (')[0]}: bytes / copy bandwidth")
     top = max(float(np.max(y)) for _, y in series.values())
     xs = np.concatenate([np.asarray(x, dtype=float) for x, _ in series.values()])
-    decorate(ax, xlim=None, ylim=None, title=title, legend_fontsize=8)
+    legend = decorate(ax, xlim=None, ylim=None, title=title, legend_fontsize=8).get_legend()
+    for handle, line in zip(legend.legend_handles, art["kvsim"]):  # a kept legend keeps its handles' old styles
+        handle.set_linewidth(line.get_linewidth())
+        handle.set_alpha(line.get_alpha())
     ax.set_xlim(xs.min() / 1.3, xs.max() * 1.3)
     ax.set_ylim(0, 1.6 * top)  # room for the legend above the lines
     return ax
