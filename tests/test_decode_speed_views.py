@@ -1,4 +1,4 @@
-"""Lesson 08 helpers: caches filled without a prefill, measured step times, the bandwidth floor, views."""
+"""Lesson 08 helpers: caches filled without a prefill, measured step times, the bandwidth floor, stored vs read."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,8 +20,6 @@ from kvsim.measure.step_time import (
 from kvsim.widgets.decode_speed import (
     KV_DTYPES,
     draw_decode_speed_limit,
-    draw_step_time_vs_bytes,
-    draw_step_time_vs_context,
     draw_stored_vs_read,
 )
 
@@ -74,27 +72,19 @@ def test_measure_rejects_bad_arguments(toys):
         measure_step_times(toys["gqa"], [0], steps=0, progress=False)
 
 
-def test_draw_measurements_and_the_bandwidth_line(measured):
-    fig, ax = plt.subplots()
-    draw_step_time_vs_context(ax, measured)
-    assert len(ax.get_lines()) == 2
-    draw_step_time_vs_bytes(ax, measured, copy_bytes_per_s=1e9)
-    lines = ax.get_lines()
-    assert len(lines) == 3
-    x, y = lines[-1].get_data()                            # MB on x, ms on y: 1 GB/s is 1 ms per MB
-    assert np.allclose(y, x)
-    plt.close(fig)
-
-
 def test_stored_vs_read_dense_reads_what_it_stores():
     t, stored, read = stored_vs_read("deepseek-v3", 131_072, points=5)
-    dense = "dense (also FlashAttention)"
+    dense = "dense / FlashAttention"
     assert np.array_equal(stored[dense], read[dense])
     assert np.array_equal(stored["NSA"], stored[dense]) and read["NSA"][-1] < read[dense][-1]
     assert stored["DSA"][-1] > stored[dense][-1] and read["DSA"][-1] < read[dense][-1]
     fig, ax = plt.subplots()
     draw_stored_vs_read(ax)
-    assert len(ax.get_lines()) == 6
+    lines = ax.get_lines()                                 # curves that coincide are drawn once
+    assert len(lines) == 4 == len(ax.get_legend().texts)
+    assert all(not np.array_equal(a.get_ydata(), b.get_ydata()) for i, a in enumerate(lines) for b in lines[i + 1:])
+    assert lines[0].get_label() == f"stored: {dense}, NSA; read per step: {dense}"
+    assert [ln.get_linestyle() for ln in lines] == ["-", "-", "--", "--"]
     plt.close(fig)
 
 

@@ -1,4 +1,4 @@
-"""The "your turn" exercises of lessons 01-07 and 09, checked against kvsim.
+"""The "your turn" exercises of lessons 01-09, checked against kvsim.
 
 Contract (pure)
 - ``EXERCISES`` maps a key such as "02.1" (lesson 02, exercise 1) to an
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from . import capacity, memory, speculation
+from . import capacity, h200, memory, phases, speculation
 from .checking import Exercise, Solution, Verdict, verdict
 from .counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from .hardware import get_accelerator
@@ -22,7 +22,7 @@ from .masks import ring_slot
 from .registry import load_model
 from .short_context import hybrid_crossover_tokens
 from .units import DTYPE_BYTES, InputError
-from .weights import weights_bytes
+from .weights import param_count, weights_bytes
 
 BF16 = DTYPE_BYTES["bf16"]
 
@@ -238,6 +238,45 @@ def _mla_per_gpu(tp=8):
                     ((value // tp, "the latent has no heads to split: each GPU keeps all of it."),))
 
 
+# ---------------------------------------------------------------- 08 decode
+
+def _step_weights(model="llama-3.1-8b"):
+    spec = load_model(model)
+    count, h = param_count(spec), spec.hidden_size
+    value = phases.weights_read_bytes(spec, "bf16")
+    return Solution(value, f"({count.active:,} parameters − {count.embedding:,} of the input table + one row of "
+                           f"{h:,}) × {BF16} B = {value:,} B (phases.weights_read_bytes)",
+                    ((count.active * BF16, "that counts the whole input embedding table; a step looks up one row."),
+                     ((count.active - count.embedding) * BF16, f"the step does read one row of the table: the new "
+                                                               f"token's embedding, {h:,} × {BF16} B."),
+                     (count.active * 4, "bf16 is 2 bytes per weight, and the input table is read one row only.")))
+
+
+def _floor_ms(model="llama-3.1-8b", accelerator="H100 80GB", tokens=131_072):
+    spec, acc = load_model(model), get_accelerator(accelerator)
+    w, kv = phases.weights_read_bytes(spec), memory.read_bytes_per_step(spec, tokens)
+    bw = acc.memory_bandwidth_bytes_per_s
+    value = 1e3 * (w + kv) / bw
+    return Solution(value, f"({w:,} B of weights + {kv:,} B of cache) / {bw / 1e12:g} TB/s = {value:.4g} ms "
+                           "(speed_floor.speed_floor)",
+                    ((1e3 * w / bw, "that is the weights alone; the step reads the whole 128K-token cache too."),
+                     (1e3 * kv / bw, "the weights are read at every step as well."),
+                     (1e3 * (param_count(spec).active * BF16 + kv) / bw,
+                      "the whole input embedding table is not read, one row of it is.")))
+
+
+def _ridge_batch():
+    run = h200.load_run()
+    spec = load_model(run.variants[run.batch_sweep["variant"]]["geometry"]["source"])
+    balance = run.flops_per_s / run.bytes_per_s
+    value = phases.ridge_batch(spec, 0, run.bytes_per_s, run.flops_per_s)
+    return Solution(value, f"weights-only decode does 2·B FLOPs per 2-byte weight = B FLOP/B; it reaches the "
+                           f"ridge {run.flops_per_s:.4g} / {run.bytes_per_s:.4g} = {balance:.4g} FLOP/B at "
+                           f"B = {value:.4g} (phases.ridge_batch)",
+                    ((2 * balance, "a bf16 weight is 2 bytes: 2·B FLOPs per weight is B FLOPs per byte, not 2·B."),
+                     (balance / 2, "a multiply-add is 2 FLOPs: B sequences do 2·B FLOPs per weight.")))
+
+
 # ---------------------------------------------------------------- 09 speculative
 
 def _tokens_per_pass(alpha=0.8, k=4):
@@ -301,6 +340,13 @@ EXERCISES = dict([
         "budget / (block size × bytes per token), rounded down", _blocks_in_budget),
     _ex("07.3", "DeepSeek-V3 KV bytes per token on each GPU at tp = 8", "bytes",
         "which part of an MLA cache can be split over GPUs?", _mla_per_gpu),
+    _ex("08.1", "weight bytes one Llama 3.1 8B decode step reads in bf16", "bytes",
+        "all parameters but the input embedding table, plus one row of it, × 2 B", _step_weights),
+    _ex("08.2", "least time of one Llama 3.1 8B decode step at 131,072 tokens on an H100 80GB", "ms",
+        "(weights read + cache read) / memory bandwidth", _floor_ms),
+    _ex("08.3", "batch from which weights-only decode of Llama 3 8B is compute-bound on the measured H200",
+        "sequences", "FLOPs per byte of a batch of B = machine balance (FLOP/s ÷ bytes/s)", _ridge_batch,
+        rel_tol=0.01),
     _ex("09.1", "expected tokens per target pass, α = 0.8, k = 4", "tokens", "(1 − α^(k+1)) / (1 − α)",
         _tokens_per_pass),
     _ex("09.2", "tokens trimmed after a round with k = 5 and 2 drafts accepted", "tokens",

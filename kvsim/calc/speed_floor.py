@@ -3,8 +3,8 @@
 Contract (pure arithmetic over :mod:`kvsim.calc.memory`, :mod:`kvsim.calc.techniques` and the accelerator table)
 - :func:`speed_floor`: the minimum decode step time of a served model on an accelerator,
   (weights read + B · cache read per step) / memory bandwidth, against context. Weights read:
-  :func:`kvsim.calc.roofline.step_weight_bytes` of the active parameters in bf16 (all but the
-  input embedding table, of which one row).
+  :func:`kvsim.calc.phases.weights_read_bytes` in bf16 (all active parameters but the input
+  embedding table, of which one row: :func:`kvsim.calc.roofline.step_weight_bytes`).
 - :func:`stored_vs_read`: what a cache stores and what one decode step reads, dense vs NSA vs DSA
   (:func:`kvsim.calc.techniques.sparse_bytes`).
 """
@@ -15,11 +15,10 @@ import numpy as np
 
 from . import memory
 from .hardware import get_accelerator
+from .phases import weights_read_bytes
 from .registry import load_model
-from .roofline import step_weight_bytes
 from .techniques import sparse_bytes
-from .units import DTYPE_BYTES, InputError
-from .weights import param_count
+from .units import InputError
 
 
 def stored_vs_read(model: str = "deepseek-v3", tokens: int = 131_072, points: int = 129):
@@ -27,7 +26,7 @@ def stored_vs_read(model: str = "deepseek-v3", tokens: int = 131_072, points: in
     spec = load_model(model)
     t = np.linspace(0, tokens, points).astype(np.int64)
     parts = {m: sparse_bytes(spec, t, m) for m in ("dense", "nsa", "dsa")}
-    names = {"dense": "dense (also FlashAttention)", "nsa": "NSA", "dsa": "DSA"}
+    names = {"dense": "dense / FlashAttention", "nsa": "NSA", "dsa": "DSA"}
     return (t, {names[m]: p["stored"] for m, p in parts.items()},
             {names[m]: p["read"] for m, p in parts.items()})
 
@@ -38,12 +37,11 @@ def speed_floor(model: str, accelerator: str, batch: int = 1, kv_dtype: str = "b
 
     Weights read: the active parameters in bf16 (what one token uses; for a mixture of experts a
     batch touches more experts, so there this is a lower bound too) but the embedding table, of
-    which one row (:func:`kvsim.calc.roofline.step_weight_bytes`).
+    which one row (:func:`kvsim.calc.phases.weights_read_bytes`).
     """
     spec, acc = load_model(model), get_accelerator(accelerator)
     bw = acc.memory_bandwidth_bytes_per_s
-    count, b = param_count(spec), DTYPE_BYTES["bf16"]
-    w = step_weight_bytes(count.active * b, count.embedding * b, spec.vocab_size, spec.tie_word_embeddings)
+    w = weights_read_bytes(spec, "bf16")
     t = np.linspace(0, tokens, points).astype(np.int64)
     read = memory.read_bytes_per_step(spec, t, batch, kv_dtype_that_fits(spec, kv_dtype))
     return t, w / bw, (w + np.asarray(read, dtype=float)) / bw

@@ -10,6 +10,8 @@ Contract
   ``nbytes`` each; one ``mx.eval`` per copy (it returns when the device is done).
 - :func:`measure_matmul_throughput`: an n×n by n×n product on MLX's default device, 2·n³ FLOPs
   per product (one multiply and one add per term), ``rate = 2·n³ / fastest product``.
+  :func:`measure_host_matmul_throughput`: the same float32 product with numpy on the CPU (numpy's
+  BLAS: OpenBLAS or Accelerate), what the CPU's cores do with a tuned library.
 - The fastest run counts, not the mean: the limit is what the hardware can do, other work on the
   machine only slows it. Wall-clock numbers depend on the machine and on its load; nothing here is
   hard-coded.
@@ -24,7 +26,8 @@ import numpy as np
 
 from ..calc.units import InputError, positive_int
 
-__all__ = ["Throughput", "measure_copy_bandwidth", "measure_device_bandwidth", "measure_matmul_throughput"]
+__all__ = ["Throughput", "measure_copy_bandwidth", "measure_device_bandwidth", "measure_matmul_throughput",
+           "measure_host_matmul_throughput"]
 
 MiB = 2**20
 
@@ -112,3 +115,19 @@ def measure_matmul_throughput(n: int = 2048, repeats: int = 5, dtype: str = "fp3
     mx.eval(a, b)
     seconds = _timed_evals(lambda: a @ b, repeats)
     return Throughput(f"matmul FLOPs, {dtype}", 2 * n**3, seconds)
+
+
+def measure_host_matmul_throughput(n: int = 1024, repeats: int = 5, seed: int = 0) -> Throughput:
+    """FLOP/s of numpy on the CPU: 2·n³ / fastest float32 n×n @ n×n product (after three warm-ups)."""
+    if positive_int("n", n) < 16:
+        raise InputError(f"n must be an integer >= 16, got {n!r}")
+    repeats = positive_int("repeats", repeats)
+    a, b = np.random.default_rng(seed).random((2, n, n), dtype=np.float32)
+    for _ in range(3):                                      # warm-up: BLAS threads start, pages touched
+        a @ b
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        seconds.append(time.perf_counter() - start)
+    return Throughput("host matmul FLOPs, fp32 (numpy)", 2 * n**3, tuple(seconds))

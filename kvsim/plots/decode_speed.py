@@ -1,4 +1,4 @@
-"""Plots of decode speed: measured step times, limit lines, and bytes stored against bytes read.
+"""Plots of decode speed: the bandwidth floor of a served model, and bytes stored against bytes read.
 
 :func:`plot_step_floor` updates the artists of an earlier call on the same Axes in place
 (:func:`kvsim.plots.style.reuse`).
@@ -7,40 +7,39 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter
 
 from .size import UNIT_BYTES
 from .style import decorate, keep, label_level, reuse
 
-_MARKERS = ["o", "s", "^", "D", "v"]
+_K = FuncFormatter(lambda v, _: f"{v / 1024:,.4g}K" if v else "0")  # token counts: 32768 -> 32K
 
 
-def plot_measured(ax, series: dict, limits: dict | None = None, xlabel: str = "", ylabel: str = "",
-                  title: str | None = None, x_scale: float = 1.0, y_scale: float = 1.0):
-    """Measured points joined by lines, one series per label: {label: (x, y)}.
-
-    ``limits`` are dashed reference lines {label: (x, y)} (e.g. time = bytes / bandwidth);
-    x and y are divided by ``x_scale`` / ``y_scale`` before drawing.
-    """
-    ax.clear()
-    for i, (label, (x, y)) in enumerate(series.items()):
-        ax.plot(np.asarray(x, dtype=float) / x_scale, np.asarray(y, dtype=float) / y_scale,
-                marker=_MARKERS[i % len(_MARKERS)], color=f"C{i}", lw=1.5, ms=6, label=label)
-    for j, (label, (x, y)) in enumerate((limits or {}).items()):
-        ax.plot(np.asarray(x, dtype=float) / x_scale, np.asarray(y, dtype=float) / y_scale,
-                ls=["--", ":", "-."][j % 3], color="black", lw=1.2, label=label)
-    decorate(ax, xlabel=xlabel, ylabel=ylabel, title=title)
-    return ax
+def _merged(stored: dict, read: dict) -> list[tuple[str, np.ndarray, bool]]:
+    """Curves with equal values drawn once: [(label naming every method it stands for, y, stored?)]."""
+    out: list[tuple[list, list, np.ndarray]] = []
+    for kind, series in (("stored", stored), ("read", read)):
+        for label, y in series.items():
+            y = np.asarray(y, dtype=float)
+            same = next((c for c in out if np.array_equal(c[2], y)), None)
+            if same is None:
+                out.append(([], [], y))
+                same = out[-1]
+            (same[0] if kind == "stored" else same[1]).append(label)
+    return [("; ".join(f"{kind}: {', '.join(names)}" for kind, names in (("stored", s), ("read per step", r)) if names),
+             y, bool(s)) for s, r, y in out]
 
 
 def plot_stored_vs_read(ax, tokens, stored: dict, read: dict, unit: str = "GiB", title: str | None = None):
-    """Bytes kept in the cache (solid) and bytes one decode step reads (dashed) against tokens."""
+    """Bytes kept in the cache (solid) and bytes one decode step reads (dashed) against tokens; curves that
+    coincide are drawn once, labelled with every method they stand for (one legend entry per visible line)."""
     ax.clear()
     s = UNIT_BYTES[unit]
     t = np.asarray(tokens, dtype=float)
-    for i, (label, y) in enumerate(stored.items()):
-        ax.plot(t, np.asarray(y, dtype=float) / s, "-", color=f"C{i}", lw=2, label=f"stored: {label}")
-    for i, (label, y) in enumerate(read.items()):
-        ax.plot(t, np.asarray(y, dtype=float) / s, "--", color=f"C{i}", lw=2, label=f"read per step: {label}")
+    for i, (label, y, is_stored) in enumerate(_merged(stored, read)):
+        ax.plot(t, y / s, "-" if is_stored else "--", color=f"C{i}", lw=2, label=label)
+    ax.set_xticks(np.linspace(0, t[-1], 5))
+    ax.xaxis.set_major_formatter(_K)
     decorate(ax, xlabel="tokens in the sequence", ylabel=f"bytes ({unit})", xlim=(0, t[-1]),
              legend_fontsize=8, title=title)
     return ax
@@ -79,6 +78,8 @@ def plot_step_floor(ax, tokens, curves: dict, hlines: dict | None = None, point:
         art["point"][0].set_data([x], [y])
         art["point"][1].set_text(label)
         art["point"][1].xy = (x, y)
+    ax.set_xticks(np.linspace(0, t[-1], 5))
+    ax.xaxis.set_major_formatter(_K)
     decorate(ax, xlabel="tokens in each sequence's cache", ylabel="minimum step time (ms)", xlim=(0, t[-1]),
              ylim=(0, 1.1 * top), title=title)
     for (_, note), level in zip(art["hlines"], hlines.values()):

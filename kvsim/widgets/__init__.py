@@ -16,6 +16,7 @@ from .paged import block_table_view, serving_view
 from .preemption import preemption_view, tp_view
 from .quantized import quantized_kv_view
 from .recompute import recompute_view
+from .roofline import batch_floor_view, h200_variants_view, roofline_view
 from .seed_figure import seed_figure_view
 from .size import capacity_view, kv_size_view
 from .speculative import speculation_view
@@ -38,6 +39,9 @@ VIEWS = {
     "recompute": recompute_view,
     "variants": variants_view,
     "decode_speed": decode_speed_view,
+    "roofline": roofline_view,
+    "batch_floors": batch_floor_view,
+    "h200_variants": h200_variants_view,
     "speculation": speculation_view,
     "step_grid": step_grid_view,
     "tokens_fed_log": tokens_fed_log_view,
