@@ -17,15 +17,17 @@ def _build(ax, shape):
     clear_for(ax, "tp_bytes")
     x = np.arange(len(tps))
     width = 0.8 / n_series
-    art = keep(ax, "tp_bytes", shape, {"series": [(
-        bars := ax.bar(x + (i - (n_series - 1) / 2) * width, np.zeros(len(tps)), width, color=f"C{i}"),
-        [ax.annotate("", (b.get_x() + b.get_width() / 2, 0), xytext=(0, 2), textcoords="offset points",
-                     ha="center", va="bottom", fontsize=7) for b in bars]) for i in range(n_series)]})
+    series = []
+    for i in range(n_series):  # one bar per tp, each with its label above
+        bars = ax.bar(x + (i - (n_series - 1) / 2) * width, np.zeros(len(tps)), width, color=f"C{i}")
+        series.append((bars, [ax.annotate("", (b.get_x() + b.get_width() / 2, 0), xytext=(0, 2),
+                                          textcoords="offset points", ha="center", va="bottom", fontsize=7)
+                              for b in bars]))
     ax.set_xticks(x, [f"tp = {t}" for t in tps])
     ax.set_yticks([])
     ax.set_ylabel("KV bytes per token, each GPU")
     ax.grid(alpha=0.3, axis="y")
-    return art
+    return keep(ax, "tp_bytes", shape, {"series": series})
 
 
 def plot_tp_bytes(ax, tps, series: dict, title: str | None = None):
