@@ -210,7 +210,7 @@ ring = RotatingKVCache(8)
 for t in range(12):
     ring.update_and_fetch(mx.ones((1, 1, 1, 4)), mx.ones((1, 1, 1, 4)))
 print("W=8, R=0, offset 12, trim(3):", rewind.try_trim(ring, 3))
-print("W=8, R=0, offset 12, trim(1):", rewind.try_trim(ring, 1))
+print("W=8, R=0, right after, trim(1):", rewind.try_trim(ring, 1))
 
 # %% [markdown]
 # `trim(n)` rewinds $\min(n, \texttt{trimmable\_tokens})$ tokens and returns that count: never further than the layout
