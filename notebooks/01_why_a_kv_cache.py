@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 import mlx.core as mx
 
 from kvsim.cache import KVCache
-from kvsim.cache.sdpa import sdpa
+from kvsim.cache.sdpa import reference_sdpa
 from kvsim.calc import memory
 from kvsim.calc.exercises import check
 from kvsim.calc.tables import format_table
@@ -141,13 +141,20 @@ tokens_fed_log_view()
 #
 # Two short functions make all of this. The cache's `update_and_fetch` stores the new tokens' keys and values at
 # `[offset, offset + S)` and hands back everything stored so far; attention then scores the new queries against those
-# keys and averages the values. This is kvsim's own code (read from the package, so it is always the code that runs):
+# keys and averages the values. Both are read from the package, so they are always its current code. The first is
+# what every decode step runs:
 
 # %%
 print(inspect.getsource(KVCache.update_and_fetch))
 
+# %% [markdown]
+# The second is attention written out, `reference_sdpa`: scale the queries, multiply by the transposed keys, mask,
+# softmax, multiply by the values. (`_group_queries` lets several query heads share one K/V head: lesson 03.) The
+# model runs the same arithmetic through MLX's fused kernel (`kvsim.cache.sdpa.sdpa`), which the tests check against
+# this reference.
+
 # %%
-print(inspect.getsource(sdpa))
+print(inspect.getsource(reference_sdpa))
 
 # %% [markdown]
 # The cache holds one array for keys and one for values, each of shape **[B, n_kv_heads, T, head_dim]**: batch,

@@ -104,18 +104,33 @@ print("letters: F full, S sliding, C chunked, N full without RoPE, R recurrent (
 #
 # $$
 # M_{\text{total}} = B \Big( \sum_{\ell \in \text{attention}} 2\, n_{\text{kv}}\, d_h\, b \cdot T_\ell
-#   \;+\; \sum_{\ell \in \text{recurrent}} \sum_{s \in \text{states}} \textstyle\prod \text{shape}(s) \cdot b \Big)
+#   \;+\; \sum_{\ell \in \text{recurrent}} \sum_{s \in \text{states}} \textstyle\prod \text{shape}(s) \cdot b_s \Big)
 # $$
 #
 # The first sum is lessons 02–04 ($T_\ell$ = $T$, or $\min(T, W)$ for local layers). The second has no $T$ in it.
+# Its $b_s$ is per state tensor: kvsim keeps each one in the dtype the family's reference implementation keeps it in.
+# Mamba-2's SSM state, Gated DeltaNet's delta-rule memory and the RG-LRU state are fp32; Mamba's SSM state and every
+# convolution window stay in the model dtype (bf16 here).
 #
 # | model | which layers attend | recurrent state per layer (per sequence) | `config.json` fields |
 # |---|---|---|---|
 # | Jamba | 1 in 8 (`i % attn_layer_period == attn_layer_offset`) | conv $(K-1) \times d_{\text{inner}}$, SSM $d_{\text{inner}} \times d_{\text{state}}$, $d_{\text{inner}} = $ expand · hidden | `attn_layer_period`, `attn_layer_offset`, `mamba_d_conv`, `mamba_d_state`, `mamba_expand`, `hidden_size` |
-# | Qwen3-Next | every 4th | conv $(K-1) \times (2 n_k d_k + n_v d_v)$, delta-rule memory $n_v \times d_k \times d_v$ | `full_attention_interval`, `linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim` |
+# | Qwen3-Next | every 4th | conv $(K-1) \times (2 n_k d_k + n_v d_v)$, delta-rule memory $n_v \times d_v \times d_k$ | `full_attention_interval`, `linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim` |
 # | RecurrentGemma | every 3rd, local ($W$ = 2048) | conv $(K-1) \times$ width, RG-LRU state width | `block_types`, `attention_window_size`, `lru_width`, `conv1d_width` |
 # | Mamba-2 | none | conv $(K-1) \times (d_{\text{inner}} + 2 g\, d_{\text{state}})$, SSM heads $\times$ head_dim $\times d_{\text{state}}$ | `expand`, `state_size`, `head_dim`, `n_groups`, `conv_kernel` |
 # | Falcon-Mamba | none | as Jamba's Mamba layers | `intermediate_size`, `state_size`, `conv_kernel` |
+#
+# One recurrent layer of each, as kvsim reads it from `config.json`: every state tensor with its shape and dtype.
+
+# %%
+rows = []
+for name in ("jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b", "mamba2-2.7b", "falcon-mamba-7b"):
+    layer = next(x for x in load_model(name).layers if x.kind == "recurrent")
+    tensors = [f"{t} {' × '.join(map(str, shape))} {dtype}"
+               for (t, shape), (_, dtype) in zip(layer.state_shapes, layer.state_dtypes())]
+    rows.append({"model": name, "family": layer.recurrent_family, "state tensors (one layer)": ", ".join(tensors),
+                 "bytes (one layer)": units.format_bytes(memory.state_bytes(layer))})
+print(format_table(rows))
 
 # %% [markdown]
 # ## Jamba vs Mixtral at 256K tokens
@@ -163,10 +178,13 @@ print(format_table(rows))
 
 # %% [markdown]
 # - **Qwen3-Next 80B-A3B**: 36 Gated DeltaNet + 12 full-attention layers (2 KV heads of 256): 6 GiB at 256K instead of 24.
-#   Its delta-rule memories are large (32 heads × 128 × 128 per layer: 38 MiB in all), but fixed.
+#   Its delta-rule memories are large, 32 value heads × 128 × 128 in fp32 per layer: with the bf16 convolution windows,
+#   the 73.7 MiB of state in the table. But fixed.
 # - **RecurrentGemma 2B**: 18 RG-LRU + 8 *local* attention layers (W = 2048, one KV head): nothing grows after 2048 tokens.
 #   The whole cache stays at 16 MiB, however long the input.
-# - **Mamba-2 2.7B, Falcon-Mamba 7B**: no attention at all: 82 MiB and 19 MiB per sequence, at any length.
+# - **Mamba-2 2.7B, Falcon-Mamba 7B**: no attention at all: 162 MiB and 19 MiB per sequence, at any length. Per layer,
+#   Mamba-2's SSM state has five times the elements of Falcon-Mamba's (80 × 64 × 128 against 8192 × 16, in the table
+#   of state tensors above) and keeps them in fp32, not bf16.
 #
 # On log-log axes: the transformer's line rises forever, the hybrids rise 8× (Jamba) or 4× (Qwen3-Next) lower, the
 # windowed RecurrentGemma flattens at 2048 tokens and the pure state-space models are flat from the first token.
@@ -225,7 +243,8 @@ short_context_view()
 # with 32 value heads of 128 × 128) and reduces what does not change the cache: 2 layers (the first recurrent layer
 # and the first attention layer), hidden width 256, a small vocabulary, random weights.
 # `growth.decode_layer_bytes` runs `kvsim.decode.generate` on each: a 64-token prompt, then 48 decode steps with
-# bf16 caches from `make_caches` (grown in steps of 32 tokens), reading every layer's `nbytes` after every step.
+# the caches from `make_caches` (bf16 K/V grown in steps of 32 tokens; each recurrent state in its reference dtype,
+# so Qwen3-Next's delta-rule memory in fp32), reading every layer's `nbytes` after every step.
 
 # %%
 qwen = load_model("qwen3-next-80b-a3b")
@@ -268,7 +287,7 @@ print(format_table(rows))
 # - A recurrent layer keeps a fixed state per sequence; only attention layers grow with the context.
 # - Jamba (4 attention layers of 32): 4 GiB of KV at 256K tokens vs Mixtral's 32 GiB, plus 8.3 MiB of Mamba state.
 # - Qwen3-Next (12 of 48 layers attend): 6 GiB at 256K instead of 24; RecurrentGemma (8 local layers, W = 2048) stops at 16 MiB;
-#   Mamba-2 2.7B and Falcon-Mamba 7B hold 82 MiB and 19 MiB whatever the length.
+#   Mamba-2 2.7B and Falcon-Mamba 7B hold 162 MiB and 19 MiB whatever the length.
 # - A real hybrid decode measures exactly that: `RecurrentStateCache.nbytes` constant, `KVCache.nbytes` growing in steps.
 # - A recurrent layer updates its state in place, token by token; the state is paid from the first token, so below the
 #   crossover (tens of tokens for Jamba, about a thousand for Qwen3-Next) a hybrid holds more than its all-attention twin.
@@ -312,8 +331,8 @@ check("05.3", jamba_crossover)
 # 1. At how many tokens does Jamba's KV equal its Mamba state? And Qwen3-Next's? (Use `hybrid.tokens_to_reach`.)
 # 2. Serving 64 sequences of 4K tokens, which needs more cache memory: Falcon-Mamba 7B or Llama 3 8B? At what
 #    context length do they swap?
-# 3. Run `decode_layer_bytes(small, kv_dtype="fp32", step=32)`: which layers' bytes double, and does the Mamba
-#    state change with the number of tokens?
+# 3. Run `decode_layer_bytes(small, kv_dtype="fp32", step=32)`: which layers' bytes double, which one grows by only a
+#    few percent (why? see `layer.state_dtypes()`), and does the Mamba state change with the number of tokens?
 # 4. RecurrentGemma's attention is local. How large would its cache be at 256K tokens if those 8 layers were global?
 
 # %%

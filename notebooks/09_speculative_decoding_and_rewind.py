@@ -210,11 +210,14 @@ ring = RotatingKVCache(8)
 for t in range(12):
     ring.update_and_fetch(mx.ones((1, 1, 1, 4)), mx.ones((1, 1, 1, 4)))
 print("W=8, R=0, offset 12, trim(3):", rewind.try_trim(ring, 3))
-print("W=8, R=0, offset 12, trim(1):", rewind.try_trim(ring, 1))
+print("W=8, R=0, right after, trim(1):", rewind.try_trim(ring, 1))
 
 # %% [markdown]
-# A refused trim changes nothing (the offset is still 12 after the first attempt). With the spare slots, speculative
-# decoding works on a sliding-window model too, and still matches greedy decoding:
+# `trim(n)` rewinds $\min(n, \texttt{trimmable\_tokens})$ tokens and returns that count: never further than the layout
+# can rewind exactly. Asked for 3, the wrapped ring rewinds 1 (offset 12 → 11); asked for 1 right after, it rewinds 0:
+# that one token was all it could give back, and `trimmable_tokens` stays 0 until the next write. The caller reads the
+# count, so it always knows how far the cache really went back.
+# With the spare slots, speculative decoding works on a sliding-window model too, and still matches greedy decoding:
 
 # %%
 sliding = build_model(toy_spec("sliding"), seed=0)
@@ -227,7 +230,8 @@ print("same as greedy:", spec_run.tokens == generate(sliding, prompt, 30, trace=
 # ## Hybrids: a state cannot be trimmed
 #
 # A recurrent layer (Mamba, Gated DeltaNet, …) does not keep one row per token: every token is folded into a
-# fixed-size state (lesson 05). There is no row to drop, so `trim` is refused. In mlx-lm this state lives in a
+# fixed-size state (lesson 05). There is no row to drop, so `trim` rewinds nothing and returns 0 (the table's
+# `trim(3) rewinds 0`: offset and state unchanged). In mlx-lm this state lives in a
 # non-trimmable `ArraysCache`, and speculative decoding and prompt-cache reuse are unavailable for hybrid models
 # (mlx-lm issue #1446). kvsim's `RecurrentStateCache` offers `snapshot()` before the round and `restore()` after it:
 # the state comes back exactly, and the accepted tokens are fed again. A reduced-depth Jamba (Mamba + attention):
@@ -331,7 +335,7 @@ assert all(r.result.acceptance_rate == 1.0 for r in runs if r.draft == "the targ
 noisy = {r.num_draft: r.result.acceptance_rate for r in runs if r.draft == "noise 0.2"}
 assert noisy[8] < noisy[1] < 1.0
 assert all(r.result.target_positions_fed == len(prompt) - 1 + r.result.proposed + r.result.rounds for r in runs)
-# rings: one token after the wrap, R + 1 with R spare slots; refusals change nothing
+# rings: one token after the wrap, R + 1 with R spare slots; trim(3) on the wrapped ring rewound 1, then trim(1) 0
 limits = {(r["rewind_tokens"], r["offset"]): r["trimmable_tokens"] for r in rewind.rewind_limits()}
 assert limits[0, 20] == 1 and limits[4, 20] == 5
 assert ring.offset == 11

@@ -36,7 +36,6 @@ def bench(monkeypatch, tmp_path):
     return module
 
 
-@pytest.mark.skipif(mlx_lm_version() is None, reason="mlx-lm is not installed (dev extra)")
 def test_benchmark_runs_every_variant_on_toys(bench, tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["bench_roofline.py", "--device", "cpu", "--quick", "--out", str(tmp_path / "out")])
     bench.main()

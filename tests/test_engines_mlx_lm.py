@@ -9,32 +9,31 @@ import sys
 from pathlib import Path
 
 import mlx.core as mx
+import mlx_lm  # the test extra installs it: a missing mlx-lm fails here
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-mlx_lm = pytest.importorskip("mlx_lm")  # the test extra installs it
-from mlx_lm.generate import generate_step  # noqa: E402
-from mlx_lm.models.cache import (  # noqa: E402
+from mlx_lm.generate import generate_step
+from mlx_lm.models.cache import (
     ChunkedKVCache,
     KVCache,
     QuantizedKVCache,
     RotatingKVCache,
     make_prompt_cache,
 )
-from mlx_lm_configs import BASE, CONFIGS, MAMBA2  # noqa: E402
+from mlx_lm_configs import BASE, CONFIGS, MAMBA2
 
-from kvsim.calc.engines import kvsim_bytes, mlx_lm_bytes  # noqa: E402
-from kvsim.calc.hf_config import from_hf_config  # noqa: E402
-from kvsim.calc.mlx_lm_rules import (  # noqa: E402
+from kvsim.calc.engines import kvsim_bytes, mlx_lm_bytes
+from kvsim.calc.hf_config import from_hf_config
+from kvsim.calc.mlx_lm_rules import (
     chunked_cache_slots,
     generate_step_feeds,
     kv_cache_slots,
     rotating_cache_slots,
 )
-from kvsim.calc.units import InputError  # noqa: E402
-from kvsim.cli import main  # noqa: E402
-from kvsim.measure.mlx_lm_bytes import cache_bytes, load_model, measure, run_feeds  # noqa: E402
+from kvsim.calc.units import InputError
+from kvsim.cli import main
+from kvsim.measure.mlx_lm_bytes import cache_bytes, load_model, measure, run_feeds
 
 GEN = generate_step_feeds(300, 2048, 20)  # a 300-token prompt + 20 decode steps, as generate_step feeds them
 FP32_ONLY = {"gpt_oss", "phimoe"}  # every layer is MoE: mlx's gather_mm runs only in float32 on CPU

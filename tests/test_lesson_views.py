@@ -3,6 +3,7 @@
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.collections import QuadMesh
 
 from kvsim.calc import capacity
 from kvsim.calc.draft_round import round_stages
@@ -27,12 +28,18 @@ def ax():
     plt.close(fig)
 
 
-def test_step_grids_one_image_per_grid(ax):
+def _meshes(ax):
+    return [c for c in ax.collections if isinstance(c, QuadMesh) and c.get_visible()]
+
+
+def test_step_grids_one_mesh_per_grid(ax):
     grids = {"a": step_grid(2, 3, False), "b": step_grid(2, 3, True)}
     plot_step_grids(ax, grids, 2, {"a": 5, "b": 3})
-    assert len(ax.get_images()) == 2
-    assert ax.get_images()[0].get_array().shape == (3, 5, 4)
-    assert ax.get_images()[0].get_array()[2, 0, 3] < 0.2  # step 3 is still to come: faded
+    assert len(_meshes(ax)) == 2
+    assert _meshes(ax)[0].get_array().shape == (3, 5, 4)  # RGBA per cell
+    assert _meshes(ax)[0].get_array()[2, 0, 3] < 0.2  # step 3 is still to come: faded
+    plot_step_grids(ax, {"a": step_grid(3, 3, False), "b": step_grid(3, 3, True)}, 1, {"a": 3, "b": 3})
+    assert len(_meshes(ax)) == 2 and _meshes(ax)[0].get_array().shape == (3, 6, 4)  # a redraw replaces them
 
 
 def test_seed_figure_marks_the_crossovers(ax):
@@ -68,7 +75,7 @@ def test_mla_fanout_box_widths_follow_the_lengths(ax):
 
 def test_masks_and_ring_link(ax):
     plot_masks(ax, {"full": attention_mask(6), "w": attention_mask(6, "sliding", window=2)}, query=4)
-    assert len(ax.get_images()) == 2 and ax.get_images()[1].get_array()[4].tolist().count(1.0) == 2
+    assert len(_meshes(ax)) == 2 and _meshes(ax)[1].get_array()[4].tolist().count(1.0) == 2
     ax.clear()
     row = attention_mask(9, "sliding", window=3, sinks=1)[8]
     plot_ring_link(ax, 8, row, np.array([0, 7, 8, 6]), sinks=1)

@@ -24,12 +24,9 @@ from kvsim.measure.roofline import (
     point_bytes_needed,
 )
 from kvsim.measure.step_time import fill_caches, matmul_params, weights_read_bytes
-from kvsim.measure.twins import mlx_lm_version, twin
+from kvsim.measure.twins import twin
 from kvsim.model import build_model, toy_spec
 from kvsim.model.layers import DeviceWeightInit
-
-needs_mlx_lm = pytest.mark.skipif(mlx_lm_version() is None, reason="mlx-lm is not installed (dev extra)")
-
 
 # ---------------------------------------------------------------- arithmetic
 
@@ -156,7 +153,6 @@ def test_mla_kernels_time_both_ways(toys):
 # ---------------------------------------------------------------- mlx-lm twins
 
 
-@needs_mlx_lm
 @pytest.mark.parametrize("kind", ["gqa", "mqa", "mha", "sliding", "mla"])
 def test_twin_decodes_like_kvsim(toys, kind):
     """Same weights, mlx-lm's model and caches: every decode step gives kvsim's logits."""
@@ -172,7 +168,6 @@ def test_twin_decodes_like_kvsim(toys, kind):
                                    rtol=1e-5, atol=1e-5)
 
 
-@needs_mlx_lm
 def test_twin_shares_the_weights_and_rejects_other_layers(toys):
     model = toys["gqa"]
     t = twin(model)
@@ -181,7 +176,6 @@ def test_twin_shares_the_weights_and_rejects_other_layers(toys):
         twin(toys["jamba"])
 
 
-@needs_mlx_lm
 def test_decode_point_with_a_twin_compares_both(toys):
     p = decode_point(toys["gqa"], context=16, repeats=2, twin=twin(toys["gqa"]))
     assert set(p["step_ms"]) == {"kvsim", "mlx-lm"}
@@ -191,7 +185,6 @@ def test_decode_point_with_a_twin_compares_both(toys):
     assert set(q["step_ms"]) == {"kvsim", "mlx-lm"} and not q["interleaved"]
 
 
-@needs_mlx_lm
 def test_quantized_twin_decodes_like_kvsim():
     """8-bit caches on both sides: kvsim's quantized_sdpa gives mlx-lm's quantized attention."""
     model = build_model(toy_spec("gqa", head_dim=64))       # group size 64 divides head_dim
@@ -209,7 +202,6 @@ def test_quantized_twin_decodes_like_kvsim():
         twin(build_model(toy_spec("sliding"))).make_caches(bits=8)
 
 
-@needs_mlx_lm
 @pytest.mark.parametrize("kind", ["gqa", "mla"])
 def test_kvsim_model_runs_on_mlx_lm_caches(toys, kind):
     """mlx-lm's caches answer make_mask(N, return_array=, window_size=) with None or "causal"."""

@@ -64,8 +64,22 @@ def _text_box(text, renderer):
     return box
 
 
+def _drawing(ax):
+    return [a for a in [*ax.images, *ax.patches, *ax.lines, *ax.collections] if a.get_visible()]
+
+
+def _clipped_extent(artist, renderer):
+    """Display box of an image, patch, line or collection as drawn (cut to its clip box), or None if empty."""
+    box = artist.get_window_extent(renderer)
+    clip = artist.get_clip_box() if artist.get_clip_on() else None
+    if clip is not None:
+        box = type(box).intersection(box, clip)
+    return box if box is not None and box.width > 0 and box.height > 0 else None
+
+
 def drawn_boxes(fig):
-    """{what: display box} of every label, title, legend and Axes a render of ``fig`` draws.
+    """{what: display box} of every label, title, legend and Axes a render of ``fig`` draws; of an Axes
+    without a frame (a picture), every image, patch, line and collection.
 
     Tick labels only of the ticks matplotlib draws (inside the view limits), texts clipped as drawn.
     """
@@ -79,6 +93,9 @@ def drawn_boxes(fig):
             continue
         if ax.axison:
             boxes[f"axes {i} frame"] = ax.get_window_extent(renderer)
+        else:  # a picture without a frame: each image, patch, line and collection as drawn (clipped)
+            boxes.update({f"axes {i} drawing {type(a).__name__} {n}": box for n, a in enumerate(_drawing(ax))
+                          if (box := _clipped_extent(a, renderer)) is not None})
         tick_labels = set()
         for name, axis in ax._axis_map.items():
             for tick in itertools.chain(axis.get_major_ticks(), axis.get_minor_ticks()):
@@ -128,7 +145,7 @@ def outside_the_canvas(fig) -> list[str]:
 def overlapping_labels(fig) -> list[str]:
     """Overlapping pairs among titles, axis labels, tick labels, legends outside the Axes and texts in the
     Axes (texts and annotations against all the others, not against each other: a plot may nest them)."""
-    boxes = {k: b for k, b in drawn_boxes(fig).items() if "frame" not in k}
+    boxes = {k: b for k, b in drawn_boxes(fig).items() if "frame" not in k and " drawing " not in k}
     axes_boxes = [ax.get_window_extent() for ax in fig.axes if ax.get_visible()]
     # legends inside an Axes sit over the data by design; only those outside it could cover a label
     boxes = {k: b for k, b in boxes.items()

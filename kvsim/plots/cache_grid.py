@@ -1,6 +1,7 @@
 """Lesson 01's picture: token positions × decode steps, recomputed or read from the cache.
 
-Drawing only: the grids come from :func:`kvsim.calc.step_grid.step_grid`.
+Drawing only: the grids come from :func:`kvsim.calc.step_grid.step_grid`. The picture is built once per
+Axes and redrawn by updating its cells and labels (:func:`kvsim.plots.style.reuse`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch, Rectangle
 
 from ..calc.step_grid import CODE_NAMES, FUTURE, NEW, PRODUCED, READ, RECOMPUTED
+from .style import Pool, clear_for, keep, reuse
 
 COLORS = {FUTURE: "white", RECOMPUTED: "tab:red", READ: "tab:blue", NEW: "tab:green", PRODUCED: "gold"}
 GAP = 3  # empty columns between two grids
@@ -24,41 +26,60 @@ def _rgba(grid: np.ndarray, step: int) -> np.ndarray:
     return img
 
 
-def _cell_lines(ax, x0: float, rows: int, cols: int):
-    segs = [[(x0 + c, 0), (x0 + c, rows)] for c in range(cols + 1)]
-    segs += [[(x0, r), (x0 + cols, r)] for r in range(rows + 1)]
-    ax.add_collection(LineCollection(segs, colors="white", linewidths=0.8, zorder=2))
+def _build(ax, shape):
+    labels, rows = shape
+    clear_for(ax, "step_grids")
+    art = {"grids": [{"mesh": [],  # the quad mesh of the last call (one per grid shape)
+                      "lines": ax.add_collection(LineCollection([], colors="white", linewidths=0.8, zorder=2)),
+                      "frame": ax.add_patch(Rectangle((0, 0), 1, 1, fill=False, ec="black", lw=2, zorder=3)),
+                      "header": ax.text(0, -0.6, "", ha="center", va="bottom", fontsize=10)} for _ in labels],
+           "steps": [ax.text(-0.3, r + 0.5, f"step {r + 1}", ha="right", va="center", fontsize=8) for r in range(rows)],
+           "columns": Pool(lambda: ax.text(0, rows + 0.15, "", ha="center", va="top", fontsize=7, color="0.3")),
+           "axis_labels": [ax.text(0, rows + 1.1, "token position", ha="center", va="top", fontsize=9, color="0.3")
+                           for _ in range(2)]}
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    handles = [Patch(fc=COLORS[c], ec="0.5", label=CODE_NAMES[c]) for c in (RECOMPUTED, READ, NEW, PRODUCED)]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=8, frameon=False)
+    return keep(ax, "step_grids", shape, art)
+
+
+def _grid(ax, art, x0: float, grid: np.ndarray, step: int, header: str):
+    """One grid at column ``x0``: its cells, white cell lines and step ``step``'s row framed."""
+    rows, cols = grid.shape
+    mesh = art["mesh"]
+    if mesh and mesh[0].get_array().shape[:2] == grid.shape:
+        mesh[0].set_array(_rgba(grid, step))
+    else:  # a quad mesh of RGBA cells (an image would be resampled to the screen on every render)
+        for old in mesh:
+            old.remove()
+        mesh[:] = [ax.pcolormesh(x0 + np.arange(cols + 1), np.arange(rows + 1), _rgba(grid, step), zorder=1)]
+    art["lines"].set_segments([[(x0 + c, 0), (x0 + c, rows)] for c in range(cols + 1)]
+                              + [[(x0, r), (x0 + cols, r)] for r in range(rows + 1)])
+    art["frame"].set_bounds(x0, step - 1, cols, 1)
+    art["header"].set(x=x0 + cols / 2, text=header)
 
 
 def plot_step_grids(ax, grids: dict, step: int, fed_so_far: dict, title: str | None = None):
     """Grids side by side (e.g. without / with a cache); step ``step``'s row framed, later rows faded.
 
-    ``grids``: {label: (A, W) codes}; ``fed_so_far``: {label: positions fed in steps 1..step}.
+    ``grids``: {label: (A, W) codes}; ``fed_so_far``: {label: positions fed in steps 1..step}. Built once per
+    Axes and labels; a redraw sets the cells and texts (:func:`kvsim.plots.style.reuse`).
     """
-    ax.clear()
+    rows, cols = next(iter(grids.values())).shape
+    art = reuse(ax, "step_grids", (tuple(grids), rows)) or _build(ax, (tuple(grids), rows))
     x0 = 0
-    rows = cols = 0
-    for label, grid in grids.items():
-        rows, cols = grid.shape
-        ax.imshow(_rgba(grid, step), extent=(x0, x0 + cols, rows, 0), interpolation="nearest", zorder=1)
-        _cell_lines(ax, x0, rows, cols)
-        ax.add_patch(Rectangle((x0, step - 1), cols, 1, fill=False, ec="black", lw=2, zorder=3))
-        ax.text(x0 + cols / 2, -0.6, f"{label}\n{fed_so_far[label]:,} positions fed in steps 1-{step}",
-                ha="center", va="bottom", fontsize=10)
+    for held, (label, grid) in zip(art["grids"], grids.items()):
+        _grid(ax, held, x0, grid, step, f"{label}\n{fed_so_far[label]:,} positions fed in steps 1-{step}")
         for c in range(cols):
-            ax.text(x0 + c + 0.5, rows + 0.15, str(c), ha="center", va="top", fontsize=7, color="0.3")
+            art["columns"].take(x=x0 + c + 0.5, text=str(c))
         x0 += cols + GAP
-    for r in range(rows):
-        ax.text(-0.3, r + 0.5, f"step {r + 1}", ha="right", va="center", fontsize=8,
-                fontweight="bold" if r == step - 1 else "normal")
-    ax.text(x0 - GAP - cols / 2, rows + 1.1, "token position", ha="center", va="top", fontsize=9, color="0.3")
-    ax.text(cols / 2, rows + 1.1, "token position", ha="center", va="top", fontsize=9, color="0.3")
+    art["columns"].hide_rest()
+    for r, text in enumerate(art["steps"]):
+        text.set_fontweight("bold" if r == step - 1 else "normal")
+    for text, x in zip(art["axis_labels"], (x0 - GAP - cols / 2, cols / 2)):
+        text.set_x(x)
     ax.set_xlim(-3.2, x0 - GAP + 0.2)
     ax.set_ylim(rows + 2.0, -3.2)
-    ax.set_aspect("equal")
-    ax.set_axis_off()
-    handles = [Patch(fc=COLORS[c], ec="0.5", label=CODE_NAMES[c]) for c in (RECOMPUTED, READ, NEW, PRODUCED)]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=8, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=11)
+    ax.set_title(title or "", fontsize=11)
     return ax

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from .style import decorate, keep, reuse
+from .style import decorate, keep, log_scale, reuse
 
 _STYLES = {"without a cache": ("tab:red", "-"), "with a cache": ("tab:blue", "-")}
 
@@ -35,7 +35,7 @@ def plot_tokens_fed(ax, answer_tokens, curves: dict, points: dict | None = None,
         ax.set_xlabel("answer tokens generated")
         ax.set_ylabel("token positions fed to the model")
         if log:
-            ax.set_yscale("log")
+            log_scale(ax, "y")
         else:  # whole numbers with thousands separators: "1,600,000"
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     for line, y in zip(art["curves"], curves.values()):

@@ -7,10 +7,9 @@
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.ticker import LogLocator, NullFormatter
 
 from ..calc.units import format_bytes
-from .style import keep, reuse
+from .style import keep, log_scale, reuse
 
 
 def _build_bytes_per_token(ax, shape):
@@ -28,10 +27,7 @@ def _build_bytes_per_token(ax, shape):
     notes = [ax.annotate("", (xi, 0), xytext=(0, 14), textcoords="offset points", ha="center", fontsize=9,
                          fontweight="bold") for xi in x]
     if log:
-        ax.set_yscale("log")
-        # unlabelled ticks at 2 and 5 of each decade: the default 8 per decade cost a third of each render
-        ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        log_scale(ax, "y")
     ax.set_ylabel("KV cache bytes per token")
     ax.grid(alpha=0.3, axis="y")
     if len(names) > 1:

@@ -76,15 +76,22 @@ class View:
         return render.encode_png(np.asarray(canvas.buffer_rgba()), level)
 
     def lines(self) -> list[np.ndarray]:
-        """(x, y) data of every line, the rectangles of every bar, every image and colour-mapped mesh, for tests."""
+        """(x, y) data of every visible line, the rectangles of every bar, every image and colour-mapped mesh,
+        the vertices of other collections, for tests."""
         data = []
-        for ax in self.fig.axes:
-            data += [np.column_stack([ln.get_xdata(), ln.get_ydata()]).astype(float) for ln in ax.get_lines()]
+        for ax in self.fig.axes:  # what is drawn: hidden artists (kept for a later redraw) are not
+            data += [np.column_stack([ln.get_xdata(), ln.get_ydata()]).astype(float) for ln in ax.get_lines()
+                     if ln.get_visible()]
             data += [np.array([(p.get_x(), p.get_y(), p.get_width(), p.get_height()) for p in c])
                      for c in ax.containers]
-            data += [np.asarray(im.get_array()) for im in ax.get_images()]
-            data += [np.ma.filled(np.asarray(c.get_array(), dtype=float), np.nan) for c in ax.collections
-                     if c.get_array() is not None]  # colour-mapped meshes
+            data += [np.asarray(im.get_array()) for im in ax.get_images() if im.get_visible()]
+            for c in ax.collections:
+                if not c.get_visible():
+                    continue
+                if c.get_array() is not None:  # colour-mapped meshes
+                    data.append(np.ma.filled(np.asarray(c.get_array(), dtype=float), np.nan))
+                elif c.get_paths():  # line and polygon collections: their vertices
+                    data.append(np.concatenate([p.vertices for p in c.get_paths()]).astype(float))
         return data
 
     def summary(self) -> str:

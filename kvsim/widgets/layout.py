@@ -9,6 +9,8 @@ Contract
   to an edge or a side wastes more than SLACK_PX, so most slider moves keep the layout and cost one render;
   no layout engine pass (constrained layout doubled the redraw time).
 - Several Axes move together: their bounding rectangle is mapped onto the fitted one.
+- An Axes with a fixed aspect (a picture drawn with ``set_aspect("equal")``) fills its box in one direction
+  only; the room it leaves in the other is not counted as waste, else every render would refit in vain.
 """
 
 from __future__ import annotations
@@ -78,13 +80,26 @@ def _excess(ink: Bbox, width: float, height: float, pad: float) -> tuple[float, 
     return pad - ink.x0, pad - ink.y0, ink.x1 - (width - pad), ink.y1 - (height - pad)
 
 
+def _aspect_room(axes, width: float, height: float) -> tuple[bool, bool]:
+    """(x, y): whether every Axes is narrower (x) or lower (y) than its box by more than a pixel, which a
+    fixed aspect does (matplotlib shrinks the Axes inside the box it was given and centres it)."""
+    room = [True, True]
+    for ax in axes:
+        box, active = ax.get_position(original=True), ax.get_position()
+        room[0] &= (box.width - active.width) * width > 1
+        room[1] &= (box.height - active.height) * height > 1
+    return room[0], room[1]
+
+
 def fit(fig: Figure, ink: Bbox | None) -> bool:
     """Move the Axes so ``ink`` (display pixels) fits in the figure; True if they moved (render again)."""
     axes = [ax for ax in fig.axes if ax.get_visible()]
     if ink is None or not axes:
         return False
     width, height = fig.bbox.width, fig.bbox.height
-    if all(-(SLACK_PX - PAD_PX) <= e <= 0 for e in _excess(ink, width, height, PAD_PX)):
+    x_room, y_room = _aspect_room(axes, width, height)
+    free = (x_room, y_room, x_room, y_room)  # left, bottom, right, top: room there is the aspect's, not waste
+    if all((f or -(SLACK_PX - PAD_PX) <= e) and e <= 0 for e, f in zip(_excess(ink, width, height, PAD_PX), free)):
         return False
     old = Bbox.union([ax.get_position() for ax in axes])
     left, bottom, right, top = _excess(ink, width, height, TARGET_PX)

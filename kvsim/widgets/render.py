@@ -4,8 +4,9 @@ Contract
 - :func:`new_figure` makes a Figure on a :class:`FrameCanvas` (no pyplot: nothing else ever shows it).
 - :class:`FrameCanvas` draws with :class:`FrameRenderer`, which rasterizes each distinct string once and
   afterwards stamps the cached bitmap (matplotlib 3.11 lays out and renders every glyph from Python on
-  every draw: about 1 ms per label), and records ``ink``: the box of everything drawn outside any clip
-  (texts as their layout boxes, unclipped paths and markers), in display pixels with y upwards.
+  every draw: about 1 ms per label), and records ``ink``: the box of everything drawn (texts as their
+  layout boxes; paths, markers, collections and quad meshes as their extent, or their clip box when
+  clipped; images as their extent cut to their clip box), in display pixels with y upwards.
 - :func:`encode_png` writes the canvas as an RGB PNG: filter "none" and zlib level 1 (PIL's encoder, with
   its per-row filter search, takes 4× as long for a file of the same size); :func:`encode_static_png` a
   palette PNG a third that size, for what a notebook stores.
@@ -180,7 +181,18 @@ class FrameRenderer(RendererAgg):
                     master_transform, paths, transforms, offsets, offset_trans).get_points())
             return agg_collection(gc, master_transform, paths, transforms, offsets, offset_trans, *args, **kw)
 
+        agg_image, agg_mesh = self._renderer.draw_image, self._renderer.draw_quad_mesh
+
+        def draw_image(gc, x, y, im, *args):  # (x, y): lower left corner in pixels, y up; im: (rows, cols, 4)
+            self._record(gc, (x, y, x + im.shape[1], y + im.shape[0]))
+            return agg_image(gc, x, y, im, *args)
+
+        def draw_quad_mesh(gc, master_transform, width, height, coordinates, *args, **kw):
+            self._record_shape(gc, lambda: master_transform.transform(np.reshape(coordinates, (-1, 2))))
+            return agg_mesh(gc, master_transform, width, height, coordinates, *args, **kw)
+
         self.draw_markers, self.draw_path_collection = draw_markers, draw_path_collection
+        self.draw_image, self.draw_quad_mesh = draw_image, draw_quad_mesh
 
     def inked(self) -> Bbox | None:
         """Union of everything recorded since the last clear."""

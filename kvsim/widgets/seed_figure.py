@@ -5,6 +5,8 @@ equals the weights (:func:`kvsim.calc.capacity.crossover_tokens`).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..calc import capacity, memory, units
@@ -18,8 +20,9 @@ TICKS = (8192, 32_768, 131_072, 262_144, 524_288, 1_048_576, 2_097_152)
 MODELS = ("llama-3.1-8b", "llama-3-70b", "mistral-7b-v0.1", "qwen2.5-7b", "qwen3-8b")
 
 
+@lru_cache(maxsize=32)
 def seed_figure_data(model="llama-3.1-8b", kv_dtype="bf16"):
-    """(spec, its MHA twin, bf16 weights bytes, {name: crossover tokens or None})."""
+    """(spec, its MHA twin, bf16 weights bytes, {name: crossover tokens or None}), memoized per setting."""
     spec = load_model(model)
     mha = as_mha(spec)
     w = weights_bytes(spec, "bf16")

@@ -12,6 +12,8 @@ Contract
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..calc import hybrid
@@ -27,14 +29,19 @@ from .base import dropdown, int_slider, make_view
 HYBRIDS = ("jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b")
 
 
+@lru_cache(maxsize=16)
+def _recurrent_layer(model: str):
+    """(name, the first recurrent layer, :func:`layer_crossover`) of a registry model (memoized per model)."""
+    spec = load_model(model)
+    return spec.name, next(x for x in spec.layers if x.kind == "recurrent"), layer_crossover(spec)
+
+
 def draw_state_update(ax, model="jamba-v0.1", tokens=40):
     """The model's recurrent update, and one layer's state vs one attention layer's K/V after ``tokens``."""
-    spec = load_model(model)
-    layer = next(x for x in spec.layers if x.kind == "recurrent")
-    c = layer_crossover(spec)
-    shapes = " + ".join(f"{name} {'×'.join(map(str, shape))}" for name, shape in layer.state_shapes)
+    name, layer, c = _recurrent_layer(model)
+    shapes = " + ".join(f"{part} {'×'.join(map(str, shape))}" for part, shape in layer.state_shapes)
     return plot_state_update(ax, layer.recurrent_family, tokens, c["state_bytes"], c["kv_token_bytes"], c["tokens"],
-                             title=f"{spec.name}: a {layer.recurrent_family} layer keeps {shapes} elements, "
+                             title=f"{name}: a {layer.recurrent_family} layer keeps {shapes} elements, "
                                    "updated in place")
 
 
@@ -46,16 +53,26 @@ def state_update_view(model="jamba-v0.1", tokens=40):
     }, figsize=(9, 4.6), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.92))
 
 
+def _lengths(max_tokens: int) -> np.ndarray:
+    """160 log-spaced token counts from 1 to ``max_tokens`` (duplicates dropped)."""
+    return np.unique(np.geomspace(1, max_tokens, 160).astype(np.int64))
+
+
+@lru_cache(maxsize=16)
+def _short_context(model: str, max_tokens: int):
+    """(:func:`short_context_curves` on 160 log-spaced lengths up to ``max_tokens``, (crossover T, bytes
+    there)) of a registry model, memoized: a redraw recomputes nothing it computed before."""
+    spec = load_model(model)
+    at = hybrid_crossover_tokens(spec)
+    return short_context_curves(spec, _lengths(max_tokens)), (at, int(hybrid.cache_split(spec, at)["total"]))
+
+
 def draw_short_context(ax, models=HYBRIDS, max_tokens=4096):
     """Hybrids (solid) against their all-attention twins (dashed), 1..max_tokens tokens, crossovers marked."""
-    t = np.unique(np.geomspace(1, max_tokens, 160).astype(np.int64))
-    curves, crossings = {}, {}
-    for name in models:
-        spec = load_model(name)
-        c = short_context_curves(spec, t)
-        curves[name] = (c["hybrid"], c["all-attention"])
-        at = hybrid_crossover_tokens(spec)
-        crossings[name] = (at, int(hybrid.cache_split(spec, at)["total"]))
+    t = _lengths(max_tokens)
+    data = {name: _short_context(name, max_tokens) for name in models}
+    curves = {name: (c["hybrid"], c["all-attention"]) for name, (c, _) in data.items()}
+    crossings = {name: at for name, (_, at) in data.items()}
     return plot_short_context(ax, t, curves, crossings, title=(
         "each hybrid holds MORE than its all-attention twin below the marked length"))
 

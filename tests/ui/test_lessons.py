@@ -5,7 +5,7 @@ Views are found generically (the `kvsim-view` class every kvsim.widgets view car
 lesson is tested without changing this file. Run with `pytest tests/ui -m ui` (make test does).
 Every control is moved one step and back, the others at their defaults, and each move must change the image.
 Screenshots: test-artifacts/screenshots/<lesson>.png (the page) and <lesson>-<view>.png (each view at its
-defaults); docs/lesson-02-sliders.png in the README is lesson 02's kv_vs_tokens one. Time spent per lesson
+defaults); docs/lesson-02-sliders.png in the README is lesson 02's seed_figure one. Time spent per lesson
 (running it, moving its views): test-artifacts/ui-timings.jsonl.
 """
 
