@@ -147,7 +147,8 @@ def _add_engine(p):
                    help=f"mlx-lm: prompt tokens per model call (prefill_step_size, default {MLX_LM_PREFILL_STEP})")
     p.add_argument("--decode-steps", type=_nonneg_int("--decode-steps"), help="decode steps D after the prompt")
     p.add_argument("--quantized-kv-start", type=_nonneg_int("--quantized-kv-start"),
-                   help=f"mlx-lm with a qN --kv-dtype: quantize from this cache length (default {MLX_LM_QUANTIZED_KV_START})")
+                   help="mlx-lm with a qN --kv-dtype: quantize from this cache length "
+                        f"(default {MLX_LM_QUANTIZED_KV_START})")
 
 
 def _kv_dtype(args):

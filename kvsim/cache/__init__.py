@@ -5,7 +5,8 @@ QuantizedKVCache (``mx.quantize`` storage), LatentCache (MLA), RecurrentStateCac
 state), PagedKVCache (fixed-size blocks of a shared PagedKVPool, whose storage and per-layer
 offsets are :mod:`.paged_store`); CachePool owns per-sequence cache sets; make_caches picks one
 cache per layer.
-Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pickle); attention over what a cache returns: :mod:`.sdpa`.
+Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pickle); attention over what a
+cache returns: :mod:`.sdpa`.
 """
 
 from .base import BaseCache

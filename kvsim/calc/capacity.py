@@ -98,6 +98,7 @@ def memory_split(model: str, accelerator: str, tokens: int, utilization: float =
     n = max_concurrent_sequences(spec, tokens, acc.memory_bytes, utilization, kv_dtype, weights_bytes=w)
     budget = kv_budget_bytes(acc.memory_bytes, utilization, w)
     used = n * int(per_sequence_bytes(spec, tokens, kv_dtype))
-    parts = {"weights (bf16)": min(w, acc.memory_bytes), f"KV of {n} sequences": used,
-             "KV budget left": budget - used, "reserve / activations": acc.memory_bytes - max(budget, 0) - min(w, acc.memory_bytes)}
+    held = min(w, acc.memory_bytes)  # the weights part of the device
+    parts = {"weights (bf16)": held, f"KV of {n} sequences": used, "KV budget left": budget - used,
+             "reserve / activations": acc.memory_bytes - max(budget, 0) - held}
     return acc.memory_bytes, {k: max(v, 0) for k, v in parts.items()}, n

@@ -111,5 +111,6 @@ def kv_curves(model: str, tokens: int, batch: int = 1, kv_dtype: str = "bf16", p
     if any(layer.kind in ("full", "sliding", "chunked") for layer in spec.layers):
         mha = as_mha(spec)
         if mha.layers != spec.layers:
-            curves[f"same model if MHA ({spec.num_attention_heads} KV heads)"] = memory.kv_bytes(mha, t, batch, kv_dtype)
+            label = f"same model if MHA ({spec.num_attention_heads} KV heads)"
+            curves[label] = memory.kv_bytes(mha, t, batch, kv_dtype)
     return t, curves

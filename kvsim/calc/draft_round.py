@@ -33,7 +33,8 @@ class RoundStages:
 
 def round_stages(offset: int, num_draft: int, accepted: int) -> RoundStages:
     """Offsets of one round: P → P + k + 1 (verify) → P + n + 1 (trim k − n); n + 1 tokens emitted."""
-    p, k, n = nonnegative_int("offset", offset), positive_int("num_draft", num_draft), nonnegative_int("accepted", accepted)
+    p, k = nonnegative_int("offset", offset), positive_int("num_draft", num_draft)
+    n = nonnegative_int("accepted", accepted)
     if n > k:
         raise InputError(f"accepted must be in [0, num_draft={k}], got {n}")
     return RoundStages(p, k, n, p + k + 1, k - n, p + n + 1, n + 1)

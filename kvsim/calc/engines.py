@@ -109,7 +109,8 @@ def _cache_bytes(c: EngineCache, feeds, b: int, quant) -> tuple[int, int]:
 def _float_dtype(dtype) -> str:
     key = dtype_key(dtype)
     if key not in FLOAT_DTYPES:
-        raise InputError(f"mlx-lm keeps K/V in the model dtype; dtype {dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
+        raise InputError(f"mlx-lm keeps K/V in the model dtype; dtype {dtype!r} is not one of "
+                         f"{', '.join(FLOAT_DTYPES)}")
     return key
 
 
@@ -156,7 +157,8 @@ def kvsim_bytes(spec: ModelSpec, feeds, kv_dtype="bf16", state_dtype="bf16", bat
     rows = []
     for i, layer in enumerate(spec.layers):
         kv = memory.layer_kv_bytes(layer, t, dt, batch, "allocated", step, tp=tp)
-        cls = "QuantizedKVCache" if dt.quantized and layer.kind in ("full", "sliding", "mla") else _KVSIM_CLASSES[layer.kind]
+        quantized = dt.quantized and layer.kind in ("full", "sliding", "mla")
+        cls = "QuantizedKVCache" if quantized else _KVSIM_CLASSES[layer.kind]
         rows.append(LayerBytes(i, layer.kind, cls, kv, batch * memory.state_bytes(layer, state_dtype)))
     return EngineBytes("kvsim", feeds, tuple(rows), dt.quantized)
 

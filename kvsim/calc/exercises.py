@@ -284,7 +284,8 @@ def _tokens_per_pass(alpha=0.8, k=4):
     return Solution(value, f"(1 − {alpha}^{k + 1}) / (1 − {alpha}) = {value:.4f} tokens "
                            "(speculation.expected_tokens_per_pass)",
                     ((alpha * k, "the target's own token comes on top, and a rejection ends the round."),
-                     (1 + alpha * k, "acceptances are not independent of position: d_3 counts only if d_1, d_2 passed.")))
+                     (1 + alpha * k, "acceptances are not independent of position: "
+                                     "d_3 counts only if d_1, d_2 passed.")))
 
 
 def _trimmed(k=5, accepted=2):
@@ -305,8 +306,10 @@ def _ex(key, title, unit, hint, solve, rel_tol=None):
 
 
 EXERCISES = dict([
-    _ex("01.1", "positions fed without a cache (P = 500, A = 200)", "positions", "sum P + k − 1 over the A steps", _fed_uncached),
-    _ex("01.2", "positions fed with a cache (P = 500, A = 200)", "positions", "prefill, then one token per step", _fed_cached),
+    _ex("01.1", "positions fed without a cache (P = 500, A = 200)", "positions",
+        "sum P + k − 1 over the A steps", _fed_uncached),
+    _ex("01.2", "positions fed with a cache (P = 500, A = 200)", "positions",
+        "prefill, then one token per step", _fed_cached),
     _ex("01.3", "bytes in the toy model's bf16 caches after a 100-token prompt and a 50-token answer", "bytes",
         "2 × layers × KV heads × head_dim × 2 B, times the tokens held", _toy_cache_bytes),
     _ex("02.1", "bytes per token of Llama 3 70B in bf16", "bytes",

@@ -48,7 +48,8 @@ def _elem(dt: memory.KVDtype, dim: int) -> tuple[str, str]:
         return f"{dim} × {b} B", f"{dim} \\times {b}\\,\\text{{B}}"
     s = units.DTYPE_BYTES[dt.scale_dtype]
     t = f"({dim}·{dt.bits}/8 + 2·{dim}/{dt.group_size}·{s}) B"
-    x = f"\\left({dim}\\cdot\\tfrac{{{dt.bits}}}{{8}} + 2\\cdot\\tfrac{{{dim}}}{{{dt.group_size}}}\\cdot {s}\\right)\\text{{B}}"
+    x = (f"\\left({dim}\\cdot\\tfrac{{{dt.bits}}}{{8}} + "
+         f"2\\cdot\\tfrac{{{dim}}}{{{dt.group_size}}}\\cdot {s}\\right)\\text{{B}}")
     return t, x
 
 

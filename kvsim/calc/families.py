@@ -122,7 +122,8 @@ FAMILIES = {
     "mamba": recurrent.mamba, "falcon_mamba": recurrent.mamba, "mamba2": recurrent.mamba2,
     "recurrent_gemma": recurrent.recurrent_gemma,
     "kimi_k2": _deepseek, "cohere": _dense, "cohere2": _cohere2, "olmo2": _dense, "phimoe": _dense,
-    "granitemoehybrid": recurrent.granitemoehybrid, "nemotron_h": recurrent.nemotron_h, "falcon_h1": recurrent.falcon_h1,
+    "granitemoehybrid": recurrent.granitemoehybrid, "nemotron_h": recurrent.nemotron_h,
+    "falcon_h1": recurrent.falcon_h1,
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
 

@@ -74,7 +74,8 @@ def typed_layers(cfg, n, window, default_fn):
     for i, t in enumerate(layer_types_or(cfg, n, default_fn)):
         if t not in ("full_attention", "sliding_attention"):
             raise ConfigError(f"layer_types[{i}] is {t!r}; accepted: sliding_attention, full_attention")
-        out.append(attention_layer(cfg, "sliding", window=window) if t == "sliding_attention" and window else attention_layer(cfg))
+        sliding = t == "sliding_attention" and window
+        out.append(attention_layer(cfg, "sliding", window=window) if sliding else attention_layer(cfg))
     return out
 
 

@@ -197,7 +197,8 @@ def _deepseek_v2(spec):
 MLX_LM_LAYOUTS = {
     "llama": _layer_types_windows, "mistral": _layer_types_windows,
     "gemma3": _pattern_windows(6, 512), "gemma3_text": _pattern_windows(6, 512), "cohere2": _pattern_windows(4, 4096),
-    "gpt_oss": _gpt_oss, "llama4": _llama4, "llama4_text": _llama4, "recurrent_gemma": _recurrent_gemma, "deepseek_v2": _deepseek_v2,
+    "gpt_oss": _gpt_oss, "llama4": _llama4, "llama4_text": _llama4, "recurrent_gemma": _recurrent_gemma,
+    "deepseek_v2": _deepseek_v2,
 }
 
 

@@ -49,7 +49,8 @@ def cache_classes(spec: ModelSpec) -> dict[str, int]:
 
 
 def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int = 1, dtype: str = "bf16",
-                   chunk_tokens: int = 512, step: int = DEFAULT_STEP, seed: int = 0, progress: bool = False) -> np.ndarray:
+                   chunk_tokens: int = 512, step: int = DEFAULT_STEP, seed: int = 0,
+                   progress: bool = False) -> np.ndarray:
     """``cache.nbytes`` of layer ``layer_index``'s real cache after each of ``token_counts`` tokens (ascending)."""
     counts = np.asarray(token_counts, dtype=np.int64)
     if counts.ndim != 1 or len(counts) == 0 or np.any(counts < 0) or np.any(np.diff(counts) < 0):
@@ -95,7 +96,8 @@ def decode_layer_bytes(models: dict, prompt_tokens: int = 64, new_tokens: int = 
     from ..decode import generate
 
     if not isinstance(prompt_tokens, int) or prompt_tokens < 1 or not isinstance(new_tokens, int) or new_tokens < 1:
-        raise ValueError(f"prompt_tokens and new_tokens must be positive integers, got {prompt_tokens!r}, {new_tokens!r}")
+        raise ValueError("prompt_tokens and new_tokens must be positive integers, "
+                         f"got {prompt_tokens!r}, {new_tokens!r}")
     mx_dtype(kv_dtype)  # float K/V; the state follows kv_dtype where the reference keeps it in the model dtype
     out = {}
     for name, model in Progress(models.items(), desc="decode", unit="models", enabled=progress):

@@ -5,8 +5,8 @@ Contract
   memory and the memory still available for new arrays (CUDA: NVML's free memory; Metal: the
   recommended working set minus MLX's active memory; CPU: MemAvailable from /proc/meminfo).
 - :func:`interleaved_times`: after one warm-up call each, rounds that call every function once, in
-  turn (odd rounds in reverse order), so slow phases of a shared machine hit all of them alike. Each time is one call plus the
-  ``mx.eval`` of its result (``mx.eval`` returns when the device is done).
+  turn (odd rounds in reverse order), so slow phases of a shared machine hit all of them alike. Each time is
+  one call plus the ``mx.eval`` of its result (``mx.eval`` returns when the device is done).
 - :func:`decode_point`: one decode step of a kvsim model at context T and batch B, caches filled with
   random K/V (:func:`kvsim.measure.step_time.fill_caches`), interleaved with the same step of its
   mlx-lm twin (same weights, mlx-lm's own caches) when one is given. The point carries the bytes the
@@ -226,4 +226,5 @@ def device_limits(copy_bytes: int, matmul_n: int, dtype: str, repeats: int = 10)
     copy = measure_device_bandwidth(copy_bytes, repeats=repeats, dtype=dtype)
     mm = measure_matmul_throughput(matmul_n, repeats=repeats, dtype=dtype)
     return {"copy_bytes": copy.work // 2, "copy_bytes_per_s": copy.rate, "matmul_n": matmul_n,
-            "matmul_flops_per_s": mm.rate, "machine_balance_flop_per_byte": roofline.machine_balance(mm.rate, copy.rate)}
+            "matmul_flops_per_s": mm.rate,
+            "machine_balance_flop_per_byte": roofline.machine_balance(mm.rate, copy.rate)}

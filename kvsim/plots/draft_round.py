@@ -47,7 +47,8 @@ def plot_round(ax, r, title: str | None = None):
     p, k, n = r.offset_before, r.num_draft, r.accepted
     x = {pos: i for i, pos in enumerate(range(p - SHOWN, p + k + 2))}  # position -> column
     rows = ["before the round", f"draft proposes k = {k}", "target verifies k + 1\nin one pass",
-            f"trim({r.trimmed}): offset back\nto P + n + 1 = {r.offset_after}", f"next round: t{n} is\nthe new last token"]
+            f"trim({r.trimmed}): offset back\nto P + n + 1 = {r.offset_after}",
+            f"next round: t{n} is\nthe new last token"]
     for text, label in zip(art["rows"], rows):
         text.set_text(label)
     for pos in range(p - SHOWN, p):  # row 0: what the cache holds, and the last token (not yet cached)

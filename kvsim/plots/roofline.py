@@ -121,7 +121,8 @@ def plot_time_and_floors(ax, measured: dict, floors: dict, vlines: dict | None =
         line.set_xdata([x, x])
         note.xy = (x, 1)
         note.set_text(label)
-    xs = np.concatenate([np.asarray(x, dtype=float) for x, _ in {**measured, **floors}.values()])  # a series may be empty
+    # a series may be empty
+    xs = np.concatenate([np.asarray(x, dtype=float) for x, _ in {**measured, **floors}.values()])
     ys = np.concatenate([np.asarray(y, dtype=float) for _, y in {**measured, **floors}.values()])
     decorate(ax, xlim=None, ylim=None, title=title, legend_fontsize=8)
     ax.set_xlim(xs.min() / 1.3, xs.max() * 1.3) if logx else ax.set_xlim(0, xs.max() * 1.05)

@@ -1,8 +1,8 @@
 """Plots for windowed caches: a buffer's slots step by step, bytes by layer kind, measured vs formula.
 
-Drawing only: callers pass what :mod:`kvsim.measure.ring_slots`, :mod:`kvsim.calc.window_bytes`, :mod:`kvsim.measure.growth`
-or :mod:`kvsim.calc.memory` computed or measured. The slot picture and the bytes-by-kind areas update the
-artists of an earlier call on the same Axes in place (:func:`kvsim.plots.style.reuse`).
+Drawing only: callers pass what :mod:`kvsim.measure.ring_slots`, :mod:`kvsim.calc.window_bytes`,
+:mod:`kvsim.measure.growth` or :mod:`kvsim.calc.memory` computed or measured. The slot picture and the
+bytes-by-kind areas update the artists of an earlier call on the same Axes in place (:func:`kvsim.plots.style.reuse`).
 """
 
 from __future__ import annotations

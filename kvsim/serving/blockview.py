@@ -95,7 +95,8 @@ def sharing_scenario(block_size: int = 4, num_blocks: int = 12, system_tokens: i
     return steps
 
 
-def sharing_savings(num_requests: int, system_tokens: int, question_tokens: int, block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
+def sharing_savings(num_requests: int, system_tokens: int, question_tokens: int,
+                    block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
     """Blocks held by N requests sharing one system prompt, on real allocators with and without sharing.
 
     Without: N·⌈(P+U)/bs⌉. With: ⌊P/bs⌋ shared full blocks + N·(⌈(P+U)/bs⌉ − ⌊P/bs⌋) (hits stop at

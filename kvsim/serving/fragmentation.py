@@ -135,7 +135,8 @@ def split_over_time(result: SimResult, bins: int = 100) -> tuple[np.ndarray, dic
     edges = np.linspace(0.0, end, bins + 1)
     start, stop = tl["t"], tl["t"] + tl["iterations"]
     # overlap (in iterations) of every jump with every bin: (rows, bins)
-    overlap = np.clip(np.minimum(stop[:, None], edges[None, 1:]) - np.maximum(start[:, None], edges[None, :-1]), 0, None)
+    overlap = np.minimum(stop[:, None], edges[None, 1:]) - np.maximum(start[:, None], edges[None, :-1])
+    overlap = np.clip(overlap, 0, None)
     width = np.diff(edges)
     shares = {part: (tl[part][:, None] * overlap).sum(axis=0) / width / result.summary["capacity_tokens"]
               for part in SPLIT}

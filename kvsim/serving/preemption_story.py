@@ -4,9 +4,10 @@ Contract (pure: :class:`~kvsim.serving.blocks.BlockAllocator`, no MLX)
 - Requests are (arrival step, prompt tokens, output tokens). Every step: waiting requests are admitted
   first come, first served (a preempted request goes back to the front of the queue) while their blocks
   fit, and their prefill (prompt plus any tokens generated before a preemption) produces one token; every
-  other running request appends one token, before any admission; a step that preempted admits nobody (vLLM). When a block is missing, the most recently admitted running
-  request is preempted (recompute: its blocks are freed, its tokens kept) until the append fits, as
-  :func:`kvsim.serving.sim.simulate` does. A finished request frees its blocks.
+  other running request appends one token, before any admission; a step that preempted admits nobody
+  (vLLM). When a block is missing, the most recently admitted running request is preempted (recompute:
+  its blocks are freed, its tokens kept) until the append fits, as :func:`kvsim.serving.sim.simulate`
+  does. A finished request frees its blocks.
 - :func:`preemption_story` returns per request and step a state code (:data:`STATES`), the preemptions of
   each request, and the allocator's own count, which counts events: one request can be preempted again
   after each readmission, so the events can outnumber the requests.

@@ -26,8 +26,9 @@ def draw_step_grid(ax, step=4, prompt_tokens=4, answer_tokens=ANSWER_TOKENS):
     grids = {"without a cache": step_grid(prompt_tokens, answer_tokens, cached=False),
              "with a cache": step_grid(prompt_tokens, answer_tokens, cached=True)}
     fed = {label: int(fed_per_step(g)[:step].sum()) for label, g in grids.items()}
-    title = (f"prompt {prompt_tokens} tokens; step {step} feeds {int(fed_per_step(grids['without a cache'])[step - 1])} "
-             f"positions without a cache, {int(fed_per_step(grids['with a cache'])[step - 1])} with one")
+    now = {label: int(fed_per_step(g)[step - 1]) for label, g in grids.items()}
+    title = (f"prompt {prompt_tokens} tokens; step {step} feeds {now['without a cache']} "
+             f"positions without a cache, {now['with a cache']} with one")
     return plot_step_grids(ax, grids, step, fed, title=title)
 
 

@@ -20,7 +20,8 @@ from .base import make_view
 def draw_channel_quant(ax, bits=2, group_size=64):
     """|K| and the key error per token vs per channel; attention errors in the panel titles."""
     errs = lesson_scheme_errors(bits, group_size)
-    notes = {"|K|": "(one KV head; outlier channels dark)", "error, per token": f"attention error {100 * errs['keys per token']:.1f} %",
+    notes = {"|K|": "(one KV head; outlier channels dark)",
+             "error, per token": f"attention error {100 * errs['keys per token']:.1f} %",
              "error, per channel": f"attention error {100 * errs['keys per channel (KIVI)']:.1f} %"}
     return plot_key_error_maps(ax, lesson_key_error_map(bits, group_size), notes, title=(
         f"keys at {bits} bits, groups of {group_size}: one scale per token and {group_size} channels, "

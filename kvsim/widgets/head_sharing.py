@@ -16,7 +16,7 @@ from ..calc import memory, units
 from ..calc.counterfactual import attention_variants
 from ..calc.head_sharing import area_sides, kv_head_of
 from ..plots.head_sharing import plot_head_sharing, plot_mla_fanout
-from ..plots.variants import plot_bytes_per_token
+from .variants import draw_measured_bytes
 from .base import int_slider, log_slider, make_view
 
 HEADS, HEAD_DIM = 128, 128  # DeepSeek-V3's query heads and head length
@@ -71,16 +71,7 @@ def mla_view(kv_lora_rank=512, qk_rope_head_dim=64):
 
 def draw_measured_bytes_linear(ax, runs: dict, kv_dtype="bf16"):
     """Formula and measured bytes per token (61 layers) of real MHA / GQA / MQA / MLA caches, on a linear axis."""
-    rows = [r.row(kv_dtype) for r in runs.values()]
-    n = next(iter(runs.values())).full_spec.num_hidden_layers
-    formula = [r[f"formula, {n} layers"] for r in rows]
-    mha = formula[list(runs).index("MHA")]
-    notes = [f"{round(100 * f / mha, 2):g} %" for f in formula]
-    plot_bytes_per_token(ax, [r["variant"] for r in rows],
-                         {f"formula, {n} layers": formula,
-                          f"measured per layer × {n}": [r[f"measured × {n}"] for r in rows]},
-                         notes=notes, log=False,
-                         title=f"KV cache per token at DeepSeek-V3's attention sizes ({kv_dtype}), linear axis")
+    draw_measured_bytes(ax, runs, kv_dtype, log=False)
     top = ax.get_ylim()[1] / 2**20
     ax.set_yticks([i * 2**20 for i in range(int(top) + 1)], [f"{i} MiB" for i in range(int(top) + 1)])
     return ax

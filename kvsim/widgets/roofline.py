@@ -92,8 +92,10 @@ def draw_time_and_floors(ax, points: list[dict], bytes_per_s: float, flops_per_s
     """Measured step times against x (context or batch) with the bandwidth and compute floors of each point."""
     xs = np.array([p[x] for p in points], dtype=float)
     measured = {label: (xs, [p["step_ms"]["kvsim"] for p in points])}
-    floors = {f"bandwidth floor: bytes / {bytes_per_s / 1e9:,.1f} GB/s": (xs, [1e3 * p["read_bytes"] / bytes_per_s for p in points]),
-              f"compute floor: FLOPs / {flops_per_s / 1e9:,.1f} GFLOP/s": (xs, [1e3 * p["flops"] / flops_per_s for p in points])}
+    floors = {f"bandwidth floor: bytes / {bytes_per_s / 1e9:,.1f} GB/s":
+              (xs, [1e3 * p["read_bytes"] / bytes_per_s for p in points]),
+              f"compute floor: FLOPs / {flops_per_s / 1e9:,.1f} GFLOP/s":
+              (xs, [1e3 * p["flops"] / flops_per_s for p in points])}
     xlabel = "tokens in the cache" if x == "context_tokens" else "sequences decoded together (B)"
     return plot_time_and_floors(ax, measured, floors, xlabel=xlabel, title=title, logx=x == "batch")
 
@@ -121,9 +123,9 @@ def draw_batch_floors(ax, tokens=8192, run: h200.Run | None = None):
     floors = {f"bandwidth floor at {tokens:,} tokens": (batches, [1e3 * c.read_bytes / run.bytes_per_s for c in costs]),
               "compute floor": (batches, [1e3 * c.flops / run.flops_per_s for c in costs])}
     shown = tokens == sweep["context_tokens"]  # the sweep was measured at one context: its points show there
+    points = sweep["points"] if shown else []
     measured = {f"measured at {sweep['context_tokens']:,} tokens (kvsim)":
-                ([p["batch"] for p in sweep["points"]] if shown else [], [p["step_ms"]["kvsim"] for p in sweep["points"]]
-                 if shown else [])}
+                ([p["batch"] for p in points], [p["step_ms"]["kvsim"] for p in points])}
     full = (run.device["memory_total_bytes"] - phases.weights_read_bytes(spec)) // int(memory.kv_bytes(spec, tokens))
     cross = phases.ridge_batch(spec, tokens, run.bytes_per_s, run.flops_per_s)
     verdict = (f"compute-bound from B = {cross:,.0f}" if cross else
@@ -145,7 +147,8 @@ def batch_floor_view(tokens=8192):
 def draw_h200_variants(ax, variant="GQA-8 (Llama 3 8B)", run: h200.Run | None = None):
     """H200 step time against context for every variant; ``variant`` with its mlx-lm twin and its floor."""
     run = run or _run()
-    series = {run.label(v): ([p["context_tokens"] for p in run.points(v)], [p["step_ms"]["kvsim"] for p in run.points(v)])
+    series = {run.label(v): ([p["context_tokens"] for p in run.points(v)],
+                             [p["step_ms"]["kvsim"] for p in run.points(v)])
               for v in run.measured_variants()}
     pts = run.points(variant)
     x = [p["context_tokens"] for p in pts]

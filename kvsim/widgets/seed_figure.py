@@ -45,7 +45,8 @@ def draw_seed_figure(ax, model="llama-3.1-8b", kv_dtype="bf16"):
     end = max(160 * 1024, int(1.15 * max(c or 0 for c in cross.values())))
     t = np.linspace(0, end, 257).astype(np.int64)
     per = {"model": memory.bytes_per_token(spec, kv_dtype), "mha": memory.bytes_per_token(mha, kv_dtype)}
-    curves = {f"{spec.name}: {units.format_bytes(per['model'])} per token": ("model", memory.kv_bytes(spec, t, 1, kv_dtype)),
+    curves = {f"{spec.name}: {units.format_bytes(per['model'])} per token":
+              ("model", memory.kv_bytes(spec, t, 1, kv_dtype)),
               f"same model as MHA ({spec.num_attention_heads} KV heads): {units.format_bytes(per['mha'])}":
               ("mha", memory.kv_bytes(mha, t, 1, kv_dtype))}
     crossings = {f"{c:,}": (c, k) for k, c in cross.items() if c is not None}

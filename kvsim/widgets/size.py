@@ -20,7 +20,8 @@ def draw_kv_vs_tokens(ax, model="llama-3.1-8b", tokens=131_072, batch=1, kv_dtyp
     at = memory.kv_bytes(spec, tokens, batch, kv_dtype)
     plot_kv_vs_tokens(ax, t, curves, hlines={f"bf16 weights {units.format_bytes(w)}": w}, unit="GiB",
                       points={units.format_bytes(at): (tokens, at)},
-                      title=f"{spec.name}: {units.format_bytes(memory.bytes_per_token(spec, kv_dtype))} per token, {kv_dtype}")
+                      title=f"{spec.name}: {units.format_bytes(memory.bytes_per_token(spec, kv_dtype))} per token, "
+                            f"{kv_dtype}")
     ax.set_xlabel(f"tokens per sequence (batch {batch})")
     return ax
 

@@ -19,16 +19,18 @@ from ..plots.variants import plot_bytes_per_token
 from .base import dropdown, int_slider, log_slider, make_view
 
 
-def draw_measured_bytes(ax, runs: dict[str, VariantRun], kv_dtype="bf16"):
+def draw_measured_bytes(ax, runs: dict[str, VariantRun], kv_dtype="bf16", log=True):
     """Bars: bytes per token over all layers from the formula and from the real caches (per layer × layers)."""
     rows = [r.row(kv_dtype) for r in runs.values()]
     n = next(iter(runs.values())).full_spec.num_hidden_layers
     formula = [r[f"formula, {n} layers"] for r in rows]
     mha = formula[list(runs).index("MHA")]
     notes = [f"{round(100 * f / mha, 2):g} %" for f in formula]
+    measured = [r[f"measured × {n}"] for r in rows]
+    axis = "" if log else ", linear axis"
     plot_bytes_per_token(ax, [r["variant"] for r in rows],
-                         {f"formula, {n} layers": formula, f"measured per layer × {n}": [r[f"measured × {n}"] for r in rows]},
-                         notes=notes, title=f"KV cache per token at DeepSeek-V3's attention sizes ({kv_dtype})")
+                         {f"formula, {n} layers": formula, f"measured per layer × {n}": measured}, notes=notes,
+                         log=log, title=f"KV cache per token at DeepSeek-V3's attention sizes ({kv_dtype}){axis}")
     return ax
 
 
