@@ -19,9 +19,9 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # The exact pytest arguments of each stage. tests/test_notebooks.py reads NBVAL_ARGS and UI_ARGS from this file
 # to prove that every notebook (lessons and notebooks/solutions/) is collected by the nbval run and every lesson by
 # the browser run.
-UNIT_ARGS := tests -m "not ui and not slow"
+UNIT_ARGS := tests -m "not ui and not slow" -n auto --maxprocesses 8
 ENV_ARGS := tests -m "slow and not ui"
-NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
+NBVAL_ARGS := -n auto --maxprocesses 8 --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
 UI_ARGS := tests/ui -m ui --screenshot only-on-failure --output test-artifacts/playwright
 
 .PHONY: help lab test install install-lab test-unit test-env test-notebooks test-ui browser notebooks bench clean

@@ -56,6 +56,6 @@ def test_pip_block_installs_into_a_fresh_venv(tmp_path, env):
     assert Path(kvsim_file).resolve() == ROOT / "kvsim" / "__init__.py"  # editable install of this checkout
     assert kvsim_version.count(".") == 2 and mlx_version.startswith("0.32.")
     # The extras asked for are really there: notebooks (JupyterLab, jupytext) and test (pytest, nbval, ...).
-    mods = "jupyterlab, jupytext, ipywidgets, matplotlib, numpy, tqdm, pytest, nbval, hypothesis, yaml, mlx_lm"
+    mods = "jupyterlab, jupytext, ipywidgets, matplotlib, numpy, pytest, xdist, nbval, hypothesis, yaml, mlx_lm"
     subprocess.run([py, "-c", f"import {mods}"], check=True)
     assert (Path(py).parent / "kvsim").exists(), "console script `kvsim` not installed"

@@ -238,7 +238,8 @@ def makefile_args(name):
 def collect(args):
     """Node ids pytest collects for `args`, run from the repository root as make does."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        # -n 0 last: collect in this process (the stage itself spreads over workers with pytest-xdist)
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args, "-n", "0"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert proc.returncode in (0, 5), f"collection failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
