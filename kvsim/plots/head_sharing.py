@@ -112,11 +112,15 @@ def plot_mla_fanout(ax, kv_lora_rank: int, qk_rope_head_dim: int, head_dim: int,
     sketch = reuse(ax, "mla_fanout", ()) or keep(ax, "mla_fanout", (), _sketch(ax, "mla_fanout"))
     u = 40 / max(kv_lora_rank, head_dim)  # data units per element
     lw, rw, hw = kv_lora_rank * u, max(qk_rope_head_dim * u, 1.0), head_dim * u
-    y_lat, x_k = 7 * shown + 1, lw + 18  # keys above the latent, values below
-    _box(sketch, 0, y_lat, lw, 5, f"latent $c^{{KV}}$: $d_c$ = {kv_lora_rank}", "tab:blue")
+    # keys above the latent, values below; the heads' column stays put however narrow the latent gets
+    y_lat, x_k = 7 * shown + 1, max(lw, rw, 40) + 18
+    latent = f"latent $c^{{KV}}$: $d_c$ = {kv_lora_rank}"
+    _box(sketch, 0, y_lat, lw, 5, latent if lw >= 30 else "", "tab:blue")
+    if lw < 30:  # too narrow to hold its label: write it below
+        _text(sketch, 0, y_lat + 6, latent, ha="left", va="top", fontsize=9)
     _box(sketch, 0, 2, rw, 5, "", "tab:purple")
-    _text(sketch, rw + 1.5, 4.5, f"RoPE key $k^R$: $d_h^R$ = {qk_rope_head_dim},\nRoPE applied before caching",
-          ha="left", fontsize=8)
+    _text(sketch, 0, 8, f"RoPE key $k^R$: $d_h^R$ = {qk_rope_head_dim},\nRoPE applied before caching",
+          ha="left", va="top", fontsize=8)
     for i in range(shown):
         h = "h" if i == shown - 1 else str(i + 1)
         y_k, y_v = i * 7, y_lat + 7 + i * 7
