@@ -10,13 +10,7 @@ from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import model_names
 from kvsim.calc.speed_floor import speed_floor, stored_vs_read
 from kvsim.calc.weights import param_count
-from kvsim.measure.step_time import (
-    fill_caches,
-    measure_step_times,
-    measure_variants,
-    step_rows,
-    weights_read_bytes,
-)
+from kvsim.measure.step_time import fill_caches, weights_read_bytes
 from kvsim.widgets.decode_speed import (
     KV_DTYPES,
     draw_decode_speed_limit,
@@ -46,30 +40,6 @@ def test_weights_read_skip_the_embedding_table_but_one_row(toys):
     m = toys["gqa"]
     hidden, vocab = m.spec.hidden_size, m.spec.vocab_size
     assert weights_read_bytes(m) == m.weight_bytes - (vocab - 1) * hidden * 4
-
-
-@pytest.fixture(scope="module")
-def measured(toys):
-    return measure_variants({"gqa": toys["gqa"], "sliding": toys["sliding"]}, [0, 64], steps=2, progress=False)
-
-
-def test_measured_points_carry_calculator_and_measured_bytes(measured, toys):
-    assert [(r.label, r.context_tokens) for r in measured] == [("gqa", 0), ("gqa", 64), ("sliding", 0), ("sliding", 64)]
-    for r in measured:
-        assert r.seconds > 0 and r.bytes_per_s == pytest.approx(r.read_bytes / r.seconds)
-        assert r.cache_used_bytes == r.cache_read_bytes     # measured after the last step = read_bytes_per_step
-    gqa64 = measured[1]
-    assert gqa64.cache_read_bytes == memory.read_bytes_per_step(toys["gqa"].spec, 64 + 1 + 2, kv_dtype="fp32")
-    assert measured[3].cache_read_bytes == memory.kv_bytes(toys["sliding"].spec, 8, kv_dtype="fp32")  # window 8
-    rows = step_rows(measured)
-    assert rows[1]["context"] == 64 and rows[1]["cache MB"] == round(gqa64.cache_read_bytes / 1e6, 1)
-
-
-def test_measure_rejects_bad_arguments(toys):
-    with pytest.raises(ValueError, match="contexts"):
-        measure_step_times(toys["gqa"], [], progress=False)
-    with pytest.raises(ValueError, match="steps"):
-        measure_step_times(toys["gqa"], [0], steps=0, progress=False)
 
 
 def test_stored_vs_read_dense_reads_what_it_stores():
