@@ -45,12 +45,6 @@ OUT = Path(__file__).parent / "results"
 GEOMETRY = dict(num_layers=2, vocab_size=4096, intermediate_size=2048)   # Llama 3 8B attention
 
 
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 # ---------------------------------------------------------------- 1. cached vs uncached
 
 
