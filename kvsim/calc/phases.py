@@ -29,8 +29,8 @@ import numpy as np
 
 from . import memory, roofline
 from .config import ModelSpec
-from .units import DTYPE_BYTES, InputError, positive_int
-from .weights import param_count
+from .units import InputError, positive_int
+from .weights import param_count, weights_dtype_bytes
 
 __all__ = ["Cost", "weights_read_bytes", "matmul_params", "decode_cost", "prefill_cost", "floors", "point_rows",
            "verdict"]
@@ -49,15 +49,9 @@ class Cost:
         return roofline.arithmetic_intensity(self.flops, self.read_bytes)
 
 
-def _dtype_bytes(name: str) -> int:
-    if name not in DTYPE_BYTES:
-        raise InputError(f"weights dtype {name!r} is not one of {', '.join(DTYPE_BYTES)}")
-    return DTYPE_BYTES[name]
-
-
 def weights_read_bytes(spec: ModelSpec, weights_dtype: str = "bf16") -> int:
     """Weight bytes a step reads: step_weight_bytes(active · b, embedding · b, V, tied)."""
-    b, count = _dtype_bytes(weights_dtype), param_count(spec)
+    b, count = weights_dtype_bytes(weights_dtype), param_count(spec)
     return roofline.step_weight_bytes(count.active * b, count.embedding * b, spec.vocab_size,
                                       spec.tie_word_embeddings)
 

@@ -33,11 +33,16 @@ from .weights_common import (
 )
 
 
-def weights_bytes(spec: ModelSpec, dtype: str = "bf16") -> int:
-    """Bytes of all weights at one dtype: total parameters × bytes per element."""
+def weights_dtype_bytes(dtype: str) -> int:
+    """Bytes per weight element of ``dtype`` (DTYPE_BYTES), or an InputError naming the accepted ones."""
     if dtype not in DTYPE_BYTES:
         raise InputError(f"weights dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
-    return param_count(spec).total * DTYPE_BYTES[dtype]
+    return DTYPE_BYTES[dtype]
+
+
+def weights_bytes(spec: ModelSpec, dtype: str = "bf16") -> int:
+    """Bytes of all weights at one dtype: total parameters × bytes per element."""
+    return param_count(spec).total * weights_dtype_bytes(dtype)
 
 
 # ---------------------------------------------------------------- families

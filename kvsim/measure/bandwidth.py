@@ -56,19 +56,32 @@ def _check_size(nbytes, repeats) -> int:
     return positive_int("repeats", repeats)
 
 
+def _check_matmul(n, repeats) -> int:
+    if positive_int("n", n) < 16:
+        raise InputError(f"n must be an integer >= 16, got {n!r}")
+    return positive_int("repeats", repeats)
+
+
+def _timed_runs(run, repeats: int, warmups: int = 1) -> tuple[float, ...]:
+    """Seconds of each of ``repeats`` calls of ``run()`` (host work: returns when done), after ``warmups``."""
+    for _ in range(warmups):
+        run()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        seconds.append(time.perf_counter() - start)
+    return tuple(seconds)
+
+
 def measure_copy_bandwidth(nbytes: int = 256 * MiB, repeats: int = 5, seed: int = 0) -> Throughput:
     """Copy bandwidth in bytes/s: 2·nbytes (read + write) / fastest of ``repeats`` numpy copies."""
     repeats = _check_size(nbytes, repeats)
     n = nbytes // 4                                        # float32 elements
     src = np.random.default_rng(seed).random(n, dtype=np.float32)
     dst = np.empty_like(src)
-    np.copyto(dst, src)                                    # touch every page before timing
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        np.copyto(dst, src)
-        seconds.append(time.perf_counter() - start)
-    return Throughput("copy bytes (read + write)", 2 * n * 4, tuple(seconds))
+    seconds = _timed_runs(lambda: np.copyto(dst, src), repeats)  # the warm-up touches every page
+    return Throughput("copy bytes (read + write)", 2 * n * 4, seconds)
 
 
 def _timed_evals(make, repeats: int) -> tuple[float, ...]:
@@ -107,9 +120,7 @@ def measure_matmul_throughput(n: int = 2048, repeats: int = 5, dtype: str = "fp3
 
     from ..cache.base import mx_dtype
 
-    if positive_int("n", n) < 16:
-        raise InputError(f"n must be an integer >= 16, got {n!r}")
-    repeats = positive_int("repeats", repeats)
+    repeats = _check_matmul(n, repeats)
     dt = mx_dtype(dtype)
     a, b = (mx.random.uniform(-1, 1, (n, n), key=mx.random.key(i)).astype(dt) for i in (1, 2))
     mx.eval(a, b)
@@ -119,15 +130,7 @@ def measure_matmul_throughput(n: int = 2048, repeats: int = 5, dtype: str = "fp3
 
 def measure_host_matmul_throughput(n: int = 1024, repeats: int = 5, seed: int = 0) -> Throughput:
     """FLOP/s of numpy on the CPU: 2·n³ / fastest float32 n×n @ n×n product (after three warm-ups)."""
-    if positive_int("n", n) < 16:
-        raise InputError(f"n must be an integer >= 16, got {n!r}")
-    repeats = positive_int("repeats", repeats)
+    repeats = _check_matmul(n, repeats)
     a, b = np.random.default_rng(seed).random((2, n, n), dtype=np.float32)
-    for _ in range(3):                                      # warm-up: BLAS threads start, pages touched
-        a @ b
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        seconds.append(time.perf_counter() - start)
-    return Throughput("host matmul FLOPs, fp32 (numpy)", 2 * n**3, tuple(seconds))
+    seconds = _timed_runs(lambda: a @ b, repeats, warmups=3)  # warm-ups: BLAS threads start, pages touched
+    return Throughput("host matmul FLOPs, fp32 (numpy)", 2 * n**3, seconds)
