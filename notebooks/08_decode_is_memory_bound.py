@@ -274,7 +274,7 @@ plt.show()
 # sequences take 3.6 times as long as one, for 64 times the tokens: the weights are read once for all, only the
 # caches add bytes. The compute floor stays far below. A step turns compute-bound where the two floors cross, at
 # the batch whose intensity equals the machine balance. At 8K tokens they never cross: as $B$ grows the intensity
-# tends to a sequence's FLOPs ÷ its cache bytes, 18 FLOP/B, short of the ridge at 205; and memory is full at 126
+# tends to a sequence's FLOPs ÷ its cache bytes, 18 FLOP/B, short of the ridge at 205; and memory is full at 125
 # sequences anyway. Move the context down to 128 tokens: the weights dominate, and the floors cross near $B$ = 265.
 
 # %% tags=["nbval-ignore-output"]

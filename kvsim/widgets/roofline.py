@@ -20,6 +20,7 @@ import numpy as np
 
 from ..calc import h200, memory, phases
 from ..calc.registry import load_model
+from ..calc.weights import weights_bytes
 from ..plots.roofline import (
     plot_roofline,
     plot_time_and_floors,
@@ -126,7 +127,8 @@ def draw_batch_floors(ax, tokens=8192, run: h200.Run | None = None):
     points = sweep["points"] if shown else []
     measured = {f"measured at {sweep['context_tokens']:,} tokens (kvsim)":
                 ([p["batch"] for p in points], [p["step_ms"]["kvsim"] for p in points])}
-    full = (run.device["memory_total_bytes"] - phases.weights_read_bytes(spec)) // int(memory.kv_bytes(spec, tokens))
+    # sequences whose caches fit beside all the weights (held, not the bytes a step reads)
+    full = (run.device["memory_total_bytes"] - weights_bytes(spec, "bf16")) // int(memory.kv_bytes(spec, tokens))
     cross = phases.ridge_batch(spec, tokens, run.bytes_per_s, run.flops_per_s)
     verdict = (f"compute-bound from B = {cross:,.0f}" if cross else
                f"memory-bound at any B (FLOP/B → {phases.decode_cost(spec, tokens, 2**20).intensity:.0f} < "
