@@ -16,11 +16,12 @@ from matplotlib.ticker import FuncFormatter
 from nbclient import NotebookClient
 from PIL import Image
 
-from kvsim.plots.style import legend_below
-from kvsim.widgets import VIEWS, make_view
-from kvsim.widgets.base import int_slider
-from kvsim.widgets.layout import wrap_titles
-from kvsim.widgets.render import new_figure
+from kvsim.ui.style import legend_below
+from kvsim.widgets import VIEWS
+from kvsim.ui.base import make_view
+from kvsim.ui.base import int_slider
+from kvsim.ui.layout import wrap_titles
+from kvsim.ui.render import new_figure
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TOLERANCE_PX = 0.5

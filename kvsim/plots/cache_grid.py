@@ -12,7 +12,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch, Rectangle
 
 from ..calc.step_grid import CODE_NAMES, FUTURE, NEW, PRODUCED, READ, RECOMPUTED
-from .style import Pool, clear_for, keep, reuse
+from ..ui.style import Pool, clear_for, keep, reuse
 
 COLORS = {FUTURE: "white", RECOMPUTED: "tab:red", READ: "tab:blue", NEW: "tab:green", PRODUCED: "gold"}
 GAP = 3  # empty columns between two grids

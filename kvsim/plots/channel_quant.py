@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .style import clear_for, keep, reuse
+from ..ui.style import clear_for, keep, reuse
 
 GAP = 14  # columns between panels
 

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from .size import UNIT_BYTES
-from .style import decorate, keep, label_level, reuse
+from ..ui.style import decorate, keep, label_level, reuse
 
 _K = FuncFormatter(lambda v, _: f"{v / 1024:,.4g}K" if v else "0")  # token counts: 32768 -> 32K
 

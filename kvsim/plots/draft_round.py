@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from matplotlib.patches import Patch, Rectangle
 
-from .style import Sketch, clear_for, keep, reuse
+from ..ui.style import Sketch, clear_for, keep, reuse
 
 COLORS = {"cache": "0.8", "last": "gold", "draft": "tab:blue", "ok": "tab:green", "no": "tab:red",
           "gone": "0.93", "own": "orange"}

@@ -13,7 +13,7 @@ from matplotlib import colormaps
 from matplotlib.collections import LineCollection, PatchCollection, PolyCollection
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from .style import Sketch, clear_for, keep, reuse
+from ..ui.style import Sketch, clear_for, keep, reuse
 
 ROW_H = 4.0
 

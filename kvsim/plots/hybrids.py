@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..calc.units import UNIT_BYTES
-from .style import clear_for, keep, legend, relimit, reuse
+from ..ui.style import clear_for, keep, legend, relimit, reuse
 
 _STYLES = ["-", "--", "-.", ":"]
 

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.patches import Rectangle
 
-from .style import Sketch, clear_for, keep, legend_below, reuse
+from ..ui.style import Sketch, clear_for, keep, legend_below, reuse
 from .windows import KIND_COLORS
 
 GAP = 4  # cells between two mask panels

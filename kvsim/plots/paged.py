@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from .style import keep, legend_below, reuse
+from ..ui.style import keep, legend_below, reuse
 
 SEQ_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
 STATE_COLORS = {"shared": "gold", "cached": "0.85", "free": "white"}

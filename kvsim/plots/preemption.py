@@ -11,7 +11,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from .style import Pool, clear_for, keep, reuse
+from ..ui.style import Pool, clear_for, keep, reuse
 
 STATE_COLORS = ("white", "0.85", "tab:orange", "tab:blue", "tab:red", "0.97")
 STATE_NAMES = ("not arrived", "waiting", "prefill (or recompute)", "decode", "preempted", "done")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..calc.units import UNIT_BYTES
-from .style import keep, legend_below, reuse
+from ..ui.style import keep, legend_below, reuse
 
 _COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 PART_COLORS = {"packed data": "tab:blue", "scales + biases": "tab:orange",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from .style import decorate, keep, log_scale, reuse
+from ..ui.style import decorate, keep, log_scale, reuse
 
 _STYLES = {"without a cache": ("tab:red", "-"), "with a cache": ("tab:blue", "-")}
 

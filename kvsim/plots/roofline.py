@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from .style import decorate, keep, reuse
+from ..ui.style import decorate, keep, reuse
 
 ROOF_COLORS = ("tab:blue", "tab:red", "tab:purple")
 MARK_COLORS = ("tab:green", "tab:orange", "tab:brown")

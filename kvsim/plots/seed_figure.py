@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from ..calc.units import UNIT_BYTES
-from .style import clear_for, keep, legend, reuse
+from ..ui.style import clear_for, keep, legend, reuse
 
 STYLES = {"model": dict(color="tab:orange", ls="-", lw=2.2), "mha": dict(color="tab:red", ls="--", lw=2)}
 

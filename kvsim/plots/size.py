@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..calc.units import UNIT_BYTES
-from .style import decorate, keep, label_inward, label_level, legend_below, reuse
+from ..ui.style import decorate, keep, label_inward, label_level, legend_below, reuse
 
 _STYLES = ["-", "--", ":", "-."]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .style import decorate, keep, label_inward, reuse
+from ..ui.style import decorate, keep, label_inward, reuse
 
 
 def _build_against_k(ax, shape):

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from ..calc.units import UNIT_BYTES, format_bytes
-from .style import clear_for, keep, legend, log_scale, relimit, reuse
+from ..ui.style import clear_for, keep, legend, log_scale, relimit, reuse
 
 UPDATES = {  # family: (state symbol, the update, what is read out)
     "mamba": ("h", r"$h_t = e^{\Delta_t A} \odot h_{t-1} + \Delta_t B_t\, x_t$", r"$y_t = C_t\, h_t$"),

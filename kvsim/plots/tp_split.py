@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..calc.units import format_bytes
-from .style import clear_for, keep, legend, reuse
+from ..ui.style import clear_for, keep, legend, reuse
 
 
 def _build(ax, shape):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..calc.units import format_bytes
-from .style import keep, log_scale, reuse
+from ..ui.style import keep, log_scale, reuse
 
 
 def _build_bytes_per_token(ax, shape):

@@ -15,7 +15,7 @@ from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
 from ..calc.units import UNIT_BYTES
-from .style import clear_for, decorate, keep, reuse
+from ..ui.style import clear_for, decorate, keep, reuse
 
 KIND_COLORS = {"sliding": "tab:green", "chunked": "tab:purple", "full": "tab:orange", "mla": "tab:blue",
                "recurrent": "tab:cyan"}

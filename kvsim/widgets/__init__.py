@@ -4,7 +4,7 @@
 every entry and move every control to its minimum, maximum and default.
 """
 
-from .base import View, make_view
+from ..ui.base import View, make_view
 from .cache_grid import step_grid_view, tokens_fed_log_view
 from .channel_quant import channel_quant_view
 from .decode_speed import decode_speed_view

@@ -15,7 +15,7 @@ from ..calc.step_grid import fed_per_step, step_grid
 from ..calc.tokens_fed import CACHED, UNCACHED, fed_curves, tokens_fed
 from ..plots.cache_grid import plot_step_grids
 from ..plots.recompute import plot_tokens_fed
-from .base import int_slider, make_view
+from ..ui.base import int_slider, make_view
 
 ANSWER_TOKENS = 10  # rows of the grid: steps shown
 

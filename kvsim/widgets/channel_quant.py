@@ -14,7 +14,7 @@ import ipywidgets as widgets
 from ..calc.units import BITS, GROUP_SIZES
 from ..measure.channel_quant import lesson_key_error_map, lesson_scheme_errors
 from ..plots.channel_quant import plot_key_error_maps
-from .base import make_view
+from ..ui.base import make_view
 
 
 def draw_channel_quant(ax, bits=2, group_size=64):

@@ -14,7 +14,7 @@ from ..calc.hardware import accelerator_names, get_accelerator
 from ..calc.registry import model_names
 from ..calc.speed_floor import speed_floor, stored_vs_read
 from ..plots.decode_speed import plot_step_floor, plot_stored_vs_read
-from .base import dropdown, log_slider, make_view
+from ..ui.base import dropdown, log_slider, make_view
 
 KV_DTYPES = ("bf16", "fp8", "q8", "q4", "q2", "fp32")
 

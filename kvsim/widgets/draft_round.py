@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..calc.draft_round import round_stages
 from ..plots.draft_round import plot_round
-from .base import int_slider, make_view
+from ..ui.base import int_slider, make_view
 
 OFFSET = 20  # tokens in the target's cache before the round
 

@@ -17,7 +17,7 @@ from ..calc.counterfactual import attention_variants
 from ..calc.head_sharing import area_sides, kv_head_of
 from ..plots.head_sharing import plot_head_sharing, plot_mla_fanout
 from .variants import draw_measured_bytes
-from .base import int_slider, log_slider, make_view
+from ..ui.base import int_slider, log_slider, make_view
 
 HEADS, HEAD_DIM = 128, 128  # DeepSeek-V3's query heads and head length
 

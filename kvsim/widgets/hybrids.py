@@ -7,7 +7,7 @@ import numpy as np
 from ..calc import hybrid, memory, units
 from ..calc.registry import load_model, model_names
 from ..plots.hybrids import plot_state_vs_kv
-from .base import dropdown, log_slider, make_view
+from ..ui.base import dropdown, log_slider, make_view
 
 COMPARE = ("mixtral-8x7b", "jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b",
            "mamba2-2.7b", "falcon-mamba-7b")

@@ -17,7 +17,7 @@ from ..calc.masks import attention_mask
 from ..calc.registry import load_model
 from ..measure.ring_slots import ring_history
 from ..plots.masks import plot_kind_shares, plot_masks, plot_ring_link
-from .base import dropdown, int_slider, log_slider, make_view
+from ..ui.base import dropdown, int_slider, log_slider, make_view
 from .windows import windowed_models
 
 TOKENS = 20  # positions shown in the mask panels

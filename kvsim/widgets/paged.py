@@ -12,7 +12,7 @@ from ..plots.paged import plot_block_tables, plot_split_over_time, sequence_colo
 from ..serving import fragmentation, sim
 from ..serving.blockview import sharing_scenario
 from ..serving.workload import make_workload
-from .base import dropdown, int_slider, make_view
+from ..ui.base import dropdown, int_slider, make_view
 
 VIEW_REQUESTS = 200          # requests per simulated run in the view (a redraw stays well under a second)
 RATES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)

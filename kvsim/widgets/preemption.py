@@ -16,7 +16,7 @@ from ..calc.registry import load_model
 from ..plots.preemption import plot_preemption_story
 from ..plots.tp_split import plot_tp_bytes
 from ..serving.preemption_story import preemption_story
-from .base import dropdown, int_slider, make_view
+from ..ui.base import dropdown, int_slider, make_view
 
 TPS = (1, 2, 4, 8, 16)
 

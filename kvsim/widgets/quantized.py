@@ -15,7 +15,7 @@ from ..calc.quant_bytes import quantized_bars
 from ..calc.units import BITS, GROUP_SIZES
 from ..measure.quant_error import view_error
 from ..plots.quantized import plot_bytes_bars
-from .base import log_slider, make_view
+from ..ui.base import log_slider, make_view
 
 
 def draw_quantized_kv(ax, bits=4, group_size=64, recent_tokens=128, tokens=1024, model="llama-3-8b"):

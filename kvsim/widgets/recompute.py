@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..calc.tokens_fed import CACHED, UNCACHED, fed_curves, tokens_fed
 from ..measure.cache_speedup import DecodeComparison
 from ..plots.recompute import plot_cumulative_time, plot_tokens_fed
-from .base import int_slider, make_view
+from ..ui.base import int_slider, make_view
 
 
 def draw_tokens_fed(ax, prompt_tokens=1000, answer_tokens=1000):

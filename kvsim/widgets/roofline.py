@@ -27,7 +27,7 @@ from ..plots.roofline import (
     plot_time_vs_bytes,
     plot_variants,
 )
-from .base import dropdown, log_slider, make_view
+from ..ui.base import dropdown, log_slider, make_view
 
 MODELS = ("llama-3-8b", "llama-3-70b", "mistral-7b-v0.1", "gemma-3-27b", "deepseek-v3", "qwen3-8b")
 BATCH_TOKENS = (128, 1024, 8192, 32_768, 131_072)

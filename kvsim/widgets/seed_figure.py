@@ -14,7 +14,7 @@ from ..calc.counterfactual import as_mha
 from ..calc.registry import load_model
 from ..calc.weights import weights_bytes
 from ..plots.seed_figure import plot_kv_with_marks
-from .base import dropdown, make_view
+from ..ui.base import dropdown, make_view
 
 TICKS = (8192, 32_768, 131_072, 262_144, 524_288, 1_048_576, 2_097_152)
 MODELS = ("llama-3.1-8b", "llama-3-70b", "mistral-7b-v0.1", "qwen2.5-7b", "qwen3-8b")

@@ -9,7 +9,7 @@ from ..calc.hardware import accelerator_names
 from ..calc.registry import load_model, model_names
 from ..calc.weights import weights_bytes
 from ..plots.size import plot_kv_vs_tokens, plot_memory_split
-from .base import dropdown, log_slider, make_view
+from ..ui.base import dropdown, log_slider, make_view
 
 
 def draw_kv_vs_tokens(ax, model="llama-3.1-8b", tokens=131_072, batch=1, kv_dtype="bf16"):

@@ -14,7 +14,7 @@ import numpy as np
 from ..calc.speculation import expected_speedup, expected_tokens_per_pass
 from ..measure.speculation_runs import SpeculationRun
 from ..plots.speculative import plot_against_k
-from .base import int_slider, make_view
+from ..ui.base import int_slider, make_view
 
 
 def draw_tokens_per_pass(ax, runs: list[SpeculationRun]):

@@ -12,7 +12,7 @@ import numpy as np
 from ..calc import memory, units
 from ..calc.registry import load_model
 from ..plots.size import plot_kv_vs_tokens
-from .base import dropdown, int_slider, make_view
+from ..ui.base import dropdown, int_slider, make_view
 
 
 def draw_slider_demo(ax, tokens=8192, kv_dtype="bf16", model="llama-3-8b", max_tokens=131_072):

@@ -24,7 +24,7 @@ from ..calc.short_context import (
     short_context_curves,
 )
 from ..plots.state_update import plot_short_context, plot_state_update
-from .base import dropdown, int_slider, make_view
+from ..ui.base import dropdown, int_slider, make_view
 
 HYBRIDS = ("jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b")
 

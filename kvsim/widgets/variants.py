@@ -16,7 +16,7 @@ from ..calc.counterfactual import (
 )
 from ..measure.variant_decode import VariantRun
 from ..plots.variants import plot_bytes_per_token
-from .base import dropdown, int_slider, log_slider, make_view
+from ..ui.base import dropdown, int_slider, log_slider, make_view
 
 
 def draw_measured_bytes(ax, runs: dict[str, VariantRun], kv_dtype="bf16", log=True):

@@ -14,7 +14,7 @@ from ..calc.counterfactual import full_attention
 from ..calc.registry import load_model, model_names
 from ..measure.ring_slots import EMPTY, chunk_history, ring_history
 from ..plots.windows import plot_bytes_by_kind, plot_slot_history
-from .base import dropdown, int_slider, log_slider, make_view
+from ..ui.base import dropdown, int_slider, log_slider, make_view
 
 ROWS = 12  # decode steps shown (the most recent)
 
