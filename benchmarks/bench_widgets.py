@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from IPython.utils.capture import capture_output
 
-from kvsim.widgets import VIEWS
+from kvsim.lessons import VIEWS
 
 OUT = Path(__file__).parent / "results"
 TARGET_MS = 50

@@ -40,16 +40,16 @@ from kvsim.cache import ChunkedKVCache, RotatingKVCache
 from kvsim.calc import memory, units
 from kvsim.calc import window_bytes as windows
 from kvsim.calc.counterfactual import full_attention
-from kvsim.calc.exercises import check
-from kvsim.calc.kind_share import kind_shares
-from kvsim.calc.masks import attention_mask
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l04_windows.data import kind_shares
+from kvsim.lessons.l04_windows.data import attention_mask
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.measure.growth import measure_nbytes
-from kvsim.measure.ring_order import ring_order_check
-from kvsim.measure.ring_slots import decode_positions
-from kvsim.plots.windows import plot_measured_vs_formula
-from kvsim.widgets.masks import (
+from kvsim.lessons.l04_windows.measure import ring_order_check
+from kvsim.lessons.l04_windows.measure import decode_positions
+from kvsim.lessons.l04_windows.plots import plot_measured_vs_formula
+from kvsim.lessons.l04_windows.views import (
     draw_kind_shares,
     draw_masks,
     draw_ring_link,
@@ -57,7 +57,7 @@ from kvsim.widgets.masks import (
     mask_view,
     ring_link_view,
 )
-from kvsim.widgets.windows import window_bytes_view
+from kvsim.lessons.l04_windows.views import window_bytes_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

@@ -38,15 +38,15 @@ import numpy as np
 
 from kvsim.calc import hybrid, memory, units
 from kvsim.calc import window_bytes as windows
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
-from kvsim.calc.short_context import hybrid_crossover_tokens, layer_crossover
+from kvsim.lessons.l05_hybrids.data import hybrid_crossover_tokens, layer_crossover
 from kvsim.calc.tables import format_table
 from kvsim.measure.growth import cache_classes, decode_layer_bytes
 from kvsim.model import build_model
-from kvsim.plots.hybrids import plot_layer_bytes
-from kvsim.widgets.hybrids import draw_state_vs_kv, hybrid_view
-from kvsim.widgets.state_update import (
+from kvsim.lessons.l05_hybrids.plots import plot_layer_bytes
+from kvsim.lessons.l05_hybrids.views import draw_state_vs_kv, hybrid_view
+from kvsim.lessons.l05_hybrids.views import (
     draw_short_context,
     draw_state_update,
     short_context_view,

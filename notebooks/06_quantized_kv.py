@@ -38,13 +38,13 @@ import mlx.core as mx
 
 from kvsim.cache import QuantizedKVCache
 from kvsim.calc import memory, quant_bytes
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
-from kvsim.measure import channel_quant, quant_error
-from kvsim.plots.quantized import plot_error_vs_bits, plot_error_vs_bytes
-from kvsim.widgets.channel_quant import channel_quant_view, draw_channel_quant
-from kvsim.widgets.quantized import quantized_kv_view
+from kvsim.lessons.l06_quantized import measure as channel_quant, measure as quant_error
+from kvsim.lessons.l06_quantized.plots import plot_error_vs_bits, plot_error_vs_bytes
+from kvsim.lessons.l06_quantized.views import channel_quant_view, draw_channel_quant
+from kvsim.lessons.l06_quantized.views import quantized_kv_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

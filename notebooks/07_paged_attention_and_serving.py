@@ -38,24 +38,20 @@ from dataclasses import replace
 import matplotlib.pyplot as plt
 
 from kvsim.calc import memory
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.weights import weights_bytes
-from kvsim.measure import paged_check
-from kvsim.plots.paged import plot_policy_split
-from kvsim.serving import blockview, fragmentation, sim
-from kvsim.serving import capacity_tables as serving
+from kvsim.lessons.l07_paged import measure as paged_check
+from kvsim.lessons.l07_paged.plots import plot_policy_split
+from kvsim.lessons.l07_paged import data as blockview
+from kvsim.serving import fragmentation, sim
+from kvsim.lessons.l07_paged import data as serving
 from kvsim.serving.blocks import BlockAllocator
-from kvsim.serving.preemption_story import preemption_story
+from kvsim.lessons.l07_paged.data import preemption_story
 from kvsim.serving.workload import make_workload
-from kvsim.widgets.paged import block_table_view, draw_block_tables, serving_view
-from kvsim.widgets.preemption import (
-    draw_preemption_story,
-    draw_tp_bytes,
-    preemption_view,
-    tp_view,
-)
+from kvsim.lessons.l07_paged.views import block_table_view, draw_block_tables, serving_view
+from kvsim.lessons.l07_paged.views import draw_preemption_story, draw_tp_bytes, preemption_view, tp_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

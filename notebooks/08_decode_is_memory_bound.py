@@ -38,9 +38,10 @@ import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 
-from kvsim.calc import h200, memory, phases, roofline, techniques
+from kvsim.lessons.l08_decode_speed import data as h200, data as techniques
+from kvsim.calc import memory, phases, roofline
 from kvsim.calc.counterfactual import as_mha, attention_variants
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
@@ -48,8 +49,8 @@ from kvsim.calc.weights import param_count
 from kvsim.measure.bandwidth import measure_copy_bandwidth
 from kvsim.measure.roofline import decode_point, device_limits, device_summary
 from kvsim.model import build_model
-from kvsim.widgets import decode_speed
-from kvsim.widgets.roofline import (
+from kvsim.lessons.l08_decode_speed import views as decode_speed
+from kvsim.lessons.l08_decode_speed.views import (
     batch_floor_view,
     draw_h200_time_vs_bytes,
     draw_measured_roofline,
@@ -246,7 +247,7 @@ plt.show()
 #
 # `data/h200/` holds decode steps measured with `benchmarks/bench_roofline.py` on an NVIDIA H200 with MLX's CUDA
 # backend: bf16, real geometries (Llama 3 8B with all 32 layers, Mistral 7B, DeepSeek-V3's attention in 4 layers),
-# kvsim's step and mlx-lm's with the same weights, interleaved. `kvsim.calc.h200` reads it without MLX:
+# kvsim's step and mlx-lm's with the same weights, interleaved. `kvsim.lessons.l08_decode_speed.data` reads it without MLX:
 
 # %%
 run = h200.load_run()
@@ -342,7 +343,7 @@ decode_speed.decode_speed_view()
 # Every technique attacks one term of $M_{\text{token}} = 2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$
 # (times $T$), or none. "stored %" is the cache's bytes and "read/step %" the bytes one decode step reads, each relative
 # to the baseline in the "example" column, computed by kvsim from the real configs
-# (`kvsim.calc.techniques.technique_table`).
+# (`kvsim.lessons.l08_decode_speed.data.technique_table`).
 
 # %%
 table = techniques.technique_table()

@@ -37,15 +37,15 @@ import matplotlib.pyplot as plt
 import mlx.core as mx
 
 from kvsim.cache import RotatingKVCache
-from kvsim.calc import speculation
-from kvsim.calc.draft_round import prompt_lookup_draft, round_stages
-from kvsim.calc.exercises import check
+from kvsim.lessons.l09_speculation import data as speculation
+from kvsim.lessons.l09_speculation.data import prompt_lookup_draft, round_stages
+from kvsim.lessons.exercises import check
 from kvsim.calc.tables import format_table
 from kvsim.decode import generate, speculative_generate
-from kvsim.measure import rewind, speculation_runs
+from kvsim.lessons.l09_speculation import measure as rewind, measure as speculation_runs
 from kvsim.model import build_model, perturbed, toy_spec
-from kvsim.widgets import speculative
-from kvsim.widgets.draft_round import draw_round, round_view
+from kvsim.lessons.l09_speculation import views as speculative
+from kvsim.lessons.l09_speculation.views import draw_round, round_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from kvsim.calc.checking import Exercise, Solution, verdict
-from kvsim.calc.exercises import EXERCISES, check, verdict_for
+from kvsim.lessons.checking import Exercise, Solution, verdict
+from kvsim.lessons.exercises import EXERCISES, check, verdict_for
 from kvsim.calc.units import InputError
 
 

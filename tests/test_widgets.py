@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 from PIL import Image
 
 from kvsim.ui.style import legend_below
-from kvsim.widgets import VIEWS
+from kvsim.lessons import VIEWS
 from kvsim.ui.base import make_view
 from kvsim.ui.base import int_slider
 from kvsim.ui.layout import wrap_titles
@@ -241,7 +241,7 @@ def test_a_redraw_after_moving_the_controls_draws_what_a_fresh_draw_draws(name):
 def test_a_view_cell_stores_a_png_beside_the_widget_in_a_real_notebook():
     # what an executed lesson keeps: GitHub shows the PNG, JupyterLab the live widget, nbval compares the text
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "from kvsim.widgets.start import slider_demo_view\nslider_demo_view()")])
+        "from kvsim.lessons.l00_start.views import slider_demo_view\nslider_demo_view()")])
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     (out,) = nb.cells[0].outputs
     assert out.output_type == "execute_result"
@@ -255,7 +255,7 @@ def test_a_view_cell_stores_a_png_beside_the_widget_in_a_real_notebook():
 
 def _plain_draw(ax, n=3, words=8):
     """Drawn the plain way (ax.clear() and rebuild), with wide tick labels, a long title and a legend under
-    the x label (kvsim.plots.style.legend_below keeps it clear of the label whatever the Axes' height)."""
+    the x label (kvsim.ui.style.legend_below keeps it clear of the label whatever the Axes' height)."""
     ax.clear()
     ax.plot(range(n), [10**6 * i * i for i in range(n)], label="n² × 1,000,000")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))

@@ -8,8 +8,8 @@ Contract (pure arithmetic, no MLX)
 - ``max_concurrent_sequences`` = ⌊budget / per-sequence bytes⌋;
   ``max_context_tokens`` = the largest T whose batch fits (None when no T is too long, i.e. every
   cache layer is windowed); ``crossover_tokens`` = the first T at which the cache equals the weights.
-- :func:`memory_split`: one accelerator's memory shared by the weights, the KV of the sequences that
-  fit, the unused KV budget and the reserve (lesson 02's bar).
+- :func:`held_bytes`: weights / tp + B · per-sequence bytes, what a device holds to decode a batch (every
+  expert of a mixture counts); the one "does it fit" number of the lessons.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import numpy as np
 
 from . import memory, weights
 from .config import ModelSpec
-from .hardware import get_accelerator
-from .registry import load_model
 from .units import DEFAULT_STEP, InputError
 
 _T_MAX = 2**40  # search bound for contexts; far beyond any real context
@@ -91,14 +89,10 @@ def crossover_tokens(spec: ModelSpec, kv_dtype="bf16", weights_dtype="bf16", bat
     return hi
 
 
-def memory_split(model: str, accelerator: str, tokens: int, utilization: float = 0.9, kv_dtype="bf16"):
-    """Device memory split into weights, KV of the sequences that fit, unused KV budget and reserve."""
-    spec, acc = load_model(model), get_accelerator(accelerator)
-    w = weights.weights_bytes(spec, "bf16")
-    n = max_concurrent_sequences(spec, tokens, acc.memory_bytes, utilization, kv_dtype, weights_bytes=w)
-    budget = kv_budget_bytes(acc.memory_bytes, utilization, w)
-    used = n * int(per_sequence_bytes(spec, tokens, kv_dtype))
-    held = min(w, acc.memory_bytes)  # the weights part of the device
-    parts = {"weights (bf16)": held, f"KV of {n} sequences": used, "KV budget left": budget - used,
-             "reserve / activations": acc.memory_bytes - max(budget, 0) - held}
-    return acc.memory_bytes, {k: max(v, 0) for k, v in parts.items()}, n
+def held_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", weights_dtype="bf16", tp: int = 1):
+    """Bytes one rank must hold to decode ``batch`` sequences of T tokens: its weights + B · (KV + state).
+
+    held = weights / tp + B · :func:`per_sequence_bytes` (T). Every expert of a mixture counts (all are
+    held), unlike the bytes one decode step reads; "does it fit" compares this with the device memory.
+    """
+    return _weights_bytes(spec, weights_dtype, tp) + batch * per_sequence_bytes(spec, tokens, kv_dtype, tp)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from . import memory, units
 from .config import LayerSpec, ModelSpec
 from .registry import load_model
@@ -101,16 +99,3 @@ def decodable_variants(source: str = "deepseek-v3", q_lora_rank: int | None = No
                               v_head_dim=src.v_head_dim,
                               q_lora_rank=units.nonnegative_int("q_lora_rank", q_lora_rank or 0))
     return variants
-
-
-def kv_curves(model: str, tokens: int, batch: int = 1, kv_dtype: str = "bf16", points: int = 256):
-    """x (tokens per sequence), the model's KV bytes for the batch, and its MHA counterfactual."""
-    spec = load_model(model)
-    t = np.linspace(0, tokens, points).astype(np.int64)
-    curves = {f"{spec.name} (B={batch})": memory.kv_bytes(spec, t, batch, kv_dtype)}
-    if any(layer.kind in ("full", "sliding", "chunked") for layer in spec.layers):
-        mha = as_mha(spec)
-        if mha.layers != spec.layers:
-            label = f"same model if MHA ({spec.num_attention_heads} KV heads)"
-            curves[label] = memory.kv_bytes(mha, t, batch, kv_dtype)
-    return t, curves

@@ -6,14 +6,12 @@ Contract
   2·(d/g)·b_scale); ``total`` equals :func:`kvsim.calc.memory.bytes_per_token`.
 - :func:`sequence_bytes_split`: one sequence at T tokens, with the newest R tokens in full precision.
 - :func:`bytes_table`: per KV dtype and group size, bytes per token with and without metadata.
-- :func:`quantized_bars`: lesson 06's two bars (bf16 vs one quantized setting) for one model.
 """
 
 from __future__ import annotations
 
 from .config import LayerSpec, ModelSpec
 from .memory import kept_tokens, kv_bytes, layer_groups, parse_kv_dtype
-from .registry import load_model
 from .units import GROUP_SIZES
 
 
@@ -76,11 +74,3 @@ def bytes_table(spec: ModelSpec, kv_dtypes=("fp16", "fp8", "q8", "q6", "q4", "q3
                          "% of fp16 (all)": round(100 * split["total"] / base, 1),
                          f"MiB at {tokens:,}": round(split["total"] * tokens / 2**20, 1)})
     return rows
-
-
-def quantized_bars(model: str, bits: int, group_size: int, recent_tokens: int, tokens: int) -> dict:
-    """{"bf16": {...}, "q<bits> g<group> R=<r>": {...}}: the parts of one sequence's KV bytes."""
-    spec = load_model(model)
-    dt = parse_kv_dtype(f"q{bits}", group_size=group_size, full_precision_tokens=recent_tokens)
-    return {"bf16": {"bf16": kv_bytes(spec, tokens, kv_dtype="bf16")},
-            f"q{bits} g{group_size} R={recent_tokens}": sequence_bytes_split(spec, tokens, dt)}

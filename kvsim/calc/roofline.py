@@ -2,7 +2,7 @@
 
 Contract (pure arithmetic; no MLX)
 - :func:`step_weight_bytes` is THE definition of the weight bytes one decode step reads, used by
-  :mod:`kvsim.calc.speed_floor`, :mod:`kvsim.measure.step_time` and the benchmarks: every
+  :mod:`kvsim.lessons.l08_decode_speed.data`, :mod:`kvsim.measure.step_time` and the benchmarks: every
   parameter except the input embedding table, of which the step reads one row (a lookup, not a
   matmul); with tied embeddings the table is also the output head and is read whole. A batch of B
   reads B rows; the extra (B-1)·hidden elements are left out (under 0.01 % of an 8B model at B=64).

@@ -20,7 +20,7 @@
 # compares it with kvsim.
 
 # %%
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 
 # %% [markdown]
 # **1.** Without a cache step $k$ feeds the whole sequence so far, $P + k - 1$ positions:

@@ -19,7 +19,7 @@
 # Worked answers to the "your turn" cells of lesson 02, from the models' config fields.
 
 # %%
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.weights import weights_bytes

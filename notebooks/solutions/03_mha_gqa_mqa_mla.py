@@ -19,7 +19,7 @@
 # Worked answers to the "your turn" cells of lesson 03.
 
 # %%
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 
 # %% [markdown]
 # **1.** MLA caches $d_c + d_h^R$ elements per layer and token, with no factor 2: the one latent serves keys and values.

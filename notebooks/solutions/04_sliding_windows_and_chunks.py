@@ -19,7 +19,7 @@
 # Worked answers to the "your turn" cells of lesson 04.
 
 # %%
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
 
 # %% [markdown]

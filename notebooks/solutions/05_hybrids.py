@@ -22,7 +22,7 @@
 import math
 
 from kvsim.calc import hybrid, memory
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
 
 # %% [markdown]

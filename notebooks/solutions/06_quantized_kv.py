@@ -19,7 +19,7 @@
 # Worked answers to the "your turn" cells of lesson 06.
 
 # %%
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 
 # %% [markdown]
 # **1.** Per vector of $d_h$ = 128 elements: $128 \times 4 / 8 = 64$ bytes of packed data, and $128 / 64 = 2$ groups with a

@@ -19,7 +19,7 @@
 # Worked answers to the "your turn" cells of lesson 07.
 
 # %%
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 
 # %% [markdown]
 # **1.** A sequence takes a new block when its last one is full: $\lceil 1000 / 16 \rceil$ blocks, the last one holding

@@ -19,8 +19,8 @@
 # Worked answers to the "your turn" cells of lesson 08, from the models' config fields and the H200 dataset.
 
 # %%
-from kvsim.calc import h200
-from kvsim.calc.exercises import check
+from kvsim.lessons.l08_decode_speed import data as h200
+from kvsim.lessons.exercises import check
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 

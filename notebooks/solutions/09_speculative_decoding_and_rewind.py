@@ -19,7 +19,7 @@
 # Worked answers to the "your turn" cells of lesson 09.
 
 # %%
-from kvsim.calc.exercises import check
+from kvsim.lessons.exercises import check
 
 # %% [markdown]
 # **1.** A pass yields $1 + \alpha + \alpha^2 + \dots + \alpha^k$ tokens on average: the target's own token always, the

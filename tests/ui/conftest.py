@@ -11,7 +11,7 @@ Contract
   server log goes to test-artifacts/jupyter-lab.log.
 - `lab` (per test): a `Lab` helper on a fresh page: `open(name)` waits until the notebook's kernel is idle,
   `run_all()` runs every cell and waits until all have finished, `problems()` lists error outputs,
-  `views()` finds every kvsim view (an element with class `kvsim-view`, see kvsim.widgets.base),
+  `views()` finds every kvsim view (an element with class `kvsim-view`, see kvsim.ui.base),
   `move(control)` moves one slider or dropdown (and returns how to move it back), `news_notifications()` lists toasts about Jupyter news,
   `screenshot(name)` saves test-artifacts/screenshots/<name>.png. The kernel is shut down after each test.
 - KVSIM_UI_NOTEBOOKS=/dir serves another directory instead of notebooks/ (only for developing this harness).

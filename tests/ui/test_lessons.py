@@ -1,7 +1,7 @@
 """Every lesson in a real JupyterLab in headless Chromium: Run All shows no error, every control of every kvsim
 view redraws its figure, and JupyterLab shows no news pop-up.
 
-Views are found generically (the `kvsim-view` class every kvsim.widgets view carries), so a view added to a
+Views are found generically (the `kvsim-view` class every kvsim.lessons view carries), so a view added to a
 lesson is tested without changing this file. Run with `pytest tests/ui -m ui` (make test does).
 Every control is moved one step and back, the others at their defaults, and each move must change the image.
 Screenshots: test-artifacts/screenshots/<lesson>.png (the page) and <lesson>-<view>.png (each view at its

@@ -1,0 +1,99 @@
+"""Lesson 01 (why a KV cache): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+
+Lesson 01 views: the recompute-vs-cache grid with a step slider, and tokens fed on a log axis.
+
+Contract
+- :func:`draw_step_grid` / :func:`step_grid_view`: :func:`kvsim.lessons.l01_why_a_cache.data.step_grid` without
+  and with a cache, side by side, up to the chosen decode step.
+- :func:`draw_tokens_fed_log` / :func:`tokens_fed_log_view`: the positions fed against answer length
+  on a log axis, so the linear with-cache line is not flattened onto the x axis.
+
+Lesson 01 views: token positions fed without and with a cache, and a measured decode's time.
+
+Contract
+- :func:`draw_tokens_fed` / :func:`recompute_view`: the quadratic and the linear curve of
+  :func:`kvsim.calc.tokens_fed.fed_curves` with sliders for prompt and answer length.
+- :func:`draw_decode_time` draws a :class:`~kvsim.lessons.l01_why_a_cache.measure.DecodeComparison`'s measured time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...calc.tokens_fed import CACHED, UNCACHED, fed_curves, tokens_fed
+from ...ui.base import int_slider, make_view
+from .data import fed_per_step, step_grid
+from .measure import DecodeComparison
+from .plots import plot_cumulative_time, plot_step_grids, plot_tokens_fed
+
+
+ANSWER_TOKENS = 10  # rows of the grid: steps shown
+
+
+def draw_step_grid(ax, step=4, prompt_tokens=4, answer_tokens=ANSWER_TOKENS):
+    """Which positions each step feeds, without and with a cache, for steps 1..``step``."""
+    step = min(step, answer_tokens)
+    grids = {"without a cache": step_grid(prompt_tokens, answer_tokens, cached=False),
+             "with a cache": step_grid(prompt_tokens, answer_tokens, cached=True)}
+    fed = {label: int(fed_per_step(g)[:step].sum()) for label, g in grids.items()}
+    now = {label: int(fed_per_step(g)[step - 1]) for label, g in grids.items()}
+    title = (f"prompt {prompt_tokens} tokens; step {step} feeds {now['without a cache']} "
+             f"positions without a cache, {now['with a cache']} with one")
+    return plot_step_grids(ax, grids, step, fed, title=title)
+
+
+def step_grid_view(step=4, prompt_tokens=4):
+    """Sliders for the decode step and the prompt length over :func:`draw_step_grid`."""
+    return make_view(draw_step_grid, {
+        "step": int_slider("decode step", step, 1, ANSWER_TOKENS),
+        "prompt_tokens": int_slider("prompt tokens", prompt_tokens, 1, 8),
+    }, figsize=(9, 4.6), margins=dict(left=0.01, right=0.99, bottom=0.1, top=0.9))
+
+
+def draw_tokens_fed_log(ax, prompt_tokens=1000, answer_tokens=1000):
+    """Positions fed against answer length, log y axis: quadratic without a cache, linear with one."""
+    a, _ = fed_curves(prompt_tokens, answer_tokens)
+    a = np.union1d([1], a[a >= 1])  # log axis: start at step 1, where both modes feed the whole prompt
+    curves = {label: np.array([tokens_fed(prompt_tokens, int(x), cached) for x in a])
+              for label, cached in ((UNCACHED, False), (CACHED, True))}
+    un, ca = (tokens_fed(prompt_tokens, answer_tokens, c) for c in (False, True))
+    plot_tokens_fed(ax, a, curves,
+                    points={f"{un:,}": (answer_tokens, un), f"{ca:,}": (answer_tokens, ca)}, log=True,
+                    title=f"prompt {prompt_tokens:,} tokens: {un / ca:,.0f}× more positions without a cache")
+    ax.set_ylim(prompt_tokens / 2, un * 4)  # headroom for the labels
+    ax.set_ylabel("token positions fed (log scale)")
+    return ax
+
+
+def tokens_fed_log_view(prompt_tokens=1000, answer_tokens=1000):
+    """Sliders for prompt and answer length over :func:`draw_tokens_fed_log`."""
+    return make_view(draw_tokens_fed_log, {
+        "prompt_tokens": int_slider("prompt tokens", prompt_tokens, 100, 8000, step=100),
+        "answer_tokens": int_slider("answer tokens", answer_tokens, 100, 8000, step=100),
+    }, figsize=(7, 4), margins=dict(left=0.12, right=0.97, bottom=0.13, top=0.91))
+
+
+def draw_tokens_fed(ax, prompt_tokens=1000, answer_tokens=1000):
+    """Positions fed against answer length: quadratic without a cache, linear with one."""
+    a, curves = fed_curves(prompt_tokens, answer_tokens)
+    un, ca = (tokens_fed(prompt_tokens, answer_tokens, c) for c in (False, True))
+    plot_tokens_fed(ax, a, curves, points={f"{un:,}": (answer_tokens, un), f"{ca:,}": (answer_tokens, ca)},
+                    title=f"prompt {prompt_tokens:,} tokens: {un / ca:,.0f}× more positions without a cache")
+    return ax
+
+
+def recompute_view(prompt_tokens=1000, answer_tokens=1000):
+    """Sliders for prompt and answer length over :func:`draw_tokens_fed`."""
+    return make_view(draw_tokens_fed, {
+        "prompt_tokens": int_slider("prompt tokens", prompt_tokens, 100, 8000, step=100),
+        "answer_tokens": int_slider("answer tokens", answer_tokens, 100, 8000, step=100),
+    }, figsize=(7, 4))
+
+
+def draw_decode_time(ax, comparison: DecodeComparison):
+    """Measured cumulative decode time against answer tokens, with and without a cache."""
+    a, seconds = comparison.cumulative_seconds()
+    ratio = seconds[UNCACHED][-1] / max(seconds[CACHED][-1], 1e-12)
+    return plot_cumulative_time(ax, a, seconds, title=(
+        f"prompt {comparison.prompt_tokens}, answer {comparison.answer_tokens} tokens: "
+        f"{ratio:.0f}× slower without a cache (measured)"))

@@ -1,0 +1,117 @@
+"""Lesson 02 (how big is it): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+
+Lesson 02 views: KV size against tokens, and serving capacity on one accelerator.
+
+Lesson 02 view: seed 001's figure (Llama 3 8B's KV against tokens, its MHA twin, the bf16 weights)
+with its marks computed by kvsim: 8K = 1 GiB, 128K = 16 GiB, and the tokens at which each cache
+equals the weights (:func:`kvsim.calc.capacity.crossover_tokens`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ...calc import capacity, memory, units
+from ...calc.counterfactual import as_mha
+from ...calc.hardware import accelerator_names
+from ...calc.registry import load_model, model_names
+from ...calc.weights import weights_bytes
+from ...ui.base import dropdown, log_slider, make_view
+from ...ui.charts import plot_kv_vs_tokens
+from .data import kv_curves, memory_split
+from .plots import plot_kv_with_marks, plot_memory_split
+
+
+def draw_kv_vs_tokens(ax, model="llama-3.1-8b", tokens=131_072, batch=1, kv_dtype="bf16"):
+    """KV bytes against tokens per sequence with the bf16 weights as a horizontal line."""
+    spec = load_model(model)
+    t, curves = kv_curves(model, tokens, batch, kv_dtype)
+    w = weights_bytes(spec, "bf16")
+    at = memory.kv_bytes(spec, tokens, batch, kv_dtype)
+    plot_kv_vs_tokens(ax, t, curves, hlines={f"bf16 weights {units.format_bytes(w)}": w}, unit="GiB",
+                      points={units.format_bytes(at): (tokens, at)},
+                      title=f"{spec.name}: {units.format_bytes(memory.bytes_per_token(spec, kv_dtype))} per token, "
+                            f"{kv_dtype}")
+    ax.set_xlabel(f"tokens per sequence (batch {batch})")
+    return ax
+
+
+def kv_size_view(model="llama-3.1-8b", tokens=131_072, batch=1, kv_dtype="bf16"):
+    """Sliders for model, tokens, batch and KV dtype over :func:`draw_kv_vs_tokens`."""
+    return make_view(draw_kv_vs_tokens, {
+        "model": dropdown("model", model_names(), model),
+        "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
+        "batch": log_slider("batch", batch, 1, 64),
+        "kv_dtype": dropdown("KV dtype", tuple(units.DTYPE_BYTES), kv_dtype),
+    })
+
+
+def draw_capacity(ax, model="llama-3-8b", accelerator="A100 40GB", tokens=8192, utilization=0.9):
+    total, parts, n = memory_split(model, accelerator, tokens, utilization)
+    plot_memory_split(ax, parts, total, title=f"{model} on {accelerator}: {n} sequences of {tokens:,} tokens")
+    return ax
+
+
+def capacity_view(model="llama-3-8b", accelerator="A100 40GB", tokens=8192, utilization=0.9):
+    """Sliders for model, accelerator, tokens and utilization over :func:`draw_capacity`."""
+    import ipywidgets as widgets
+    util = widgets.FloatSlider(value=utilization, min=0.5, max=1.0, step=0.05, description="utilization",
+                               continuous_update=False)
+    return make_view(draw_capacity, {
+        "model": dropdown("model", model_names(), model),
+        "accelerator": dropdown("accelerator", accelerator_names(), accelerator),
+        "tokens": log_slider("tokens", tokens, 1024, 131_072),
+        "utilization": util,
+    }, figsize=(7.5, 2.6), margins=dict(left=0.03, right=0.97, bottom=0.55, top=0.85))
+
+
+TICKS = (8192, 32_768, 131_072, 262_144, 524_288, 1_048_576, 2_097_152)
+MODELS = ("llama-3.1-8b", "llama-3-70b", "mistral-7b-v0.1", "qwen2.5-7b", "qwen3-8b")
+
+
+@lru_cache(maxsize=32)
+def seed_figure_data(model="llama-3.1-8b", kv_dtype="bf16"):
+    """(spec, its MHA twin, bf16 weights bytes, {name: crossover tokens or None}), memoized per setting."""
+    spec = load_model(model)
+    mha = as_mha(spec)
+    w = weights_bytes(spec, "bf16")
+    cross = {"model": capacity.crossover_tokens(spec, kv_dtype), "mha": capacity.crossover_tokens(mha, kv_dtype)}
+    return spec, mha, w, cross
+
+
+def spaced_ticks(end: int) -> list[int]:
+    """The context-length ticks up to ``end``, dropping any closer than 6 % of the range to the previous."""
+    out: list[int] = []
+    for t in TICKS:
+        if t <= end and (not out or t - out[-1] >= 0.06 * end):
+            out.append(t)
+    return out
+
+
+def draw_seed_figure(ax, model="llama-3.1-8b", kv_dtype="bf16"):
+    """KV bytes of one sequence against tokens, the MHA counterfactual, the weights and the crossovers."""
+    spec, mha, w, cross = seed_figure_data(model, kv_dtype)
+    end = max(160 * 1024, int(1.15 * max(c or 0 for c in cross.values())))
+    t = np.linspace(0, end, 257).astype(np.int64)
+    per = {"model": memory.bytes_per_token(spec, kv_dtype), "mha": memory.bytes_per_token(mha, kv_dtype)}
+    curves = {f"{spec.name}: {units.format_bytes(per['model'])} per token":
+              ("model", memory.kv_bytes(spec, t, 1, kv_dtype)),
+              f"same model as MHA ({spec.num_attention_heads} KV heads): {units.format_bytes(per['mha'])}":
+              ("mha", memory.kv_bytes(mha, t, 1, kv_dtype))}
+    crossings = {f"{c:,}": (c, k) for k, c in cross.items() if c is not None}
+    marks = {f"{units.format_bytes(memory.kv_bytes(spec, n, 1, kv_dtype))} at {n // 1024}K":
+             (n, memory.kv_bytes(spec, n, 1, kv_dtype)) for n in (8192, 131_072)}
+    label = f"bf16 weights: {w / 2**30:.2f} GiB ({w / 1e9:.1f} GB)"
+    return plot_kv_with_marks(ax, t, curves, w, label, crossings, marks, spaced_ticks(end),
+                              title=f"{spec.name}, {kv_dtype} KV: the cache equals the weights at "
+                                    f"{cross['model']:,} tokens" if cross["model"] else spec.name)
+
+
+def seed_figure_view(model="llama-3.1-8b", kv_dtype="bf16"):
+    """A model and a KV dtype over :func:`draw_seed_figure`."""
+    return make_view(draw_seed_figure, {
+        "model": dropdown("model", MODELS, model),
+        "kv_dtype": dropdown("KV dtype", ("bf16", "fp8", "fp32"), kv_dtype),
+    }, figsize=(8, 4.6), margins=dict(left=0.09, right=0.98, bottom=0.12, top=0.92))

@@ -1,0 +1,176 @@
+"""Lesson 04 (sliding windows and chunks): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+
+Lesson 04 views: a real ring buffer and a real chunk buffer step by step, and KV bytes by layer kind.
+
+The slot pictures are read from real caches (:mod:`kvsim.lessons.l04_windows.measure`): every redraw builds a
+fresh RotatingKVCache / ChunkedKVCache, decodes ``step`` tokens into it and draws what its buffer holds.
+
+Lesson 04 views: which keys each query sees (masks), where a ring keeps them, and which layers hold the bytes.
+
+Contract (one numbering: token t sits at position t, 0-based; the slider picks the newest token)
+- :func:`draw_masks` / :func:`mask_view`: :func:`kvsim.lessons.l04_windows.data.attention_mask` for full, sliding(W),
+  chunked(C) and sliding(W) + sink tokens, the chosen token's row framed.
+- :func:`draw_ring_link` / :func:`ring_link_view`: that token's mask row, the slots of a real
+  RotatingKVCache after writing it (:func:`kvsim.lessons.l04_windows.measure.ring_history`), and the same keys
+  in temporal order.
+- :func:`draw_kind_shares` / :func:`kind_share_view`: each attention kind's share of a model's layers
+  and of its KV bytes (:func:`kvsim.lessons.l04_windows.data.kind_shares`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...calc import memory, units, window_bytes as windows
+from ...calc.counterfactual import full_attention
+from ...calc.registry import load_model, model_names
+from ...ui.base import dropdown, int_slider, log_slider, make_view
+from .data import attention_mask, kind_shares
+from .measure import EMPTY, chunk_history, ring_history
+from .plots import plot_bytes_by_kind, plot_kind_shares, plot_masks, plot_ring_link, plot_slot_history
+
+
+ROWS = 12  # decode steps shown (the most recent)
+
+
+def _span(vis) -> str:
+    """'0-3' style text for consecutive positions, comma-separated runs otherwise."""
+    runs, start = [], vis[0]
+    for a, b in zip(vis, list(vis[1:]) + [None]):
+        if b is None or b != a + 1:
+            runs.append(f"{start}" if start == a else f"{start}–{a}")
+            start = b
+    return ", ".join(runs)
+
+
+def _draw_history(ax, name, h, step, sinks):
+    keep = slice(max(0, step - ROWS), step)
+    vis = h.visible[-1]
+    title = (f"{name}: after token {h.positions[-1]}, {h.capacity[-1]} slots = {h.nbytes[-1]} B;\n"
+             f"its query attended to positions {_span(list(vis))} ({len(vis)} key{'s' if len(vis) != 1 else ''})")
+    # always ROWS rows, the empty ones on top: the grid keeps its size while the step slider moves
+    missing = ROWS - len(h.positions[keep])
+    slots = np.vstack([np.full((missing, h.slots.shape[1]), EMPTY), h.slots[keep]])
+    visible = np.vstack([np.zeros((missing, h.slots.shape[1]), dtype=bool), h.visible_mask()[keep]])
+    written = np.concatenate([np.full(missing, -1), h.written[keep]])
+    return plot_slot_history(ax, [None] * missing + list(h.positions[keep]), slots, visible, written,
+                             sinks=sinks, title=title)
+
+
+def draw_ring_buffer(ax, step=11, window=6, sinks=0):
+    """A real RotatingKVCache(max_size=window+sinks, keep=sinks) after ``step`` decode steps."""
+    name, history = ring_history(window, sinks, step)
+    return _draw_history(ax, name, history, step, sinks)
+
+
+def ring_buffer_view(step=11, window=6, sinks=0):
+    """Sliders for decode step, window and sink tokens over :func:`draw_ring_buffer`."""
+    return make_view(draw_ring_buffer, {
+        "step": int_slider("decode step", step, 1, 40),
+        "window": int_slider("window W", window, 2, 12),
+        "sinks": int_slider("sink tokens (keep)", sinks, 0, 4),
+    }, figsize=(7.5, 4.6))
+
+
+def draw_chunks(ax, step=12, chunk_size=8):
+    """A real ChunkedKVCache(chunk_size) after ``step`` decode steps: stale rows of the old chunk in grey."""
+    name, history = chunk_history(chunk_size, step)
+    return _draw_history(ax, name, history, step, 0)
+
+
+def chunk_view(step=12, chunk_size=8):
+    """Sliders for decode step and chunk size over :func:`draw_chunks`."""
+    return make_view(draw_chunks, {
+        "step": int_slider("decode step", step, 1, 40),
+        "chunk_size": int_slider("chunk C", chunk_size, 2, 16),
+    }, figsize=(7.5, 4.6))
+
+
+def windowed_models() -> list[str]:
+    """Registry models with at least one sliding or chunked layer."""
+    return [n for n in model_names() if windows.largest_window_tokens(load_model(n)) is not None]
+
+
+def draw_window_bytes(ax, model="gemma-3-27b", tokens=131_072, kv_dtype="bf16", points: int = 257):
+    """KV bytes by layer kind against tokens, with the window-ignoring calculator as a dashed line."""
+    spec = load_model(model)
+    t = np.linspace(0, tokens, points).astype(np.int64)
+    ignored = full_attention(spec)
+    s = windows.window_savings(spec, tokens, kv_dtype=kv_dtype)
+    plot_bytes_by_kind(
+        ax, t, windows.bytes_by_kind(spec, t, kv_dtype=kv_dtype),
+        reference={"windows ignored (every layer full)": memory.kv_bytes(ignored, t, kv_dtype=kv_dtype)},
+        points={units.format_bytes(s["real_bytes"]): (tokens, s["real_bytes"])},
+        title=f"{spec.name}: layers {windows.pattern_period(spec)} repeated, {kv_dtype}\n"
+              f"{s['ratio']:.1f}× smaller than a window-ignoring calculator at {tokens:,} tokens")
+    return ax
+
+
+def window_bytes_view(model="gemma-3-27b", tokens=131_072, kv_dtype="bf16"):
+    """Sliders for model, tokens and KV dtype over :func:`draw_window_bytes`."""
+    return make_view(draw_window_bytes, {
+        "model": dropdown("model", windowed_models(), model),
+        "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
+        "kv_dtype": dropdown("KV dtype", tuple(units.DTYPE_BYTES), kv_dtype),
+    })
+
+
+TOKENS = 20  # positions shown in the mask panels
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def draw_masks(ax, token=16, window=6, chunk=8, sinks=2):
+    """Four query × key masks over positions 0..19, the row of token ``token`` framed."""
+    masks = {"full": attention_mask(TOKENS, "full"),
+             f"sliding, W = {window}": attention_mask(TOKENS, "sliding", window=window),
+             f"chunked, C = {chunk}": attention_mask(TOKENS, "chunked", chunk=chunk),
+             f"sliding W = {window} + {sinks} sinks": attention_mask(TOKENS, "sliding", window=window, sinks=sinks)}
+    return plot_masks(ax, masks, token, title=f"token {token} (the {ordinal(token + 1)} token of the sequence) "
+                                              "attends to the blue keys of its row")
+
+
+def mask_view(token=16, window=6, chunk=8, sinks=2):
+    """Sliders for the token, the window W, the chunk C and the sink tokens over :func:`draw_masks`."""
+    return make_view(draw_masks, {
+        "token": int_slider("token", token, 0, TOKENS - 1),
+        "window": int_slider("window W", window, 1, 12),
+        "chunk": int_slider("chunk C", chunk, 1, 12),
+        "sinks": int_slider("sink tokens", sinks, 0, 4),
+    }, figsize=(10, 3.8), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.88))
+
+
+def draw_ring_link(ax, token=16, window=6, sinks=2):
+    """Token ``token``'s mask row, a real ring's slots after writing it, and the keys oldest first."""
+    name, history = ring_history(window, sinks, token + 1)
+    row = attention_mask(token + 1, "sliding", window=window, sinks=sinks)[token]
+    return plot_ring_link(ax, token, row, history.slots[-1], sinks, title=(
+        f"{name} after token {token}: {int(row.sum())} keys; RoPE rotated each key before it was written"))
+
+
+def ring_link_view(token=16, window=6, sinks=2):
+    """Sliders for the token, the window and the sinks over :func:`draw_ring_link`."""
+    return make_view(draw_ring_link, {
+        "token": int_slider("token", token, 0, 30),
+        "window": int_slider("window W", window, 1, 12),
+        "sinks": int_slider("sink tokens", sinks, 0, 4),
+    }, figsize=(10, 3.4), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.88))
+
+
+def draw_kind_shares(ax, model="gemma-3-27b", tokens=131_072, kv_dtype="bf16"):
+    """Layers and KV bytes of ``model`` at ``tokens`` split by attention kind."""
+    spec = load_model(model)
+    return plot_kind_shares(ax, kind_shares(spec, tokens, kv_dtype),
+                            title=f"{spec.name} at {tokens:,} tokens: share of layers vs share of KV bytes")
+
+
+def kind_share_view(model="gemma-3-27b", tokens=131_072):
+    """A model and a token count over :func:`draw_kind_shares`."""
+    return make_view(draw_kind_shares, {
+        "model": dropdown("model", windowed_models(), model),
+        "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
+    }, figsize=(8, 2.8), margins=dict(left=0.12, right=0.97, bottom=0.42, top=0.86))

@@ -1,0 +1,5 @@
+"""Lesson 05 (hybrids): fixed recurrent state beside a growing KV cache.
+
+Modules: ``data`` (pure numbers), ``measure`` (MLX runs, where the lesson has any), ``plots`` (drawing),
+``views`` (controls). This package imports none of them: importing one loads only what it needs.
+"""

@@ -1,0 +1,83 @@
+"""Lesson 09 (speculative decoding and rewind): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+
+Lesson 09 views: measured tokens per target pass, and the expected speedup of speculative decoding.
+
+Contract
+- :func:`draw_tokens_per_pass`: a :func:`kvsim.lessons.l09_speculation.measure.speculation_sweep`'s tokens per
+  target pass against k, beside the i.i.d. expectation from the measured acceptance at k = 1.
+- :func:`draw_expected_speedup` / :func:`speculation_view`: :mod:`kvsim.lessons.l09_speculation.data` with sliders.
+
+Lesson 09 view: one speculative round drawn (draft, verify in one pass, accept, trim back).
+
+Contract
+- :func:`draw_round` / :func:`round_view`: :func:`kvsim.lessons.l09_speculation.data.round_stages` for k drafts of
+  which n are accepted (n is capped at k), on a cache that held 20 tokens before the round.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+
+from ...ui.base import int_slider, make_view
+from .data import expected_speedup, expected_tokens_per_pass, round_stages
+from .measure import SpeculationRun
+from .plots import plot_against_k, plot_round
+
+
+def draw_tokens_per_pass(ax, runs: list[SpeculationRun]):
+    """Measured tokens per target pass against k per draft, with the i.i.d. expectation from α at k = 1."""
+    series, expected = {}, {}
+    for label in dict.fromkeys(r.draft for r in runs):
+        mine = [r for r in runs if r.draft == label]
+        k = [r.num_draft for r in mine]
+        series[label] = (k, [len(r.result.tokens) / r.result.rounds for r in mine])
+        alpha = next((r.result.acceptance_rate for r in mine if r.num_draft == 1), None)
+        if alpha is not None:
+            expected[f"i.i.d. α = {alpha:.2f}"] = (k, expected_tokens_per_pass(alpha, k))
+    return plot_against_k(ax, series, expected, ylabel="tokens per target pass (measured)",
+                          title="each target pass verifies k drafts and adds one token of its own")
+
+
+def draw_expected_speedup(ax, acceptance=0.7, draft_cost=0.1, max_draft=12):
+    """Expected tokens per pass and speedup against k for acceptance α and draft cost c; the best k starred."""
+    k = np.arange(1, max_draft + 1)
+    speed = expected_speedup(acceptance, k, draft_cost)
+    best = int(k[np.argmax(speed)])
+    marks = {f"best k = {best}: {speed.max():.2f}x": (best, speed.max())}
+    return plot_against_k(ax, {"speedup over plain decoding": (k, speed)},
+                          {"tokens per target pass": (k, expected_tokens_per_pass(acceptance, k)),
+                           "plain decoding (1x)": (k, np.ones(len(k)))},
+                          ylabel="tokens / speedup", marks=marks,
+                          title=f"α = {acceptance:.2f}, draft step = {draft_cost:.2f} target steps")
+
+
+def speculation_view(acceptance=0.7, draft_cost=0.1, max_draft=12):
+    """Sliders for acceptance, draft cost and the largest k over :func:`draw_expected_speedup`."""
+    return make_view(draw_expected_speedup, {
+        "acceptance": widgets.FloatSlider(value=acceptance, min=0.05, max=0.95, step=0.05, description="acceptance α",
+                                          continuous_update=False),
+        "draft_cost": widgets.FloatSlider(value=draft_cost, min=0.0, max=1.0, step=0.05, description="draft cost c",
+                                          continuous_update=False),
+        "max_draft": int_slider("largest k", max_draft, 2, 16),
+    })
+
+
+OFFSET = 20  # tokens in the target's cache before the round
+
+
+def draw_round(ax, num_draft=4, accepted=2):
+    """The four stages of one round with k = ``num_draft`` proposals and n = ``accepted``."""
+    r = round_stages(OFFSET, num_draft, min(accepted, num_draft))
+    return plot_round(ax, r, title=(
+        f"k = {r.num_draft}, n = {r.accepted} accepted: {r.emitted} token{'s' if r.emitted > 1 else ''} "
+        f"emitted for one target pass; the cache goes {r.offset_before} → {r.offset_after_verify} → "
+        f"{r.offset_after}"))
+
+
+def round_view(num_draft=4, accepted=2):
+    """Sliders for the draft length k and the accepted count n over :func:`draw_round`."""
+    return make_view(draw_round, {
+        "num_draft": int_slider("draft tokens k", num_draft, 1, 8),
+        "accepted": int_slider("accepted n", accepted, 0, 8),
+    }, figsize=(9, 5.2), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.9))

@@ -1,0 +1,133 @@
+"""Lesson 00/01 helpers: positions-fed curves, a real decode with and without a cache, the CLI runner.
+
+
+Lesson 00/01 helpers: positions-fed curves, a real decode with and without a cache, the CLI runner.
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from matplotlib.collections import QuadMesh
+
+from kvsim.calc import memory
+from kvsim.calc.tokens_fed import CACHED, UNCACHED, fed_curves, fed_rows, tokens_fed
+from kvsim.calc.units import InputError
+from kvsim.lessons.l01_why_a_cache.data import (
+    FUTURE,
+    NEW,
+    PRODUCED,
+    READ,
+    RECOMPUTED,
+    fed_per_step,
+    step_grid,
+)
+from kvsim.lessons.l01_why_a_cache.measure import decode_with_and_without_cache
+from kvsim.lessons.l01_why_a_cache.plots import plot_step_grids
+from kvsim.lessons.l01_why_a_cache.views import draw_decode_time, draw_tokens_fed
+from kvsim.model import build_model, toy_spec
+
+
+def test_seed_table_1000_plus_1000():
+    rows = fed_rows(1000, 1000)
+    assert [r["sum over 1,000 steps"] for r in rows] == [1_499_500, 1_999]
+
+
+def test_fed_curves_quadratic_and_linear():
+    a, curves = fed_curves(100, 400, points=5)
+    assert a.tolist() == [0, 100, 200, 300, 400]
+    assert curves[CACHED].tolist() == [0, 100 + 99, 100 + 199, 100 + 299, 100 + 399]
+    un = curves[UNCACHED]
+    assert un[-1] == sum(100 + k - 1 for k in range(1, 401))
+    # second differences of the uncached curve are constant (quadratic), of the cached curve zero (linear)
+    assert len(set(np.diff(un, 2)[1:].tolist())) == 1 and np.diff(un, 2)[1] > 0
+    assert np.all(np.diff(curves[CACHED], 2)[1:] == 0)
+
+
+def test_draw_tokens_fed_plots_both_curves():
+    fig, ax = plt.subplots()
+    draw_tokens_fed(ax, 1000, 1000)
+    ys = [line.get_ydata()[-1] for line in ax.get_lines()[:2]]
+    assert ys == [1_499_500, 1_999]
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    model = build_model(toy_spec("gqa"), seed=0)
+    return decode_with_and_without_cache(model, prompt_tokens=8, answer_tokens=12, seed=1, progress=False)
+
+
+def test_real_decode_counts_match_formula_and_answers_agree(comparison):
+    assert comparison.same_tokens()
+    assert comparison.max_logit_difference() < 1e-4
+    rows = {r["mode"]: r for r in comparison.rows()}
+    assert rows[UNCACHED]["positions fed (counted)"] == tokens_fed(8, 12, False) == 12 * 8 + 66
+    assert rows[CACHED]["positions fed (counted)"] == tokens_fed(8, 12, True) == 19
+    assert comparison.uncached.caches is None and comparison.cached.caches is not None
+
+
+def test_trace_rows_measured_bytes_equal_formula(comparison):
+    rows = comparison.trace_rows(steps=(0, 1, 2, 50))
+    assert [r["step"] for r in rows] == [0, 1, 2, 11]
+    assert rows[0]["phase"] == "prefill" and rows[0]["positions fed"] == 8
+    assert all(r["positions fed"] == 1 for r in rows[1:])
+    for r in rows:
+        assert r["used_bytes (measured)"] == r["kv_bytes (formula)"] > 0
+    assert rows[1]["used_bytes (measured)"] - rows[0]["used_bytes (measured)"] == memory.bytes_per_token(
+        comparison.spec, comparison.kv_dtype)
+
+
+def test_cumulative_seconds_and_plot(comparison):
+    a, seconds = comparison.cumulative_seconds()
+    assert a[0] == 0 and a[-1] == 12
+    for y in seconds.values():
+        assert y[0] == 0 and np.all(np.diff(y) > 0)
+    assert seconds[UNCACHED][-1] == pytest.approx(comparison.seconds()[UNCACHED])
+    fig, ax = plt.subplots()
+    draw_decode_time(ax, comparison)
+    assert len(ax.get_lines()) == 2
+
+
+def test_decode_rejects_bad_lengths():
+    model = build_model(toy_spec("mqa"), seed=0)
+    with pytest.raises(ValueError, match="answer_tokens"):
+        decode_with_and_without_cache(model, 4, 0, progress=False)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12))
+def test_step_grid_counts_equal_tokens_fed(p, a):
+    for cached in (False, True):
+        grid = step_grid(p, a, cached)
+        assert fed_per_step(grid).sum() == tokens_fed(p, a, cached)
+        assert [int(np.flatnonzero(row == PRODUCED)[0]) for row in grid] == [p + k - 1 for k in range(1, a + 1)]
+    assert (step_grid(p, a, True) != RECOMPUTED).all() and (step_grid(p, a, False) != READ).all()
+
+
+def test_step_grid_rows():
+    assert step_grid(2, 3, cached=True).tolist() == [[NEW, NEW, PRODUCED, FUTURE, FUTURE],
+                                                     [READ, READ, NEW, PRODUCED, FUTURE],
+                                                     [READ, READ, READ, NEW, PRODUCED]]
+    with pytest.raises(InputError, match="prompt_tokens"):
+        step_grid(0, 3, True)
+
+
+@pytest.fixture
+def ax():
+    fig, ax = plt.subplots()
+    yield ax
+    plt.close(fig)
+
+
+def _meshes(ax):
+    return [c for c in ax.collections if isinstance(c, QuadMesh) and c.get_visible()]
+
+
+def test_step_grids_one_mesh_per_grid(ax):
+    grids = {"a": step_grid(2, 3, False), "b": step_grid(2, 3, True)}
+    plot_step_grids(ax, grids, 2, {"a": 5, "b": 3})
+    assert len(_meshes(ax)) == 2
+    assert _meshes(ax)[0].get_array().shape == (3, 5, 4)  # RGBA per cell
+    assert _meshes(ax)[0].get_array()[2, 0, 3] < 0.2  # step 3 is still to come: faded
+    plot_step_grids(ax, {"a": step_grid(3, 3, False), "b": step_grid(3, 3, True)}, 1, {"a": 3, "b": 3})
+    assert len(_meshes(ax)) == 2 and _meshes(ax)[0].get_array().shape == (3, 6, 4)  # a redraw replaces them

@@ -1,0 +1,123 @@
+"""Lesson 03 helpers: the seed's MHA/GQA/MQA/MLA table, real decode of each variant, absorbed vs materialized MLA.
+"""
+
+from dataclasses import replace
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from kvsim.calc import memory
+from kvsim.calc.counterfactual import attention_variants, decodable_variants, variant_rows
+from kvsim.calc.units import InputError
+from kvsim.lessons.l03_attention_variants.data import area_sides, kv_head_of
+from kvsim.lessons.l03_attention_variants.measure import compare_mla_paths, measure_variants
+from kvsim.lessons.l03_attention_variants.plots import plot_head_sharing, plot_mla_fanout
+from kvsim.lessons.l03_attention_variants.views import draw_measured_bytes, draw_variant_bytes
+
+
+def test_seed_table_at_deepseek_v3_sizes():
+    rows = {r["variant"]: r for r in variant_rows()}
+    assert list(rows) == ["MHA", "GQA-8", "MQA", "MLA"]
+    assert [r["elements/layer"] for r in rows.values()] == [32_768, 2_048, 256, 576]
+    assert [r["× 61 layers"] for r in rows.values()] == [1_998_848, 124_928, 15_616, 35_136]
+    assert [r["="] for r in rows.values()] == ["3.81 MiB", "244 KiB", "30.5 KiB", "68.6 KiB"]
+    assert [r["% of MHA"] for r in rows.values()] == [100.0, 6.25, 0.78, 1.76]
+
+
+def test_rows_follow_dtype_and_geometry():
+    rows = variant_rows(attention_variants(num_layers=2, num_attention_heads=4, head_dim=8, gqa_groups=2,
+                                           kv_lora_rank=16, qk_rope_head_dim=8), kv_dtype="fp32")
+    assert [r["bytes (fp32)"] for r in rows] == [2 * 2 * 4 * 8 * 4, 2 * 2 * 2 * 8 * 4, 2 * 2 * 8 * 4, 2 * 24 * 4]
+
+
+def test_decodable_mla_carries_deepseek_fields_and_keeps_cache_geometry():
+    v = decodable_variants(q_lora_rank=None)
+    mla = v["MLA"]
+    assert mla.qk_nope_head_dim == 128 and mla.v_head_dim == 128
+    assert mla.q_lora_rank == 0  # None: no query compression
+    assert mla.layers == attention_variants()["MLA"].layers
+    assert decodable_variants(q_lora_rank=1536)["MLA"].q_lora_rank == 1536
+    with pytest.raises(ValueError, match="q_lora_rank"):
+        decodable_variants(q_lora_rank=-1)
+
+
+def _small():
+    """The four variants at a small geometry (so the test is fast), MLA with its up-projection fields."""
+    v = attention_variants(num_layers=4, num_attention_heads=8, head_dim=16, gqa_groups=2, kv_lora_rank=32,
+                           qk_rope_head_dim=16)
+    v["MLA"] = replace(v["MLA"], qk_nope_head_dim=16, v_head_dim=16)
+    return v
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return measure_variants(_small(), num_layers=2, prompt_tokens=5, answer_tokens=4, kv_dtype="bf16",
+                            progress=False, keep_models=("MLA",))
+
+
+def test_measured_bytes_equal_formula(runs):
+    v = _small()
+    assert list(runs) == list(v)
+    for name, run in runs.items():
+        assert run.tokens_cached == 5 + 4 - 1
+        per_layer = memory.layer_token_bytes(run.spec.layers[0], "bf16")
+        assert run.measured_token_bytes() == [per_layer, per_layer]
+        row = run.row("bf16")
+        assert row["measured × 4"] == row["formula, 4 layers"] == memory.bytes_per_token(v[name], "bf16")
+        assert row["nbytes/layer"] == 256 * per_layer  # one 256-token step allocated
+    assert runs["MLA"].measured_token_bytes()[0] == (32 + 16) * 2
+    assert runs["MHA"].model is None and runs["MLA"].model is not None
+
+
+def test_absorbed_and_materialized_mla_agree(runs):
+    model = runs["MLA"].model
+    before = model.mla_path
+    out = compare_mla_paths(model, prompt_tokens=6, answer_tokens=3, seed=2)
+    assert out["same tokens"] and len(out["tokens"]) == 3
+    assert out["max |logit difference|"] < 1e-4 < out["max |logit|"]
+    assert model.mla_path == before
+
+
+def test_draw_functions(runs):
+    fig, ax = plt.subplots()
+    draw_measured_bytes(ax, runs)
+    heights = [p.get_height() for c in ax.containers for p in c]
+    assert len(heights) == 8 and heights[:4] == heights[4:]
+    draw_variant_bytes(ax, num_key_value_heads=128)
+    gqa = [p.get_height() for p in ax.containers[0]]
+    assert gqa[0] == gqa[1]  # GQA with as many K/V heads as query heads is MHA
+    assert "2.25 groups" in ax.get_title()
+
+
+def test_kv_head_of_groups_consecutive_query_heads():
+    assert kv_head_of(8, 2).tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert kv_head_of(4, 4).tolist() == [0, 1, 2, 3] and kv_head_of(4, 1).tolist() == [0] * 4
+    with pytest.raises(InputError, match="multiple"):
+        kv_head_of(6, 4)
+
+
+def test_area_sides_make_areas_proportional():
+    sides = area_sides({"a": 16, "b": 1, "c": 4}, largest_side=8)
+    assert sides["a"] == 8 and sides["a"] ** 2 / sides["b"] ** 2 == pytest.approx(16)
+    assert sides["c"] ** 2 / sides["b"] ** 2 == pytest.approx(4)
+
+
+@pytest.fixture
+def ax():
+    fig, ax = plt.subplots()
+    yield ax
+    plt.close(fig)
+
+
+def test_head_sharing_square_areas(ax):
+    groups = np.repeat(np.arange(4), 4)
+    plot_head_sharing(ax, groups, {"A": 4.0, "B": 2.0}, {"A": "A", "B": "B"}, highlight="B")
+    widths = sorted({round(float(np.ptp(ln.get_xdata())), 6) for ln in ax.get_lines() if len(ln.get_xdata()) == 5})
+    assert widths == [2.0, 4.0]
+
+
+def test_mla_fanout_box_widths_follow_the_lengths(ax):
+    plot_mla_fanout(ax, 512, 64, 128, 128)
+    widths = [float(np.ptp(ln.get_xdata())) for ln in ax.get_lines() if len(ln.get_xdata()) == 5]
+    assert max(widths) == pytest.approx(40) and min(widths) == pytest.approx(40 * 64 / 512)

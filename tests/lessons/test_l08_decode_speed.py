@@ -1,0 +1,304 @@
+"""Lesson 08 helpers: caches filled without a prefill, measured step times, the bandwidth floor, stored vs read.
+"""
+
+import json
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from kvsim.cache import RecurrentStateCache
+from kvsim.calc import memory, phases, roofline
+from kvsim.calc.config import LayerSpec
+from kvsim.calc.hardware import get_accelerator
+from kvsim.calc.registry import load_model, model_names
+from kvsim.calc.weights import param_count
+from kvsim.lessons.exercises import EXERCISES
+from kvsim.lessons.l08_decode_speed import data as h200
+from kvsim.lessons.l08_decode_speed.data import (
+    cache_read_intensity,
+    dsa_indexer_key_bytes,
+    nsa_read_tokens,
+    sparse_bytes,
+    speed_floor,
+    stored_vs_read,
+    technique_table,
+    weight_read_intensity,
+)
+from kvsim.lessons.l08_decode_speed.views import (
+    KV_DTYPES,
+    draw_batch_floors,
+    draw_decode_speed_limit,
+    draw_h200_variants,
+    draw_roofline,
+    draw_stored_vs_read,
+    draw_time_and_floors,
+)
+from kvsim.measure.step_time import fill_caches, weights_read_bytes
+
+
+@pytest.mark.parametrize("kind", ["gqa", "sliding", "mla", "jamba"])
+def test_fill_then_step_holds_what_the_calculator_says(toys, kind):
+    model = toys[kind]
+    caches = model.make_caches()
+    fill_caches(model, caches, 20)
+    assert all(c.offset == 20 for c in caches)
+    held = sum(c.used_bytes for c in caches if not isinstance(c, RecurrentStateCache))
+    assert held == memory.kv_bytes(model.spec, 20, kv_dtype="fp32")
+    import mlx.core as mx
+    logits = model(mx.array([[1]]), caches)                # a decode step runs on the filled caches
+    assert logits.shape == (1, 1, model.spec.vocab_size) and all(c.offset == 21 for c in caches)
+
+
+def test_fill_rejects_negative_tokens(toys):
+    with pytest.raises(ValueError, match="tokens"):
+        fill_caches(toys["gqa"], toys["gqa"].make_caches(), -1)
+
+
+def test_weights_read_skip_the_embedding_table_but_one_row(toys):
+    m = toys["gqa"]
+    hidden, vocab = m.spec.hidden_size, m.spec.vocab_size
+    assert weights_read_bytes(m) == m.weight_bytes - (vocab - 1) * hidden * 4
+
+
+def test_stored_vs_read_dense_reads_what_it_stores():
+    t, stored, read = stored_vs_read("deepseek-v3", 131_072, points=5)
+    dense = "dense / FlashAttention"
+    assert np.array_equal(stored[dense], read[dense])
+    assert np.array_equal(stored["NSA"], stored[dense]) and read["NSA"][-1] < read[dense][-1]
+    assert stored["DSA"][-1] > stored[dense][-1] and read["DSA"][-1] < read[dense][-1]
+    fig, ax = plt.subplots()
+    draw_stored_vs_read(ax)
+    lines = ax.get_lines()                                 # curves that coincide are drawn once
+    assert len(lines) == 4 == len(ax.get_legend().texts)
+    assert all(not np.array_equal(a.get_ydata(), b.get_ydata()) for i, a in enumerate(lines) for b in lines[i + 1:])
+    assert lines[0].get_label() == f"stored: {dense}, NSA; read per step: {dense}"
+    assert [ln.get_linestyle() for ln in lines] == ["-", "-", "--", "--"]
+    plt.close(fig)
+
+
+def test_speed_floor_is_bytes_over_bandwidth():
+    acc = get_accelerator("H100 80GB")
+    t, w_s, step_s = speed_floor("llama-3.1-8b", "H100 80GB", batch=1, tokens=8192, points=3)
+    from kvsim.calc.registry import load_model
+    spec = load_model("llama-3.1-8b")
+    count = param_count(spec)                              # read: all but the input table, plus one row
+    w = (count.active - count.embedding + spec.hidden_size) * 2
+    assert w / 1e9 == pytest.approx(15.01, abs=0.005)      # not the 16.06 GB of all active parameters
+    assert w_s == pytest.approx(w / acc.memory_bandwidth_bytes_per_s)
+    assert step_s[-1] == pytest.approx((w + 2**30) / acc.memory_bandwidth_bytes_per_s)   # 8K tokens = 1 GiB
+    _, _, batched = speed_floor("llama-3.1-8b", "H100 80GB", batch=4, tokens=8192, points=3)
+    assert batched[-1] - w_s == pytest.approx(4 * (step_s[-1] - w_s))
+
+
+@pytest.mark.parametrize("model", model_names())
+def test_speed_limit_draws_for_every_model_and_dtype(model):
+    fig, ax = plt.subplots()
+    for dtype in KV_DTYPES:
+        draw_decode_speed_limit(ax, model=model, kv_dtype=dtype, tokens=4096)
+        assert ax.get_lines()
+    plt.close(fig)
+
+
+def test_speed_limit_says_when_the_batch_does_not_fit():
+    fig, ax = plt.subplots()
+    draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", batch=1, tokens=131_072)
+    assert "does not fit" not in ax.get_title()
+    draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", batch=16, tokens=131_072)
+    assert ax.get_title().endswith("does not fit)")        # 16 GB weights + 16 x 16 GiB of KV > 80 GiB
+    plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def run():
+    return h200.load_run()
+
+
+def _point(context, batch, read, flops, ms):
+    return {"context_tokens": context, "batch": batch, "read_bytes": read, "flops": flops, "step_ms": {"kvsim": ms}}
+
+
+def test_point_rows_and_the_verdict():
+    rows = phases.point_rows([_point(0, 1, 1e6, 1e6, 2.0), _point(8, 2, 2e6, 8e6, 5.0)], 1e9, 1e9)
+    assert [r["bound by"] for r in rows] == ["memory", "compute"]
+    assert rows[1]["× bandwidth floor"] == 2.5 and rows[1]["× compute floor"] == 0.6
+    assert "on both sides of the ridge (1 compute-bound)" in phases.verdict(rows)
+    assert phases.verdict(rows[:1]).startswith("1 points, all left of the ridge (memory-bound)")
+
+
+def test_the_dataset_loads_with_its_provenance(run):
+    assert run.device["name"] == "NVIDIA H200" and run.meta["dtype"] == "bf16"
+    assert len(run.measured_variants()) == 5 and "GQA-8, 8-bit KV (q8)" not in run.measured_variants()
+    assert sum(len(run.points(v)) for v in run.measured_variants()) + len(run.batch_sweep["points"]) == 47
+    text = "\n".join(h200.provenance(run))
+    assert "MLX 0.32.4" in text and run.meta["kvsim_commit"] in text and "205 FLOP/B" in text
+    assert run.label("MLA (DeepSeek-V3)") == "MLA (DeepSeek-V3, 4 of 61 layers)"
+    assert run.label("GQA-8 (Llama 3 8B)") == "GQA-8 (Llama 3 8B)"
+    with pytest.raises(ValueError, match="variant"):
+        run.points("GQA-3")
+
+
+def test_the_dataset_floors_are_bytes_over_its_bandwidth(run):
+    for v in run.measured_variants():
+        for p, row in zip(run.points(v), h200.variant_rows(run, v)):
+            floor_ms = 1e3 * roofline.floor_seconds(p["read_bytes"], run.bytes_per_s)
+            assert floor_ms == pytest.approx(p["floor_ms"]) and row["floor ms"] == round(floor_ms, 2)
+    # the dataset counted the weights a step reads with kvsim's one definition
+    assert run.variants["GQA-8 (Llama 3 8B)"]["geometry"]["weights_read_bytes"] == \
+        phases.weights_read_bytes(load_model("llama-3-8b"))
+
+
+def _write_run(folder, variants, drop=None):
+    raw = {"meta": {"mlx": "0", "mlx_lm": "0", "python": "3", "kvsim_commit": "abc", "date": "d", "dtype": "bf16",
+                    "repeats": 2},
+           "device": {"name": "X", "backend": "cuda", "memory_total_bytes": 2**30},
+           "calibration": {"copy_bytes_per_s": 1e9, "matmul_flops_per_s": 1e12, "machine_balance_flop_per_byte": 1e3},
+           "variants": variants, "batch_sweep": {"variant": "v", "context_tokens": 8, "points": []}}
+    raw.pop(drop, None)
+    (folder / h200.RUN_FILE).write_text(json.dumps(raw))
+    return folder
+
+
+def test_comparison_is_a_geometric_mean(tmp_path):
+    pts = [{"context_tokens": c, "batch": 1, "read_bytes": 1e6, "flops": 1e6,
+            "step_ms": {"kvsim": k, "mlx-lm": m}} for c, k, m in ((1, 2.0, 2.0), (2, 4.0, 2.0))]
+    run = h200.load_run(_write_run(tmp_path, {"v": {"geometry": {"source": "toy", "num_layers": 1}, "points": pts}}))
+    (row,) = h200.comparison_rows(run)
+    assert row["kvsim / mlx-lm (geo. mean)"] == round(math.sqrt(2), 3) and row["worst"] == 2.0
+    assert row["kvsim / floor"] == "2.00-4.00" and row["contexts"] == "1-2"            # 1 MB at 1 GB/s = 1 ms
+
+
+def test_a_broken_dataset_names_what_is_missing(tmp_path):
+    with pytest.raises(ValueError, match="missing calibration"):
+        h200.load_run(_write_run(tmp_path, {}, drop="calibration"))
+    bad = {"v": {"geometry": {}, "points": [{"context_tokens": 1, "batch": 1}]}}
+    with pytest.raises(ValueError, match="lacks read_bytes, flops, step_ms"):
+        h200.load_run(_write_run(tmp_path, bad))
+
+
+def test_the_quantized_probe_says_what_ran():
+    rows = h200.quantized_probe_rows(h200.load_fused_check())
+    fresh = [r for r in rows if "freshly" in r["product"]]
+    sliced = [r for r in rows if "freshly" not in r["product"]]
+    assert fresh and all(r["ran"] == "8 of 8" for r in fresh)
+    assert sliced and all(r["ran"].startswith("no: ") for r in sliced)
+
+
+def test_roofline_marks_the_phases_and_the_ridge(run):
+    fig, ax = plt.subplots()
+    draw_roofline(ax, batch=64, tokens=8192, prompt_tokens=2048)
+    llama = load_model("llama-3-8b")
+    marks = [ln.get_xdata()[0] for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert marks == pytest.approx([phases.decode_cost(llama, 8192, 1).intensity,
+                                   phases.decode_cost(llama, 8192, 64).intensity, phases.prefill_cost(llama, 2048).intensity])
+    ridge = [ln for ln in ax.get_lines() if ln.get_marker() == "o"][0]
+    assert ridge.get_xdata()[0] == pytest.approx(run.flops_per_s / run.bytes_per_s)
+    assert "memory-bound" in ax.get_title() and "prefill compute-bound" in ax.get_title()
+    plt.close(fig)
+
+
+def test_batch_floors_show_the_sweep_only_where_it_was_measured(run):
+    fig, ax = plt.subplots()
+    draw_batch_floors(ax, tokens=8192)
+    measured = ax.get_lines()[0]
+    assert list(measured.get_xdata()) == [p["batch"] for p in run.batch_sweep["points"]]
+    assert "memory-bound at any B" in ax.get_title()
+    draw_batch_floors(ax, tokens=128)
+    assert len(ax.get_lines()[0].get_xdata()) == 0 and "compute-bound from B = 265" in ax.get_title()
+    plt.close(fig)
+
+
+def test_time_and_floors_are_bytes_and_flops_over_the_rates():
+    pts = [_point(t, 1, 1e6 * (1 + t), 2e6 * (1 + t), 5.0) for t in (0, 1, 2)]
+    fig, ax = plt.subplots()
+    draw_time_and_floors(ax, pts, bytes_per_s=1e9, flops_per_s=1e9)
+    _, bandwidth, compute = ax.get_lines()[:3]
+    assert bandwidth.get_ydata().tolist() == [1.0, 2.0, 3.0] and compute.get_ydata().tolist() == [2.0, 4.0, 6.0]
+    plt.close(fig)
+
+
+def test_the_lessons_exercise_numbers():
+    assert EXERCISES["08.1"].solve().value == 15_009_857_536
+    assert EXERCISES["08.2"].solve().value == pytest.approx(1e3 * (15_009_857_536 + 16 * 2**30) / 3.35e12)
+    run = h200.load_run()
+    assert EXERCISES["08.3"].solve().value == pytest.approx(run.flops_per_s / run.bytes_per_s, rel=1e-3)
+
+
+def test_the_variant_view_highlights_one_in_the_lines_and_the_legend(run):
+    fig, ax = plt.subplots()
+    draw_h200_variants(ax, "GQA-8 (Llama 3 8B)")
+    draw_h200_variants(ax, "MLA (DeepSeek-V3)")                     # a redraw on the same Axes
+    widths = {t.get_text(): h.get_linewidth() for t, h in zip(ax.get_legend().texts, ax.get_legend().legend_handles)}
+    assert widths["kvsim: MLA (DeepSeek-V3, 4 of 61 layers)"] > widths["kvsim: GQA-8 (Llama 3 8B)"]
+    twin = [ln for ln in ax.get_lines() if ln.get_marker() == "x"][0]
+    assert list(twin.get_ydata()) == [p["step_ms"]["mlx-lm"] for p in run.points("MLA (DeepSeek-V3)")]
+    plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def table():
+    return {row["technique"]: row for row in technique_table()}
+
+
+def test_seed_numbers(table):
+    assert table["MQA, GQA"]["stored %"] == 25.0 and "4x" in table["MQA, GQA"]["example"]
+    assert table["MLA"]["stored %"] == 1.76
+    assert table["KV quantization (fp8)"]["stored %"] == 50.0
+    assert table["KV quantization (2-bit)"]["stored %"] == 12.5            # an eighth, before metadata
+    assert table["  same, with metadata"]["stored %"] > 12.5
+    assert table["sliding window"]["stored %"] == 12.5 and "8x" in table["sliding window"]["example"]
+    jamba = table["hybrid (Mamba + attention)"]
+    assert "4.01 GiB" in jamba["example"] and "32 GiB" in jamba["example"]
+    assert "K/V of 4 layers + 28 fixed states" == jamba["what stays in the cache"]
+
+
+def test_read_only_techniques_keep_what_is_stored(table):
+    for name in ("NSA", "FlashAttention, Flash-Decoding"):
+        assert table[name]["stored %"] == 100.0
+    assert table["NSA"]["read/step %"] < 10
+    assert table["DSA"]["stored %"] > 100 and table["DSA"]["read/step %"] < 15    # stores more, reads less
+    assert table["PagedAttention"]["read/step %"] == 100.0 and table["PagedAttention"]["stored %"] == 25.0
+    for row in table.values():
+        assert row["term changed"] != "none" or row["stored %"] >= 25.0
+
+
+def test_nsa_reproduces_the_papers_table_4():
+    assert nsa_read_tokens(np.array([8192, 16384, 32768, 65536])).tolist() == [2048, 2560, 3584, 5632]
+    assert nsa_read_tokens(1000) == 1000                   # never more than the tokens there are
+
+
+def test_sparse_bytes_dense_is_the_calculator_and_dsa_adds_indexer_keys():
+    spec = load_model("deepseek-v3")
+    t = np.array([0, 100, 4096, 131_072])
+    dense, dsa = sparse_bytes(spec, t, "dense"), sparse_bytes(spec, t, "dsa")
+    assert np.array_equal(dense["stored"], memory.kv_bytes(spec, t))
+    assert np.array_equal(dense["read"], memory.read_bytes_per_step(spec, t))
+    assert dsa_indexer_key_bytes() == 132
+    assert np.array_equal(dsa["stored"] - dense["stored"], t * 132 * 61)
+    assert dsa["read"][1] == dsa["stored"][1]              # below top-k every token is read
+    assert dsa["read"][-1] == 61 * (131_072 * 132 + 2048 * 1152)
+    assert sparse_bytes(spec, 4096, "nsa") == {"stored": dense["stored"][2], "read": 61 * (256 + 1024 + 512) * 1152}
+
+
+def test_sparse_bytes_leave_windows_alone():
+    mistral = load_model("mistral-7b-v0.1")
+    for method in ("dense", "nsa", "dsa"):
+        assert sparse_bytes(mistral, 65_536, method) == {"stored": memory.kv_bytes(mistral, 65_536),
+                                                         "read": memory.kv_bytes(mistral, 65_536)}
+    with pytest.raises(ValueError, match="method"):
+        sparse_bytes(mistral, 10, "sparse")
+
+
+def test_flops_per_byte_read():
+    llama, dsv3 = load_model("llama-3-8b"), load_model("deepseek-v3")
+    mha = LayerSpec("full", num_key_value_heads=32, head_dim=128)
+    assert cache_read_intensity(mha, 32, "bf16") == 1.0                 # 2·g/b with g = 1
+    assert cache_read_intensity(llama.layers[0], 32, "bf16") == 4.0     # 4 query heads per KV head
+    assert cache_read_intensity(llama.layers[0], 32, "fp32") == 2.0
+    assert cache_read_intensity(dsv3.layers[0], 128) == pytest.approx(2 * 128 * (1024 + 64) / 1152)
+    with pytest.raises(ValueError, match="kind"):
+        cache_read_intensity(load_model("jamba-v0.1").layers[0], 32)
+    assert weight_read_intensity(1, "bf16") == 1.0 and weight_read_intensity(8, "fp32") == 4.0
+    with pytest.raises(ValueError, match="batch"):
+        weight_read_intensity(0)

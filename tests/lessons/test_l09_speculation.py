@@ -1,0 +1,172 @@
+"""Lesson 09 helpers: trim on a real KVCache, rotating rewind limits, recurrent snapshot/restore,
+speculative sweeps against greedy decoding, the i.i.d. expectation, padded prefill.
+"""
+
+import matplotlib.pyplot as plt
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from kvsim.cache import KVCache, RotatingKVCache
+from kvsim.calc.units import InputError
+from kvsim.lessons.l09_speculation.data import (
+    expected_speedup,
+    expected_tokens_per_pass,
+    prompt_lookup_draft,
+    round_stages,
+)
+from kvsim.lessons.l09_speculation.measure import (
+    padded_prefill_refusal,
+    padded_prefill_rows,
+    rewind_limits,
+    slots,
+    snapshot_restore,
+    speculation_sweep,
+    trim_walkthrough,
+    try_trim,
+)
+from kvsim.lessons.l09_speculation.plots import plot_round
+from kvsim.lessons.l09_speculation.views import draw_expected_speedup, draw_tokens_per_pass
+from kvsim.model import perturbed
+
+
+PROMPT = [5, 17, 3, 99, 42, 8, 61, 23, 7, 70, 11, 2, 88]
+
+
+def test_trim_rewinds_offset_frees_nothing_and_the_next_write_overwrites():
+    rows = trim_walkthrough()                              # Llama 3 8B layer: 8 KV heads x 128, bf16
+    assert [r["offset"] for r in rows] == [0, 6, 4, 5]
+    per_token = 2 * 8 * 128 * 2
+    assert [r["nbytes"] for r in rows] == [0, 256 * per_token, 256 * per_token, 256 * per_token]
+    assert [r["used_bytes"] for r in rows] == [0, 6 * per_token, 4 * per_token, 5 * per_token]
+    assert [r["slots 0-7"] for r in rows] == ["| . . . . . . . .", "11 12 13 14 15 16 | . .",
+                                              "11 12 13 14 | 15 16 . .", "11 12 13 14 42 | 16 . ."]
+
+
+def test_slots_marks_offset_and_unwritten():
+    cache = KVCache(step=4)
+    assert slots(cache, 3) == "| . . ."
+    x = mx.array([[[[7.0]], [[9.0]]]]).reshape(1, 1, 2, 1)
+    cache.update_and_fetch(x, x)
+    assert slots(cache, 5) == "7 9 | . . ."
+
+
+def test_rotating_rewind_limits():
+    rows = {(r["rewind_tokens"], r["offset"]): r for r in rewind_limits(max_size=8, rewind_tokens=(0, 4))}
+    assert rows[0, 3]["trimmable_tokens"] == 3 and rows[0, 8]["trimmable_tokens"] == 8   # nothing overwritten yet
+    assert rows[0, 9]["trimmable_tokens"] == rows[0, 20]["trimmable_tokens"] == 1       # after the wrap
+    assert rows[4, 12]["trimmable_tokens"] == 12 and rows[4, 20]["trimmable_tokens"] == 5
+    assert rows[0, 20]["slots"] == 8 and rows[4, 20]["slots"] == 12
+
+
+def test_try_trim_reports_what_the_ring_could_rewind():
+    cache = RotatingKVCache(4)
+    x = mx.ones((1, 1, 6, 2))
+    cache.update_and_fetch(x, x)
+    assert try_trim(cache, 3) == "trimmed 1 of 3: offset 6 -> 5"  # only the newest token can go
+    assert try_trim(cache, 1) == "trimmed 0 of 1: offset 5 -> 5"
+    assert try_trim(cache, -1).startswith("refused: n must be a non-negative integer") and cache.offset == 5
+
+
+def test_recurrent_state_snapshot_restore(toys):
+    rows = snapshot_restore(toys["jamba"], PROMPT[:8], extra=(1, 2, 3))
+    assert [r["offset"] for r in rows] == [8, 8, 11, 8]
+    assert rows[1]["action"] == "trim(3) rewinds 0"
+    assert [r["state = after prefill"] for r in rows] == [True, True, False, True]
+    assert len({r["nbytes"] for r in rows}) == 1           # a state does not grow
+
+
+def test_speculation_sweep_equals_greedy_and_counts(toys):
+    target = toys["gqa"]
+    runs = speculation_sweep(target, {"itself": target, "noisy": perturbed(target, 0.2, seed=5)}, PROMPT, 12,
+                             ks=(1, 3), progress=False)
+    assert all(r.same_as_greedy for r in runs) and len(runs) == 4
+    itself = [r for r in runs if r.draft == "itself"]
+    assert all(r.result.acceptance_rate == 1.0 for r in itself)
+    assert [r.row()["tokens per pass"] for r in itself] == [2.0, 4.0]
+    noisy = [r for r in runs if r.draft == "noisy"]
+    assert all(r.result.acceptance_rate < 1.0 for r in noisy)
+    fig, ax = plt.subplots()
+    draw_tokens_per_pass(ax, runs)
+    assert len(ax.get_lines()) == 4                        # two measured, two i.i.d. expectations
+    plt.close(fig)
+
+
+def test_speculation_on_a_hybrid_restores_and_refeeds(toys):
+    target = toys["jamba"]
+    runs = speculation_sweep(target, {"noisy": perturbed(target, 0.2, seed=5)}, PROMPT, 10, ks=(3,), progress=False)
+    r = runs[0].result
+    assert runs[0].same_as_greedy
+    plain_positions = len(PROMPT) - 1 + r.proposed + r.rounds
+    assert r.target_positions_fed > plain_positions        # accepted tokens fed again after each restore
+
+
+def test_expected_tokens_per_pass_and_speedup():
+    k = np.arange(1, 9)
+    for alpha in (0.0, 0.3, 0.8):
+        direct = [sum(alpha**i for i in range(n + 1)) for n in k]
+        assert np.allclose(expected_tokens_per_pass(alpha, k), direct)
+    assert np.array_equal(expected_tokens_per_pass(1.0, k), k + 1)
+    assert np.allclose(expected_speedup(0.8, k, 0.0), expected_tokens_per_pass(0.8, k))
+    assert np.all(expected_speedup(0.8, k, 0.5) < expected_tokens_per_pass(0.8, k))
+    with pytest.raises(ValueError, match="acceptance"):
+        expected_tokens_per_pass(1.5, k)
+    with pytest.raises(ValueError, match="draft_cost"):
+        expected_speedup(0.5, k, -1)
+
+
+def test_draw_expected_speedup_stars_the_best_k():
+    fig, ax = plt.subplots()
+    draw_expected_speedup(ax, acceptance=0.8, draft_cost=0.05, max_draft=16)
+    star = [ln for ln in ax.get_lines() if ln.get_marker() == "*"][0]
+    k = np.arange(1, 17)
+    speed = expected_speedup(0.8, k, 0.05)
+    assert star.get_xdata()[0] == k[np.argmax(speed)]
+    plt.close(fig)
+
+
+def test_padded_prefill_same_as_unpadded(toys):
+    rows = padded_prefill_rows(toys["gqa"], PROMPT, pad_multiples=(None, 8, 16), answer_tokens=4)
+    assert [r["tokens in the prefill pass"] for r in rows] == [13, 16, 16]
+    assert all(r["offset after trim"] == "13" and r["same tokens"] and r["logits within 1e-5"] for r in rows)
+
+
+def test_padded_prefill_refused_for_recurrent_layers(toys):
+    assert padded_prefill_refusal(toys["jamba"], PROMPT).startswith("refused: padded prefill is not supported")
+    assert "recurrent" in padded_prefill_refusal(toys["jamba"], PROMPT)
+    assert padded_prefill_refusal(toys["gqa"], PROMPT) == "accepted"
+
+
+def test_round_stages_match_a_real_cache():
+    for k, n in ((4, 2), (1, 0), (5, 5)):
+        r = round_stages(7, k, n)
+        cache = KVCache()
+        kv = mx.zeros((1, 1, 7, 2))
+        cache.update_and_fetch(kv, kv)
+        cache.update_and_fetch(mx.zeros((1, 1, k + 1, 2)), mx.zeros((1, 1, k + 1, 2)))
+        assert cache.offset == r.offset_after_verify
+        cache.trim(r.trimmed)
+        assert cache.offset == r.offset_after and r.emitted == n + 1
+    with pytest.raises(InputError, match="accepted"):
+        round_stages(7, 2, 3)
+
+
+def test_prompt_lookup_draft():
+    words = "the cat sat on the mat . the cat".split()
+    assert prompt_lookup_draft(words, 4) == ["sat", "on", "the", "mat"]
+    assert prompt_lookup_draft([1, 2, 3, 1, 2, 4, 1, 2], 2) == [4, 1]  # the latest earlier occurrence
+    assert prompt_lookup_draft([1, 2, 3, 1, 2], 9) == [3, 1, 2]         # fewer at the end of the context
+    assert prompt_lookup_draft([1, 2, 3, 4], 3) == [] and prompt_lookup_draft([1], 3) == []
+
+
+@pytest.fixture
+def ax():
+    fig, ax = plt.subplots()
+    yield ax
+    plt.close(fig)
+
+
+def test_round_picture(ax):
+    plot_round(ax, round_stages(10, 3, 1))
+    texts = [t.get_text() for t in ax.texts]
+    assert "d2 ✗" in texts and "t1" in texts and texts.count("stale") == 2
