@@ -1,16 +1,18 @@
-"""Lesson 02 (how big is it): KV curves, the memory split, the seed figure and their views.
-
-The lesson pictures: each plot draws its data, and each view's numbers come from kvsim.
-"""
+"""Lesson 02 (how big is it): KV curves, the memory split, the seed figure and their views; each view's
+title carries the data function's numbers."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from kvsim.calc import capacity
+from kvsim.calc import capacity, memory
+from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
+from kvsim.calc.units import format_bytes
+from kvsim.calc.weights import weights_bytes
+from kvsim.lessons.l02_how_big.data import kv_size_numbers, memory_split, seed_figure_numbers, spaced_ticks
 from kvsim.lessons.l02_how_big.plots import plot_kv_with_marks
-from kvsim.lessons.l02_how_big.views import draw_seed_figure, spaced_ticks
+from kvsim.lessons.l02_how_big.views import draw_capacity, draw_kv_vs_tokens, draw_seed_figure
 
 
 @pytest.fixture
@@ -36,3 +38,36 @@ def test_plot_kv_with_marks_draws_weights_level(ax):
                        unit="MiB")
     levels = [ln for ln in ax.get_lines() if np.allclose(ln.get_ydata(), 50)]
     assert levels  # the weights line at 50 MiB
+
+
+def test_memory_split_adds_up_to_the_device():
+    total, parts, n = memory_split("llama-3-8b", "A100 40GB", 8192, 0.9)
+    acc, spec = get_accelerator("A100 40GB"), load_model("llama-3-8b")
+    assert total == acc.memory_bytes and sum(parts.values()) == total
+    assert parts["weights (bf16)"] == weights_bytes(spec, "bf16")
+    assert n == capacity.max_concurrent_sequences(spec, 8192, acc.memory_bytes, 0.9) and n > 0
+    assert parts[f"KV of {n} sequences"] == n * memory.kv_bytes(spec, 8192)
+
+
+def test_capacity_title_is_the_data_number(ax):
+    draw_capacity(ax, "llama-3-8b", "A100 40GB", 8192, 0.9)
+    _, _, n = memory_split("llama-3-8b", "A100 40GB", 8192, 0.9)
+    assert ax.get_title() == f"llama-3-8b on A100 40GB: {n} sequences of 8,192 tokens"
+
+
+def test_kv_size_numbers_and_title(ax):
+    d = kv_size_numbers("llama-3.1-8b", 131_072, 2, "fp8")
+    spec = load_model("llama-3.1-8b")
+    assert d["at_bytes"] == memory.kv_bytes(spec, 131_072, 2, "fp8") == 2 * 2**33  # 128K in fp8 = 8 GiB each
+    assert d["per_token_bytes"] == 65_536 and d["weights_bytes"] == weights_bytes(spec, "bf16")
+    assert len(d["curves"]) == 2  # GQA model: its MHA twin is drawn too
+    draw_kv_vs_tokens(ax, "llama-3.1-8b", 131_072, 2, "fp8")
+    assert ax.get_title() == f"{d['name']}: {format_bytes(d['per_token_bytes'])} per token, fp8"
+
+
+def test_seed_figure_title_is_the_data_crossover(ax):
+    d = seed_figure_numbers("llama-3.1-8b", "bf16")
+    assert d["crossover_tokens"]["model"] == 122_533 and d["marks"] == {8192: 2**30, 131_072: 2**34}
+    assert d["ticks"] == spaced_ticks(d["end"])
+    draw_seed_figure(ax, "llama-3.1-8b", "bf16")
+    assert ax.get_title() == f"{d['name']}, bf16 KV: the cache equals the weights at 122,533 tokens"

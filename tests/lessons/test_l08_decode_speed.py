@@ -1,5 +1,5 @@
-"""Lesson 08 helpers: caches filled without a prefill, measured step times, the bandwidth floor, stored vs read.
-"""
+"""Lesson 08 (decode is memory-bound): caches filled without a prefill, measured step times, the bandwidth floor,
+stored vs read, the techniques table, the H200 dataset and the roofline views; "fits" from the bytes held."""
 
 import json
 import math
@@ -10,13 +10,16 @@ import pytest
 
 from kvsim.cache import RecurrentStateCache
 from kvsim.calc import memory, phases, roofline
+from kvsim.calc.capacity import held_bytes
 from kvsim.calc.config import LayerSpec
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model, model_names
-from kvsim.calc.weights import param_count
+from kvsim.calc.units import format_bytes
+from kvsim.calc.weights import param_count, weights_bytes
 from kvsim.lessons.exercises import EXERCISES
 from kvsim.lessons.l08_decode_speed import data as h200
 from kvsim.lessons.l08_decode_speed.data import (
+    decode_speed_limit,
     cache_read_intensity,
     dsa_indexer_key_bytes,
     nsa_read_tokens,
@@ -302,3 +305,39 @@ def test_flops_per_byte_read():
     assert weight_read_intensity(1, "bf16") == 1.0 and weight_read_intensity(8, "fp32") == 4.0
     with pytest.raises(ValueError, match="batch"):
         weight_read_intensity(0)
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "mixtral-8x7b"])
+def test_a_mixture_of_experts_does_not_fit_an_80_gb_card(model):
+    # a step reads a few experts but the card holds them all: DeepSeek-V3 ~1,250 GiB, Mixtral 8x7B ~87 GiB of weights
+    d = decode_speed_limit(model, "H100 80GB", batch=1, tokens=1024)
+    spec = load_model(model)
+    assert weights_bytes(spec, "bf16") > get_accelerator("H100 80GB").memory_bytes
+    assert d["held_bytes"] == held_bytes(spec, 1024, 1, "bf16") > d["memory_bytes"] and not d["fits"]
+    # the bytes one step reads would have said it fits
+    assert d["step_s"][-1] * get_accelerator("H100 80GB").memory_bandwidth_bytes_per_s < d["memory_bytes"]
+    fig, ax = plt.subplots()
+    draw_decode_speed_limit(ax, model=model, accelerator="H100 80GB", batch=1, tokens=1024)
+    assert ax.get_title().endswith(f"(holds {format_bytes(d['held_bytes'])}: does not fit)")
+    plt.close(fig)
+
+
+def test_held_bytes_are_all_weights_plus_each_sequence():
+    spec = load_model("llama-3.1-8b")
+    assert held_bytes(spec, 131_072, 16) == weights_bytes(spec, "bf16") + 16 * 2**34
+    assert held_bytes(spec, 131_072, 1, tp=2) == weights_bytes(spec, "bf16") // 2 + 2**33
+    d = decode_speed_limit("llama-3.1-8b", "H100 80GB", batch=1, tokens=131_072)
+    assert d["fits"] and d["held_bytes"] == held_bytes(spec, 131_072, 1)
+
+
+def test_decode_speed_title_and_label_are_the_data_numbers():
+    d = decode_speed_limit("llama-3.1-8b", "H100 80GB", batch=4, kv_dtype="fp8", tokens=32_768)
+    assert d["per_sequence_tokens_per_s"] == pytest.approx(1 / d["step_s"][-1])
+    assert d["all_tokens_per_s"] == pytest.approx(4 * d["per_sequence_tokens_per_s"])
+    fig, ax = plt.subplots()
+    draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", batch=4, kv_dtype="fp8", tokens=32_768)
+    assert ax.get_title() == "llama-3.1-8b on H100 80GB: memory-bandwidth floor"
+    texts = [x.get_text() for x in ax.texts] + [ln.get_label() for ln in ax.get_lines()]
+    want = f"{d['per_sequence_tokens_per_s']:,.0f} tok/s per sequence, {d['all_tokens_per_s']:,.0f} in all"
+    assert any(want in x for x in texts), texts
+    plt.close(fig)

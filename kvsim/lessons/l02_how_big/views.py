@@ -9,31 +9,22 @@ equals the weights (:func:`kvsim.calc.capacity.crossover_tokens`).
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-import numpy as np
-
-from ...calc import capacity, memory, units
-from ...calc.counterfactual import as_mha
+from ...calc import units
 from ...calc.hardware import accelerator_names
-from ...calc.registry import load_model, model_names
-from ...calc.weights import weights_bytes
+from ...calc.registry import model_names
 from ...ui.base import dropdown, log_slider, make_view
 from ...ui.charts import plot_kv_vs_tokens
-from .data import kv_curves, memory_split
+from .data import kv_size_numbers, memory_split, seed_figure_numbers
 from .plots import plot_kv_with_marks, plot_memory_split
 
 
 def draw_kv_vs_tokens(ax, model="llama-3.1-8b", tokens=131_072, batch=1, kv_dtype="bf16"):
     """KV bytes against tokens per sequence with the bf16 weights as a horizontal line."""
-    spec = load_model(model)
-    t, curves = kv_curves(model, tokens, batch, kv_dtype)
-    w = weights_bytes(spec, "bf16")
-    at = memory.kv_bytes(spec, tokens, batch, kv_dtype)
-    plot_kv_vs_tokens(ax, t, curves, hlines={f"bf16 weights {units.format_bytes(w)}": w}, unit="GiB",
+    d = kv_size_numbers(model, tokens, batch, kv_dtype)
+    w, at = d["weights_bytes"], d["at_bytes"]
+    plot_kv_vs_tokens(ax, d["tokens"], d["curves"], hlines={f"bf16 weights {units.format_bytes(w)}": w}, unit="GiB",
                       points={units.format_bytes(at): (tokens, at)},
-                      title=f"{spec.name}: {units.format_bytes(memory.bytes_per_token(spec, kv_dtype))} per token, "
-                            f"{kv_dtype}")
+                      title=f"{d['name']}: {units.format_bytes(d['per_token_bytes'])} per token, {kv_dtype}")
     ax.set_xlabel(f"tokens per sequence (batch {batch})")
     return ax
 
@@ -67,46 +58,22 @@ def capacity_view(model="llama-3-8b", accelerator="A100 40GB", tokens=8192, util
     }, figsize=(7.5, 2.6), margins=dict(left=0.03, right=0.97, bottom=0.55, top=0.85))
 
 
-TICKS = (8192, 32_768, 131_072, 262_144, 524_288, 1_048_576, 2_097_152)
 MODELS = ("llama-3.1-8b", "llama-3-70b", "mistral-7b-v0.1", "qwen2.5-7b", "qwen3-8b")
-
-
-@lru_cache(maxsize=32)
-def seed_figure_data(model="llama-3.1-8b", kv_dtype="bf16"):
-    """(spec, its MHA twin, bf16 weights bytes, {name: crossover tokens or None}), memoized per setting."""
-    spec = load_model(model)
-    mha = as_mha(spec)
-    w = weights_bytes(spec, "bf16")
-    cross = {"model": capacity.crossover_tokens(spec, kv_dtype), "mha": capacity.crossover_tokens(mha, kv_dtype)}
-    return spec, mha, w, cross
-
-
-def spaced_ticks(end: int) -> list[int]:
-    """The context-length ticks up to ``end``, dropping any closer than 6 % of the range to the previous."""
-    out: list[int] = []
-    for t in TICKS:
-        if t <= end and (not out or t - out[-1] >= 0.06 * end):
-            out.append(t)
-    return out
 
 
 def draw_seed_figure(ax, model="llama-3.1-8b", kv_dtype="bf16"):
     """KV bytes of one sequence against tokens, the MHA counterfactual, the weights and the crossovers."""
-    spec, mha, w, cross = seed_figure_data(model, kv_dtype)
-    end = max(160 * 1024, int(1.15 * max(c or 0 for c in cross.values())))
-    t = np.linspace(0, end, 257).astype(np.int64)
-    per = {"model": memory.bytes_per_token(spec, kv_dtype), "mha": memory.bytes_per_token(mha, kv_dtype)}
-    curves = {f"{spec.name}: {units.format_bytes(per['model'])} per token":
-              ("model", memory.kv_bytes(spec, t, 1, kv_dtype)),
-              f"same model as MHA ({spec.num_attention_heads} KV heads): {units.format_bytes(per['mha'])}":
-              ("mha", memory.kv_bytes(mha, t, 1, kv_dtype))}
+    d = seed_figure_numbers(model, kv_dtype)
+    name, per, kv, w, cross = d["name"], d["per_token_bytes"], d["kv_bytes"], d["weights_bytes"], d["crossover_tokens"]
+    curves = {f"{name}: {units.format_bytes(per['model'])} per token": ("model", kv["model"]),
+              f"same model as MHA ({d['num_attention_heads']} KV heads): {units.format_bytes(per['mha'])}":
+              ("mha", kv["mha"])}
     crossings = {f"{c:,}": (c, k) for k, c in cross.items() if c is not None}
-    marks = {f"{units.format_bytes(memory.kv_bytes(spec, n, 1, kv_dtype))} at {n // 1024}K":
-             (n, memory.kv_bytes(spec, n, 1, kv_dtype)) for n in (8192, 131_072)}
+    marks = {f"{units.format_bytes(b)} at {n // 1024}K": (n, b) for n, b in d["marks"].items()}
     label = f"bf16 weights: {w / 2**30:.2f} GiB ({w / 1e9:.1f} GB)"
-    return plot_kv_with_marks(ax, t, curves, w, label, crossings, marks, spaced_ticks(end),
-                              title=f"{spec.name}, {kv_dtype} KV: the cache equals the weights at "
-                                    f"{cross['model']:,} tokens" if cross["model"] else spec.name)
+    return plot_kv_with_marks(ax, d["tokens"], curves, w, label, crossings, marks, d["ticks"],
+                              title=f"{name}, {kv_dtype} KV: the cache equals the weights at "
+                                    f"{cross['model']:,} tokens" if cross["model"] else name)
 
 
 def seed_figure_view(model="llama-3.1-8b", kv_dtype="bf16"):
