@@ -33,9 +33,9 @@ import json
 import matplotlib.pyplot as plt
 
 from kvsim.calc import memory
-from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.cli import run_cli
+from kvsim.lessons.exercises import check
 from kvsim.lessons.l00_start.views import draw_slider_demo, slider_demo_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))

@@ -37,18 +37,18 @@ import mlx.core as mx
 from kvsim.cache import KVCache
 from kvsim.cache.sdpa import reference_sdpa
 from kvsim.calc import memory
-from kvsim.lessons.exercises import check
 from kvsim.calc.tables import format_table
 from kvsim.calc.tokens_fed import CACHED, UNCACHED, fed_rows, tokens_fed
+from kvsim.lessons.exercises import check
 from kvsim.lessons.l01_why_a_cache.measure import decode_with_and_without_cache
-from kvsim.model import build_model, toy_spec
 from kvsim.lessons.l01_why_a_cache.views import (
+    draw_decode_time,
     draw_step_grid,
     draw_tokens_fed_log,
     step_grid_view,
     tokens_fed_log_view,
 )
-from kvsim.lessons.l01_why_a_cache.views import draw_decode_time
+from kvsim.model import build_model, toy_spec
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

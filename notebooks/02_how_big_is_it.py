@@ -34,15 +34,14 @@ import matplotlib.pyplot as plt
 
 from kvsim.calc import capacity, memory, units
 from kvsim.calc.counterfactual import as_mha, attention_variants
-from kvsim.lessons.exercises import check
 from kvsim.calc.explain import explain
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.weights import weights_bytes
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l02_how_big.views import capacity_view, draw_seed_figure, seed_figure_view
 from kvsim.serving.fragmentation import kwon_setup_capacity_tokens
-from kvsim.lessons.l02_how_big.views import draw_seed_figure, seed_figure_view
-from kvsim.lessons.l02_how_big.views import capacity_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

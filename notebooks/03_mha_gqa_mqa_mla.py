@@ -41,9 +41,9 @@ from kvsim.calc.counterfactual import (
     equivalent_gqa_groups,
     variant_rows,
 )
-from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
+from kvsim.lessons.exercises import check
 from kvsim.lessons.l03_attention_variants.measure import compare_mla_paths, measure_variants
 from kvsim.lessons.l03_attention_variants.views import (
     draw_head_sharing,

@@ -40,14 +40,11 @@ from kvsim.cache import ChunkedKVCache, RotatingKVCache
 from kvsim.calc import memory, units
 from kvsim.calc import window_bytes as windows
 from kvsim.calc.counterfactual import full_attention
-from kvsim.lessons.exercises import check
-from kvsim.lessons.l04_windows.data import kind_shares
-from kvsim.lessons.l04_windows.data import attention_mask
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
-from kvsim.measure.growth import measure_nbytes
-from kvsim.lessons.l04_windows.measure import ring_order_check
-from kvsim.lessons.l04_windows.measure import decode_positions
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l04_windows.data import attention_mask, kind_shares
+from kvsim.lessons.l04_windows.measure import decode_positions, ring_order_check
 from kvsim.lessons.l04_windows.plots import plot_measured_vs_formula
 from kvsim.lessons.l04_windows.views import (
     draw_kind_shares,
@@ -56,8 +53,9 @@ from kvsim.lessons.l04_windows.views import (
     kind_share_view,
     mask_view,
     ring_link_view,
+    window_bytes_view,
 )
-from kvsim.lessons.l04_windows.views import window_bytes_view
+from kvsim.measure.growth import measure_nbytes
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

@@ -38,20 +38,21 @@ import numpy as np
 
 from kvsim.calc import hybrid, memory, units
 from kvsim.calc import window_bytes as windows
-from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
-from kvsim.lessons.l05_hybrids.data import hybrid_crossover_tokens, layer_crossover
 from kvsim.calc.tables import format_table
-from kvsim.measure.growth import cache_classes, decode_layer_bytes
-from kvsim.model import build_model
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l05_hybrids.data import hybrid_crossover_tokens, layer_crossover
 from kvsim.lessons.l05_hybrids.plots import plot_layer_bytes
-from kvsim.lessons.l05_hybrids.views import draw_state_vs_kv, hybrid_view
 from kvsim.lessons.l05_hybrids.views import (
     draw_short_context,
     draw_state_update,
+    draw_state_vs_kv,
+    hybrid_view,
     short_context_view,
     state_update_view,
 )
+from kvsim.measure.growth import cache_classes, decode_layer_bytes
+from kvsim.model import build_model
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 

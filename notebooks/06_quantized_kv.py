@@ -38,13 +38,26 @@ import mlx.core as mx
 
 from kvsim.cache import QuantizedKVCache
 from kvsim.calc import memory, quant_bytes
-from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
-from kvsim.lessons.l06_quantized import measure as channel_quant, measure as quant_error
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l06_quantized.measure import (
+    VIEW_HEADS,
+    attention_error,
+    error_pivot,
+    error_sweep,
+    errors_by,
+    measure_quantized_nbytes,
+    per_head_errors,
+    recent_attention_share,
+    recent_window_table,
+    scheme_errors,
+    synthetic_qkv,
+    tradeoff_points,
+    view_error,
+)
 from kvsim.lessons.l06_quantized.plots import plot_error_vs_bits, plot_error_vs_bytes
-from kvsim.lessons.l06_quantized.views import channel_quant_view, draw_channel_quant
-from kvsim.lessons.l06_quantized.views import quantized_kv_view
+from kvsim.lessons.l06_quantized.views import channel_quant_view, draw_channel_quant, quantized_kv_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -138,7 +151,7 @@ counts = [1, 256, 257, 1000, 4096]
 rows = []
 for recent in (0, 128):
     dt = memory.parse_kv_dtype("q4", group_size=64, scale_dtype="bf16", full_precision_tokens=recent)
-    measured = quant_error.measure_quantized_nbytes(layer, counts, bits=4, group_size=64, full_precision_tokens=recent)
+    measured = measure_quantized_nbytes(layer, counts, bits=4, group_size=64, full_precision_tokens=recent)
     allocated = memory.layer_kv_bytes(layer, measured.tokens, dt, view="allocated")
     theoretical = memory.layer_kv_bytes(layer, measured.tokens, dt)
     rows += [{"R": recent, "tokens": int(t), "nbytes (MLX)": int(n), "allocated formula": int(a),
@@ -165,20 +178,20 @@ print(format_table(rows))
 # $d_h$ = 128, 4 query heads per KV head, rope_theta 500,000 as in Llama 3; computed in float32.
 
 # %%
-qkv = quant_error.synthetic_qkv(tokens=1024, queries=8)
+qkv = synthetic_qkv(tokens=1024, queries=8)
 print("q", tuple(qkv.q.shape), "k", tuple(qkv.k.shape), "v", tuple(qkv.v.shape))
-share_128 = quant_error.recent_attention_share(qkv, 128)
+share_128 = recent_attention_share(qkv, 128)
 print(f"share of the attention on the newest 128 of 1,024 tokens: {100 * share_128:.0f} %")
 
 # %% tags=["nbval-ignore-output"]
-sweep = quant_error.error_sweep(qkv, full_precision_tokens=(0, 128), progress=True)
-print(format_table(quant_error.error_pivot(sweep, recent_tokens=0)))
+sweep = error_sweep(qkv, full_precision_tokens=(0, 128), progress=True)
+print(format_table(error_pivot(sweep, recent_tokens=0)))
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
-plot_error_vs_bits(ax, {f"group {g}": c for g, c in quant_error.errors_by([r for r in sweep if r["recent R"] == 0]).items()},
+plot_error_vs_bits(ax, {f"group {g}": c for g, c in errors_by([r for r in sweep if r["recent R"] == 0]).items()},
                    dashed={f"group {g}, newest 128 exact": c
-                           for g, c in quant_error.errors_by([r for r in sweep if r["recent R"] == 128]).items()},
+                           for g, c in errors_by([r for r in sweep if r["recent R"] == 128]).items()},
                    title="attention error of a real QuantizedKVCache (1,024 tokens, structured K/V)")
 plt.show()
 
@@ -189,7 +202,7 @@ plt.show()
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-plot_error_vs_bytes(ax, quant_error.tradeoff_points(llama8b, sweep),
+plot_error_vs_bytes(ax, tradeoff_points(llama8b, sweep),
                     title="Llama 3 8B: bytes per token (with bf16 scales and biases) against error")
 plt.show()
 
@@ -206,7 +219,7 @@ plt.show()
 # at 1,024 tokens and small at 32K:
 
 # %% tags=["nbval-ignore-output"]
-window_rows = quant_error.recent_window_table(llama8b, qkv, bits=4, group_size=64, progress=True)
+window_rows = recent_window_table(llama8b, qkv, bits=4, group_size=64, progress=True)
 print(format_table(window_rows))
 
 # %% [markdown]
@@ -233,12 +246,12 @@ quantized_kv_view()
 # different shape draws different random numbers. How much does the choice of heads matter? Each KV head alone:
 
 # %% tags=["nbval-ignore-output"]
-view_qkv = quant_error.synthetic_qkv(1024, **quant_error.VIEW_HEADS)
-heads = {"lesson sample (4 KV heads)": (qkv, quant_error.attention_error(qkv, 4, 64, 128).relative_error),
-         "view sample (2 KV heads)": (view_qkv, quant_error.view_error(4, 64, 128, 1024))}
+view_qkv = synthetic_qkv(1024, **VIEW_HEADS)
+heads = {"lesson sample (4 KV heads)": (qkv, attention_error(qkv, 4, 64, 128).relative_error),
+         "view sample (2 KV heads)": (view_qkv, view_error(4, 64, 128, 1024))}
 print(format_table([{"sample": name, "error %": round(100 * err, 2),
                      **{f"KV head {h} alone %": round(100 * e, 2)
-                        for h, e in enumerate(channel_quant.per_head_errors(sample, 4, 64, 128))}}
+                        for h, e in enumerate(per_head_errors(sample, 4, 64, 128))}}
                     for name, (sample, err) in heads.items()]))
 
 # %% [markdown]
@@ -272,11 +285,11 @@ plt.show()
 # (`synthetic_qkv(..., outlier_channels=0)`):
 
 # %% tags=["nbval-ignore-output"]
-no_outliers = quant_error.synthetic_qkv(tokens=1024, queries=8, outlier_channels=0)
+no_outliers = synthetic_qkv(tokens=1024, queries=8, outlier_channels=0)
 kivi_rows = []
 for label, sample in (("4 outlier channels", qkv), ("no outlier channels", no_outliers)):
     for bits in (2, 3, 4, 8):
-        e = channel_quant.scheme_errors(sample, bits, 64)
+        e = scheme_errors(sample, bits, 64)
         kivi_rows.append({"sample": label, "bits": bits, "keys per token %": round(100 * e["keys per token"], 2),
                           "keys per channel %": round(100 * e["keys per channel (KIVI)"], 2)})
 print(format_table(kivi_rows))
@@ -339,7 +352,7 @@ check("06.2", first_tokens_below_half)
 #    gap shrink as the grid gets finer?
 
 # %%
-# Exercise 2 - your answer here: quant_error.error_sweep(quant_error.synthetic_qkv(tokens=1024, queries=8, outlier_channels=0))
+# Exercise 2 - your answer here: error_sweep(synthetic_qkv(tokens=1024, queries=8, outlier_channels=0))
 
 # %% [markdown]
 # ## Self-test
@@ -354,7 +367,7 @@ assert quant_bytes.token_bytes_split(llama8b, q2)["data"] * 8 == fp16           
 assert memory.bytes_per_token(llama8b, q2) == fp16 // 8 + 32 * 8 * 2 * (2 * 2 * 2)       # + 2 groups × scale, bias × 2 B
 assert all(r["nbytes (MLX)"] == r["allocated formula"] and r["used_bytes (MLX)"] == r["theoretical formula"] for r in rows)
 assert memory.kv_bytes(llama8b, 4096, kv_dtype=memory.parse_kv_dtype("q4", group_size=64)) == 144 * 2**20
-errors = quant_error.errors_by([r for r in sweep if r["recent R"] == 0])
+errors = errors_by([r for r in sweep if r["recent R"] == 0])
 for g, (bits, err) in errors.items():
     assert all(err[i] > err[i + 1] for i in range(len(err) - 1)), f"group {g}: error must fall with bits"
 assert errors[32][1][-1] < 0.02 and errors[128][1][0] > 0.3                             # 8-bit ~1 %, 2-bit tens of %
@@ -363,7 +376,7 @@ assert 0.5 < share_128 < 0.7
 assert window_rows[0]["error %"] > 1.4 * next(r["error %"] for r in window_rows if r["R"] == 128)
 # the two error figures: one per sample, each within its heads' range; per-channel keys beat per-token with outliers
 for sample, err in heads.values():
-    per_head = channel_quant.per_head_errors(sample, 4, 64, 128)
+    per_head = per_head_errors(sample, 4, 64, 128)
     assert min(per_head) <= err <= max(per_head)
 assert all(r["keys per channel %"] < r["keys per token %"] for r in kivi_rows if r["sample"] == "4 outlier channels")
 print("self-test passed")

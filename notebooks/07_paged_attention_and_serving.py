@@ -38,20 +38,25 @@ from dataclasses import replace
 import matplotlib.pyplot as plt
 
 from kvsim.calc import memory
-from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.weights import weights_bytes
-from kvsim.lessons.l07_paged import measure as paged_check
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l07_paged.data import capacity_table, preemption_story, sharing_savings, sharing_scenario
+from kvsim.lessons.l07_paged.measure import paged_vs_dense, summarize
 from kvsim.lessons.l07_paged.plots import plot_policy_split
-from kvsim.lessons.l07_paged import data as blockview
+from kvsim.lessons.l07_paged.views import (
+    block_table_view,
+    draw_block_tables,
+    draw_preemption_story,
+    draw_tp_bytes,
+    preemption_view,
+    serving_view,
+    tp_view,
+)
 from kvsim.serving import fragmentation, sim
-from kvsim.lessons.l07_paged import data as serving
 from kvsim.serving.blocks import BlockAllocator
-from kvsim.lessons.l07_paged.data import preemption_story
 from kvsim.serving.workload import make_workload
-from kvsim.lessons.l07_paged.views import block_table_view, draw_block_tables, serving_view
-from kvsim.lessons.l07_paged.views import draw_preemption_story, draw_tp_bytes, preemption_view, tp_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -119,7 +124,7 @@ print(format_table([{"tokens T": t, "theoretical MiB": round(memory.kv_bytes(lla
 #    with that prefix (evicted least-recently-used when blocks run out).
 
 # %%
-steps = blockview.sharing_scenario(block_size=4, num_blocks=12)
+steps = sharing_scenario(block_size=4, num_blocks=12)
 print(format_table([{"step": i, "sequence": name, "tokens": s.tokens[name],
                      "block table (logical -> physical)": " ".join(f"P{b}" for b in s.tables[name]),
                      "copy-on-write": " ".join(f"P{a}->P{b}" for a, b in s.copies if b in s.tables[name])}
@@ -153,9 +158,9 @@ block_table_view()
 cases = {"Llama 3 8B, full": llama8b.layers[0],
          "Gemma 3 27B, sliding (W=64)": replace(load_model("gemma-3-27b").layers[0], sliding_window=64),
          "Llama 4 Scout, chunked (C=48)": replace(load_model("llama-4-scout").layers[0], attention_chunk_size=48)}
-paged_runs = {name: paged_check.paged_vs_dense(layer, prompt_tokens=100, decode_steps=60, block_size=16, progress=True)
+paged_runs = {name: paged_vs_dense(layer, prompt_tokens=100, decode_steps=60, block_size=16, progress=True)
               for name, layer in cases.items()}
-print(format_table([{"layer": name, **paged_check.summarize(rows)} for name, rows in paged_runs.items()], digits=2))
+print(format_table([{"layer": name, **summarize(rows)} for name, rows in paged_runs.items()], digits=2))
 
 # %% [markdown]
 # The outputs are identical at every step: paging changes where rows live, not what attention reads. The sliding and
@@ -170,7 +175,7 @@ print(format_table([{"layer": name, **paged_check.summarize(rows)} for name, row
 # system prompt, its last 4 tokens share a block with each request's own tokens.
 
 # %%
-print(format_table([{"requests": n, "system prompt": p, "own tokens": u, **blockview.sharing_savings(n, p, u, 16)}
+print(format_table([{"requests": n, "system prompt": p, "own tokens": u, **sharing_savings(n, p, u, 16)}
                     for n, p, u in ((100, 500, 60), (100, 2000, 60), (8, 500, 500))], digits=1))
 
 # %% [markdown]
@@ -324,14 +329,14 @@ serving_view()
 
 # %%
 capacity_columns = ["model", "accelerator", "tp", "kv_budget_gib", "dense", "paged", "paged_chat", "quantized", "note"]
-print(format_table(serving.capacity_table(contexts=(8192,)), columns=capacity_columns, digits=1))
+print(format_table(capacity_table(contexts=(8192,)), columns=capacity_columns, digits=1))
 
 # %% [markdown]
 # And on one H100 80GB at 4K to 128K tokens (Llama 3 was released with 8,192 positions; Llama 3.1 extends the same
 # shapes to 128K):
 
 # %%
-h100 = serving.capacity_table(accelerators=("H100 80GB",))
+h100 = capacity_table(accelerators=("H100 80GB",))
 print(format_table(h100, columns=["model", "tp", "context_tokens", "dense", "paged", "paged_chat", "quantized", "note"], digits=1))
 
 # %% [markdown]
@@ -441,10 +446,10 @@ running = {p: r.summary["mean_running_saturated"] for p, r in results.items()}
 assert running["max"] == 7 and running["paged"] > 2 * running["oracle"]
 assert memory.allocated_bytes(llama8b, 1000, block_size=16) - memory.kv_bytes(llama8b, 1000) < 16 * memory.bytes_per_token(llama8b)
 assert steps[3].copies and steps[3].tables["A"][:2] == steps[3].tables["B"][:2] == steps[3].tables["A, sample 2"][:2]
-assert blockview.sharing_savings(100, 500, 60, 16) == {"without sharing": 3500, "with sharing": 31 + 100 * 4, "saved %": 87.7}
+assert sharing_savings(100, 500, 60, 16) == {"without sharing": 3500, "with sharing": 31 + 100 * 4, "saved %": 87.7}
 assert shared_runs[True].summary["prefill_tokens"] < shared_runs[False].summary["prefill_tokens"] / 2
-assert all(paged_check.summarize(rows)["max |paged - dense|"] == 0.0 for rows in paged_runs.values())
-assert paged_check.summarize(paged_runs["Gemma 3 27B, sliding (W=64)"])["blocks at end"] <= 64 // 16 + 1
+assert all(summarize(rows)["max |paged - dense|"] == 0.0 for rows in paged_runs.values())
+assert summarize(paged_runs["Gemma 3 27B, sliding (W=64)"])["blocks at end"] <= 64 // 16 + 1
 cap = {(r["model"], r["context_tokens"]): r for r in h100}
 assert all(r["dense"] == r["paged"] <= r["paged_chat"] and r["quantized"] >= r["paged"] for r in h100)
 assert cap[("llama-3-8b", 8192)]["dense"] == int(0.9 * 80 * 2**30 - weights_bytes(llama8b, "bf16")) // (8192 * 131_072)

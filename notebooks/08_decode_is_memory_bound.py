@@ -38,27 +38,40 @@ import importlib.metadata as md
 
 import matplotlib.pyplot as plt
 
-from kvsim.lessons.l08_decode_speed import data as h200, data as techniques
 from kvsim.calc import memory, phases, roofline
 from kvsim.calc.counterfactual import as_mha, attention_variants
-from kvsim.lessons.exercises import check
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.weights import param_count
-from kvsim.measure.bandwidth import measure_copy_bandwidth
-from kvsim.measure.roofline import decode_point, device_limits, device_summary
-from kvsim.model import build_model
-from kvsim.lessons.l08_decode_speed import views as decode_speed
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l08_decode_speed.data import (
+    cache_read_intensity,
+    comparison_rows,
+    load_fused_check,
+    load_run,
+    nsa_read_tokens,
+    provenance,
+    quantized_probe_rows,
+    sparse_bytes,
+    technique_table,
+    weight_read_intensity,
+)
 from kvsim.lessons.l08_decode_speed.views import (
     batch_floor_view,
+    decode_speed_view,
+    draw_decode_speed_limit,
     draw_h200_time_vs_bytes,
     draw_measured_roofline,
+    draw_stored_vs_read,
     draw_time_and_floors,
     h200_roof,
     h200_variants_view,
     roofline_view,
 )
+from kvsim.measure.bandwidth import measure_copy_bandwidth
+from kvsim.measure.roofline import decode_point, device_limits, device_summary
+from kvsim.model import build_model
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| numpy", md.version("numpy"))
 
@@ -141,10 +154,10 @@ phase_costs = {"decode, B = 1, 8K tokens": phases.decode_cost(llama, 8192, 1),
 print(format_table([{"Llama 3 8B, bf16": name, "GFLOPs": c.flops / 1e9, "GB read": c.read_bytes / 1e9,
                      "FLOP/B": c.intensity} for name, c in phase_costs.items()], digits=1))
 dsv3, mqa = load_model("deepseek-v3"), attention_variants()["MQA"]
-print(format_table([{"what is read": name, "FLOPs per byte (bf16)": techniques.cache_read_intensity(s.layers[0], s.num_attention_heads)}
+print(format_table([{"what is read": name, "FLOPs per byte (bf16)": cache_read_intensity(s.layers[0], s.num_attention_heads)}
                     for name, s in (("cache: Llama 3 8B if MHA (g = 1)", as_mha(llama)), ("cache: Llama 3 8B, GQA (g = 4)", llama),
                                     ("cache: MQA at DeepSeek-V3 sizes (g = 128)", mqa), ("cache: MLA, DeepSeek-V3 (128 heads)", dsv3))]
-                   + [{"what is read": f"weights, batch {b}", "FLOPs per byte (bf16)": techniques.weight_read_intensity(b)}
+                   + [{"what is read": f"weights, batch {b}", "FLOPs per byte (bf16)": weight_read_intensity(b)}
                       for b in (1, 64)], digits=1))
 
 # %% [markdown]
@@ -250,8 +263,8 @@ plt.show()
 # kvsim's step and mlx-lm's with the same weights, interleaved. `kvsim.lessons.l08_decode_speed.data` reads it without MLX:
 
 # %%
-run = h200.load_run()
-print("\n".join(h200.provenance(run)))
+run = load_run()
+print("\n".join(provenance(run)))
 
 # %% [markdown]
 # Every point of the dataset, step time against the bytes the step read. The dashed line is the floor, bytes ÷ the
@@ -300,7 +313,7 @@ h200_variants_view()
 # few per cent of mlx-lm at every point, both between 1.0 and 2.0 times the floor.
 
 # %%
-print(format_table(h200.comparison_rows(run), digits=3))
+print(format_table(comparison_rows(run), digits=3))
 
 # %% [markdown]
 # **Quantized caches could not be measured there.** MLX 0.32.4's CUDA backend has no `quantized_matmul` for a
@@ -309,7 +322,7 @@ print(format_table(h200.comparison_rows(run), digits=3))
 # the same product over a freshly quantized array runs at every length tried.
 
 # %%
-print(format_table(h200.quantized_probe_rows(h200.load_fused_check())))
+print(format_table(quantized_probe_rows(load_fused_check())))
 print(f"{len(run.errors)} quantized decode points failed, e.g.: {run.errors[0]['error'].split(', transpose')[0]}")
 
 # %% [markdown]
@@ -323,7 +336,7 @@ print(f"{len(run.errors)} quantized decode points failed, e.g.: {run.errors[0]['
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-decode_speed.draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", batch=1, tokens=131_072)
+draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", batch=1, tokens=131_072)
 plt.show()
 
 # %% [markdown]
@@ -335,7 +348,7 @@ plt.show()
 # layers flatten it; pick a Mac to see a lower bandwidth.
 
 # %% tags=["nbval-ignore-output"]
-decode_speed.decode_speed_view()
+decode_speed_view()
 
 # %% [markdown]
 # ## What each technique changes
@@ -346,7 +359,7 @@ decode_speed.decode_speed_view()
 # (`kvsim.lessons.l08_decode_speed.data.technique_table`).
 
 # %%
-table = techniques.technique_table()
+table = technique_table()
 print(format_table(table, columns=["technique", "term changed", "what stays in the cache", "example", "stored %", "read/step %"]))
 
 # %% [markdown]
@@ -377,9 +390,9 @@ print(format_table(table, columns=["technique", "term changed", "what stays in t
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-decode_speed.draw_stored_vs_read(ax, model="deepseek-v3", tokens=131_072)
+draw_stored_vs_read(ax, model="deepseek-v3", tokens=131_072)
 plt.show()
-print(format_table([{"tokens": t, "NSA tokens read": techniques.nsa_read_tokens(t)} for t in (8192, 16384, 32768, 65536)]))
+print(format_table([{"tokens": t, "NSA tokens read": nsa_read_tokens(t)} for t in (8192, 16384, 32768, 65536)]))
 
 # %% [markdown]
 # The table is NSA's own count (Yuan et al., 2025, Table 4): 2,048 token-equivalents read at 8K, 5,632 at 64K.
@@ -445,7 +458,7 @@ check("08.3", ridge_batch_h200)
 #    Add it as a second roof to the measured roofline: on which side of that ridge would the measured steps fall?
 
 # %%
-# Exercise 3 - your answer here: compare techniques.sparse_bytes(dsv3, T, "dsa")["read"] with "dense" for T = 1024, 2048, 4096
+# Exercise 3 - your answer here: compare sparse_bytes(dsv3, T, "dsa")["read"] with "dense" for T = 1024, 2048, 4096
 
 # %% [markdown]
 # ## Self-test
@@ -464,7 +477,7 @@ assert round(memory.kv_bytes(jamba, 262_144) / 2**30) == 4 and round(memory.kv_b
 assert rows["NSA"]["stored %"] == 100.0 and rows["NSA"]["read/step %"] < 10
 assert rows["DSA"]["stored %"] > 100.0 and rows["DSA"]["read/step %"] < 15
 assert rows["FlashAttention, Flash-Decoding"]["stored %"] == rows["FlashAttention, Flash-Decoding"]["read/step %"] == 100.0
-assert techniques.nsa_read_tokens(8192) == 2048 and techniques.nsa_read_tokens(65536) == 5632
+assert nsa_read_tokens(8192) == 2048 and nsa_read_tokens(65536) == 5632
 # one definition of the weights a step reads: 15.01 GB, 4.48 ms on an H100; the H200 dataset used the same
 assert w_by_hand == phases.weights_read_bytes(llama31) == 15_009_857_536
 assert round(1e3 * w_by_hand / h100.memory_bandwidth_bytes_per_s, 2) == 4.48

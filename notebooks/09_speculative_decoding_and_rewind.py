@@ -37,15 +37,21 @@ import matplotlib.pyplot as plt
 import mlx.core as mx
 
 from kvsim.cache import RotatingKVCache
-from kvsim.lessons.l09_speculation import data as speculation
-from kvsim.lessons.l09_speculation.data import prompt_lookup_draft, round_stages
-from kvsim.lessons.exercises import check
 from kvsim.calc.tables import format_table
 from kvsim.decode import generate, speculative_generate
-from kvsim.lessons.l09_speculation import measure as rewind, measure as speculation_runs
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l09_speculation.data import expected_tokens_per_pass, prompt_lookup_draft, round_stages
+from kvsim.lessons.l09_speculation.measure import (
+    padded_prefill_refusal,
+    padded_prefill_rows,
+    rewind_limits,
+    snapshot_restore,
+    speculation_sweep,
+    trim_walkthrough,
+    try_trim,
+)
+from kvsim.lessons.l09_speculation.views import draw_round, draw_tokens_per_pass, round_view, speculation_view
 from kvsim.model import build_model, perturbed, toy_spec
-from kvsim.lessons.l09_speculation import views as speculative
-from kvsim.lessons.l09_speculation.views import draw_round, round_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -105,7 +111,7 @@ round_view()
 # written). Six tokens are written; the last two are rejected; the target's own token, 42, is written next.
 
 # %%
-print(format_table(rewind.trim_walkthrough(model="llama-3-8b", dtype="bf16", written=(11, 12, 13, 14, 15, 16),
+print(format_table(trim_walkthrough(model="llama-3-8b", dtype="bf16", written=(11, 12, 13, 14, 15, 16),
                                                 rejected=2, replacement=(42,))))
 
 # %% [markdown]
@@ -134,7 +140,7 @@ print({k: target.spec.config[k] for k in ("num_hidden_layers", "num_attention_he
                                           "head_dim", "vocab_size")}, "prompt:", prompt)
 
 # %% tags=["nbval-ignore-output"]
-runs = speculation_runs.speculation_sweep(target, drafts, prompt, max_new_tokens=40, ks=(1, 2, 4, 8), progress=True)
+runs = speculation_sweep(target, drafts, prompt, max_new_tokens=40, ks=(1, 2, 4, 8), progress=True)
 
 # %%
 print(format_table([r.row() for r in runs]))
@@ -153,7 +159,7 @@ print(format_table([r.row() for r in runs]))
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-speculative.draw_tokens_per_pass(ax, runs)
+draw_tokens_per_pass(ax, runs)
 plt.show()
 
 # %% [markdown]
@@ -164,7 +170,7 @@ plt.show()
 # draft wants long proposals; an expensive or poor one wants short ones.
 
 # %% tags=["nbval-ignore-output"]
-speculative.speculation_view()
+speculation_view()
 
 # %% [markdown]
 # ## Exact for greedy decoding; sampling needs rejection sampling
@@ -205,12 +211,12 @@ print("no earlier match:", prompt_lookup_draft("a b c d".split(), num_draft=4, n
 # $R + 1$; `speculative_generate` builds it with $R = k + 1$. (The table: $W$ = 8, written one token at a time.)
 
 # %%
-print(format_table(rewind.rewind_limits(max_size=8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 12, 20))))
+print(format_table(rewind_limits(max_size=8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 12, 20))))
 ring = RotatingKVCache(8)
 for t in range(12):
     ring.update_and_fetch(mx.ones((1, 1, 1, 4)), mx.ones((1, 1, 1, 4)))
-print("W=8, R=0, offset 12, trim(3):", rewind.try_trim(ring, 3))
-print("W=8, R=0, right after, trim(1):", rewind.try_trim(ring, 1))
+print("W=8, R=0, offset 12, trim(3):", try_trim(ring, 3))
+print("W=8, R=0, right after, trim(1):", try_trim(ring, 1))
 
 # %% [markdown]
 # `trim(n)` rewinds $\min(n, \texttt{trimmable\_tokens})$ tokens and returns that count: never further than the layout
@@ -238,7 +244,7 @@ print("same as greedy:", spec_run.tokens == generate(sliding, prompt, 30, trace=
 
 # %%
 jamba = build_model(toy_spec("jamba"), seed=0)
-print(format_table(rewind.snapshot_restore(jamba, prompt[:8], extra=(1, 2, 3))))
+print(format_table(snapshot_restore(jamba, prompt[:8], extra=(1, 2, 3))))
 hybrid_run = speculative_generate(jamba, perturbed(jamba, 0.1, seed=5), prompt, 24, num_draft=3)
 plain_fed = len(prompt) - 1 + hybrid_run.proposed + hybrid_run.rounds
 print("same as greedy:", hybrid_run.tokens == generate(jamba, prompt, 24, trace=False).tokens,
@@ -257,8 +263,8 @@ print("same as greedy:", hybrid_run.tokens == generate(jamba, prompt, 24, trace=
 # A 12-token prompt, padded to 16:
 
 # %%
-print(format_table(rewind.padded_prefill_rows(target, prompt, pad_multiples=(None, 8, 16), answer_tokens=8)))
-print("Jamba:", rewind.padded_prefill_refusal(jamba, prompt, pad_multiple=16))
+print(format_table(padded_prefill_rows(target, prompt, pad_multiples=(None, 8, 16), answer_tokens=8)))
+print("Jamba:", padded_prefill_refusal(jamba, prompt, pad_multiple=16))
 
 # %% [markdown]
 # Recurrent layers refuse: the pads would already be mixed into the state, which no trim can undo (which is why the
@@ -325,7 +331,7 @@ check("09.3", ring_rewind)
 # kvsim checking itself on the real runs above (silent when everything holds).
 
 # %% tags=["self-test"]
-walk = rewind.trim_walkthrough()
+walk = trim_walkthrough()
 assert [r["offset"] for r in walk] == [0, 6, 4, 5]
 assert walk[1]["nbytes"] == walk[2]["nbytes"] == walk[3]["nbytes"] == 256 * 2 * 8 * 128 * 2   # trim frees nothing
 assert walk[2]["used_bytes"] == 4 * 4096 and walk[3]["slots 0-7"].startswith("11 12 13 14 42 |")
@@ -336,16 +342,16 @@ noisy = {r.num_draft: r.result.acceptance_rate for r in runs if r.draft == "nois
 assert noisy[8] < noisy[1] < 1.0
 assert all(r.result.target_positions_fed == len(prompt) - 1 + r.result.proposed + r.result.rounds for r in runs)
 # rings: one token after the wrap, R + 1 with R spare slots; trim(3) on the wrapped ring rewound 1, then trim(1) 0
-limits = {(r["rewind_tokens"], r["offset"]): r["trimmable_tokens"] for r in rewind.rewind_limits()}
+limits = {(r["rewind_tokens"], r["offset"]): r["trimmable_tokens"] for r in rewind_limits()}
 assert limits[0, 20] == 1 and limits[4, 20] == 5
 assert ring.offset == 11
 assert spec_run.tokens == generate(sliding, prompt, 30, trace=False).tokens
 # hybrids: the state is restored exactly; the accepted tokens were fed again
-assert [r["state = after prefill"] for r in rewind.snapshot_restore(jamba, prompt[:8])] == [True, True, False, True]
+assert [r["state = after prefill"] for r in snapshot_restore(jamba, prompt[:8])] == [True, True, False, True]
 assert hybrid_run.tokens == generate(jamba, prompt, 24, trace=False).tokens and hybrid_run.target_positions_fed > plain_fed
 # padded prefill: same tokens, trimmed back to the true length
-assert all(r["same tokens"] and r["offset after trim"] == "12" for r in rewind.padded_prefill_rows(target, prompt))
-assert float(speculation.expected_tokens_per_pass(0.5, 3)) == 1 + 0.5 + 0.25 + 0.125
+assert all(r["same tokens"] and r["offset after trim"] == "12" for r in padded_prefill_rows(target, prompt))
+assert float(expected_tokens_per_pass(0.5, 3)) == 1 + 0.5 + 0.25 + 0.125
 # the drawn round is the arithmetic of speculative_generate: P -> P + k + 1 -> P + n + 1
 r = round_stages(20, 4, 2)
 assert (r.offset_after_verify, r.trimmed, r.offset_after, r.emitted) == (25, 2, 23, 3)

@@ -19,10 +19,10 @@
 # Worked answers to the "your turn" cells of lesson 02, from the models' config fields.
 
 # %%
-from kvsim.lessons.exercises import check
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.weights import weights_bytes
+from kvsim.lessons.exercises import check
 
 # %% [markdown]
 # **1.** $M_{\text{token}} = 2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$, with the KV heads (8), not

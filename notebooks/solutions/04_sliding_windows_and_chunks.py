@@ -19,8 +19,8 @@
 # Worked answers to the "your turn" cells of lesson 04.
 
 # %%
-from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
+from kvsim.lessons.exercises import check
 
 # %% [markdown]
 # **1.** Every layer holds at most $W$ tokens, so the cache tops out at $W \times M_{\text{token}}$:

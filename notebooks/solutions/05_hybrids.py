@@ -22,8 +22,8 @@
 import math
 
 from kvsim.calc import hybrid, memory
-from kvsim.lessons.exercises import check
 from kvsim.calc.registry import load_model
+from kvsim.lessons.exercises import check
 
 # %% [markdown]
 # **1.** Only the 4 attention layers keep K/V: $4 \times 2 \times 8 \times 128 \times 2$ bytes per token, times 262,144

@@ -19,10 +19,10 @@
 # Worked answers to the "your turn" cells of lesson 08, from the models' config fields and the H200 dataset.
 
 # %%
-from kvsim.lessons.l08_decode_speed import data as h200
-from kvsim.lessons.exercises import check
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
+from kvsim.lessons.exercises import check
+from kvsim.lessons.l08_decode_speed.data import load_run
 
 # %% [markdown]
 # **1.** A step multiplies by every weight matrix, but it only looks up one row of the input embedding table (the new
@@ -50,6 +50,6 @@ check("08.2", floor_ms_128k)
 # byte. The step turns compute-bound where that intensity reaches the machine balance, FLOP/s ÷ bytes/s.
 
 # %%
-run = h200.load_run()
+run = load_run()
 ridge_batch_h200 = run.flops_per_s / run.bytes_per_s
 check("08.3", ridge_batch_h200)
