@@ -423,7 +423,7 @@ check("07.3", mla_bytes_per_gpu)
 # ## Exercises
 # 1. In the simulator, at which block size does the paged token-state share fall below the oracle reservation's?
 #    (`fragmentation.compare_policies(workload, capacity_tokens, block_size=...)`)
-# 2. Why does `blockview.sharing_savings(10, 15, 1, 16)` save nothing? Change one number so that it does.
+# 2. Why does `sharing_savings(10, 15, 1, 16)` save nothing? Change one number so that it does.
 # 3. Rerun the policy comparison with `make_workload(..., lengths="short")` (Alpaca-like lengths). Which policy
 #    suffers most from short answers, and why?
 

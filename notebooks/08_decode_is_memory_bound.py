@@ -450,7 +450,7 @@ check("08.3", ridge_batch_h200)
 #    context 0 grow in proportion to the bytes, to the FLOPs, or to neither? What does that say about this machine?
 # 2. In the batch view, find the largest context at which the two floors still cross. Check it with
 #    `phases.ridge_batch(llama, tokens, run.bytes_per_s, run.flops_per_s)`.
-# 3. With `techniques.sparse_bytes(load_model("deepseek-v3"), T, "dsa")`, find the context below which DSA reads
+# 3. With `sparse_bytes(load_model("deepseek-v3"), T, "dsa")`, find the context below which DSA reads
 #    *more* than dense MLA (hint: the indexer keys).
 # 4. Measure numpy's matrix product on your CPU with
 #    `kvsim.measure.bandwidth.measure_host_matmul_throughput(512, repeats=20)` (on a 2-core machine, in a plain
