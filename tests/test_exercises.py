@@ -5,15 +5,38 @@ import math
 import numpy as np
 import pytest
 
+from kvsim.calc.units import InputError
 from kvsim.lessons.checking import Exercise, Solution, verdict
 from kvsim.lessons.exercises import EXERCISES, check, verdict_for
-from kvsim.calc.units import InputError
+
+
+# What a learner who worked each exercise out by hand would type: literals, not kvsim's own value.
+ANSWERS = {
+    "01.1": 119_900, "01.2": 699, "01.3": 149 * 512,
+    "02.1": 327_680,
+    "02.2": 467_291,        # ⌊(0.9 · 80 GiB − 16,060,522,496 B) / 131,072 B⌋ = ⌊467,291.3⌋
+    "02.3": 49_013,         # ⌈16,060,522,496 B / 327,680 B⌉ = ⌈49,012.2⌉
+    "03.1": 80 * 576 * 2, "03.2": 100 * 92_160 / 327_680, "03.3": 1.125,
+    "04.1": 2048, "04.2": (52 * 1024 + 10 * 32_768) * 8192, "04.3": 4,
+    "05.1": 4.0, "05.2": 3 * 8192 + 8192 * 16, "05.3": 76,
+    "06.1": 36_864, "06.2": 842,
+    "07.1": 63, "07.2": 10_240, "07.3": 61 * 576 * 2,
+    "08.1": (8_030_261_248 - 525_336_576 + 4096) * 2,
+    "08.2": (15_009_857_536 + 2**34) / 3.35e12 * 1e3,  # ms: weights + 128K of KV over 3.35 TB/s
+    "08.3": 205.3,          # the measured H200's ridge, 7.517e14 FLOP/s / 3.662e12 B/s
+    "09.1": (1 - 0.8**5) / 0.2, "09.2": 3, "09.3": 3,
+}
+
+
+def test_every_exercise_has_a_literal_answer():
+    assert set(ANSWERS) == set(EXERCISES)
 
 
 @pytest.mark.parametrize("key", sorted(EXERCISES))
-def test_kvsim_own_answer_is_correct_and_derived(key):
+def test_the_hand_worked_answer_is_correct_and_derived(key):
     sol = EXERCISES[key].solve()
-    v = verdict_for(key, sol.value)
+    assert sol.value == pytest.approx(ANSWERS[key], rel=1e-3)
+    v = verdict_for(key, ANSWERS[key])
     assert v.ok is True and "correct" in v.message and sol.derivation in v.message
 
 
