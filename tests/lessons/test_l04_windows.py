@@ -279,3 +279,19 @@ def test_ordinals_and_mask_title(ax):
         ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
     draw_masks(ax, token=0)
     assert "token 0 (the 1st token" in ax.get_title()
+
+
+def test_window_bytes_numbers_and_the_view_title():
+    from kvsim.lessons.l04_windows.data import window_bytes_numbers
+    gemma = load_model("gemma-3-27b")
+    d = window_bytes_numbers("gemma-3-27b", 131_072, "bf16")
+    s = windows.window_savings(gemma, 131_072)
+    assert d["real_bytes"] == s["real_bytes"] == memory.kv_bytes(gemma, 131_072) and d["ratio"] == s["ratio"]
+    assert d["pattern"] == "SSSSSF" and d["ignored"][-1] == pytest.approx(d["ratio"] * d["real_bytes"])
+    assert sum(d["by_kind"].values())[-1] == d["real_bytes"]
+    fig, ax = plt.subplots()
+    draw_window_bytes(ax, "gemma-3-27b", 131_072, "bf16")
+    assert ax.get_title() == (f"gemma-3-27b: layers SSSSSF repeated, bf16\n{d['ratio']:.1f}× smaller than a "
+                              "window-ignoring calculator at 131,072 tokens")
+    assert f"{d['ratio']:.1f}" == "6.0"
+    plt.close(fig)

@@ -18,15 +18,20 @@ Each attention kind's share of a model's layers and of its KV bytes (lesson 04's
 Contract (pure, over :func:`kvsim.calc.window_bytes.bytes_by_kind`)
 - :func:`kind_shares` returns ``{kind: {"layers": n, "layers %": ..., "bytes": b, "bytes %": ...}}``
   for the cache kinds of a model at T tokens; both percentages sum to 100 over the cache layers.
+- :func:`windowed_models`, :func:`window_bytes_numbers`: the window-bytes view's model list and numbers
+  (bytes by kind, the window-ignoring line, the saving at T).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...calc import memory
 from ...calc.config import ModelSpec
+from ...calc.counterfactual import full_attention
+from ...calc.registry import load_model, model_names
 from ...calc.units import InputError, nonnegative_int, positive_int
-from ...calc.window_bytes import bytes_by_kind
+from ...calc.window_bytes import bytes_by_kind, largest_window_tokens, pattern_period, window_savings
 
 
 MASK_KINDS = ("full", "sliding", "chunked")
@@ -75,3 +80,27 @@ def kind_shares(spec: ModelSpec, tokens: int, kv_dtype="bf16") -> dict:
     n, total = sum(layers.values()), sum(by_bytes.values())
     return {k: {"layers": layers[k], "layers %": 100 * layers[k] / n, "bytes": by_bytes[k],
                 "bytes %": 100 * by_bytes[k] / total if total else 0.0} for k in by_bytes}
+
+
+def windowed_models() -> list[str]:
+    """Registry models with at least one sliding or chunked layer."""
+    return [n for n in model_names() if largest_window_tokens(load_model(n)) is not None]
+
+
+def window_bytes_numbers(model: str = "gemma-3-27b", tokens: int = 131_072, kv_dtype="bf16", points: int = 257) -> dict:
+    """The window-bytes view's numbers: KV bytes by layer kind along 0..tokens
+    (:func:`kvsim.calc.window_bytes.bytes_by_kind`), the same model with every layer full (a window-ignoring
+    calculator), the layer pattern, and at ``tokens`` the real bytes and ignored / real
+    (:func:`kvsim.calc.window_bytes.window_savings`)."""
+    spec = load_model(model)
+    t = np.linspace(0, tokens, points).astype(np.int64)
+    s = window_savings(spec, tokens, kv_dtype=kv_dtype)
+    return {"name": spec.name, "tokens": t, "by_kind": bytes_by_kind(spec, t, kv_dtype=kv_dtype),
+            "ignored": memory.kv_bytes(full_attention(spec), t, kv_dtype=kv_dtype), "pattern": pattern_period(spec),
+            "real_bytes": s["real_bytes"], "ratio": s["ratio"]}
+
+
+def model_kind_shares(model: str, tokens: int, kv_dtype="bf16") -> tuple[str, dict]:
+    """(the model's name, :func:`kind_shares` of the registry model ``model`` at ``tokens``)."""
+    spec = load_model(model)
+    return spec.name, kind_shares(spec, tokens, kv_dtype)

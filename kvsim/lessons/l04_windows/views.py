@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...calc import memory, units, window_bytes as windows
-from ...calc.counterfactual import full_attention
-from ...calc.registry import load_model, model_names
+from ...calc import units
 from ...ui.base import dropdown, int_slider, log_slider, make_view
-from .data import attention_mask, kind_shares
+from .data import attention_mask, model_kind_shares, window_bytes_numbers, windowed_models
 from .measure import EMPTY, chunk_history, ring_history
 from .plots import plot_bytes_by_kind, plot_kind_shares, plot_masks, plot_ring_link, plot_slot_history
 
@@ -86,23 +84,14 @@ def chunk_view(step=12, chunk_size=8):
     }, figsize=(7.5, 4.6))
 
 
-def windowed_models() -> list[str]:
-    """Registry models with at least one sliding or chunked layer."""
-    return [n for n in model_names() if windows.largest_window_tokens(load_model(n)) is not None]
-
-
 def draw_window_bytes(ax, model="gemma-3-27b", tokens=131_072, kv_dtype="bf16", points: int = 257):
     """KV bytes by layer kind against tokens, with the window-ignoring calculator as a dashed line."""
-    spec = load_model(model)
-    t = np.linspace(0, tokens, points).astype(np.int64)
-    ignored = full_attention(spec)
-    s = windows.window_savings(spec, tokens, kv_dtype=kv_dtype)
+    d = window_bytes_numbers(model, tokens, kv_dtype, points)
     plot_bytes_by_kind(
-        ax, t, windows.bytes_by_kind(spec, t, kv_dtype=kv_dtype),
-        reference={"windows ignored (every layer full)": memory.kv_bytes(ignored, t, kv_dtype=kv_dtype)},
-        points={units.format_bytes(s["real_bytes"]): (tokens, s["real_bytes"])},
-        title=f"{spec.name}: layers {windows.pattern_period(spec)} repeated, {kv_dtype}\n"
-              f"{s['ratio']:.1f}× smaller than a window-ignoring calculator at {tokens:,} tokens")
+        ax, d["tokens"], d["by_kind"], reference={"windows ignored (every layer full)": d["ignored"]},
+        points={units.format_bytes(d["real_bytes"]): (tokens, d["real_bytes"])},
+        title=f"{d['name']}: layers {d['pattern']} repeated, {kv_dtype}\n"
+              f"{d['ratio']:.1f}× smaller than a window-ignoring calculator at {tokens:,} tokens")
     return ax
 
 
@@ -163,9 +152,8 @@ def ring_link_view(token=16, window=6, sinks=2):
 
 def draw_kind_shares(ax, model="gemma-3-27b", tokens=131_072, kv_dtype="bf16"):
     """Layers and KV bytes of ``model`` at ``tokens`` split by attention kind."""
-    spec = load_model(model)
-    return plot_kind_shares(ax, kind_shares(spec, tokens, kv_dtype),
-                            title=f"{spec.name} at {tokens:,} tokens: share of layers vs share of KV bytes")
+    name, shares = model_kind_shares(model, tokens, kv_dtype)
+    return plot_kind_shares(ax, shares, title=f"{name} at {tokens:,} tokens: share of layers vs share of KV bytes")
 
 
 def kind_share_view(model="gemma-3-27b", tokens=131_072):
