@@ -152,3 +152,17 @@ def test_short_context_layer_crossover_matches_the_model_crossover():
         assert c["tokens"] == hybrid_crossover_tokens(spec) == math.ceil(c["state_bytes"] / c["kv_token_bytes"])
     with pytest.raises(InputError, match="recurrent and an attention layer"):
         layer_crossover(load_model("mamba2-2.7b"))
+
+
+def test_hybrid_cache_numbers_and_the_view_title():
+    from kvsim.lessons.l05_hybrids.data import hybrid_cache_numbers
+    jamba = load_model("jamba-v0.1")
+    d = hybrid_cache_numbers("jamba-v0.1", 262_144, 2, "bf16")
+    assert d["mixers"] == {"mamba": 28, "full": 4} and d["attention_layers"] == 4 and d["recurrent_layers"] == 28
+    assert d["end_bytes"] == int(hybrid.cache_split(jamba, 262_144, 2)["total"])
+    assert d["end_bytes"] == memory.kv_bytes(jamba, 262_144, 2) + memory.fixed_state_bytes(jamba, 2)
+    assert d["all_attention"][-1] == memory.kv_bytes(hybrid.all_attention(jamba), 262_144, 2)
+    fig, ax = plt.subplots()
+    draw_hybrid_cache(ax, "jamba-v0.1", 262_144, 2)
+    assert ax.get_title() == "jamba-v0.1: 28 mamba, 4 full; batch 2, bf16"
+    plt.close(fig)

@@ -9,16 +9,20 @@ Contract (pure, over :mod:`kvsim.calc.hybrid`)
 - :func:`short_context_curves`: both per-sequence sizes against T, for the lesson 05 plot.
 - :func:`layer_crossover`: the same in one layer: one recurrent layer's state bytes against one attention
   layer's K/V bytes per token, and the first T at which that attention layer holds at least as much.
+- The views' numbers: :func:`hybrid_models`, :func:`hybrid_cache_numbers`, :func:`state_vs_kv_curves`,
+  :func:`recurrent_layer` and :func:`short_context_numbers` (memoized per model: a redraw recomputes nothing).
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
 from ...calc import hybrid, memory
 from ...calc.config import ModelSpec
+from ...calc.registry import load_model, model_names
 from ...calc.units import InputError
 
 _T_MAX = 2**40
@@ -64,3 +68,55 @@ def layer_crossover(spec: ModelSpec, kv_dtype="bf16") -> dict:
     state = memory.state_bytes(recurrent[0])  # kvsim's default state dtype
     per_token = memory.layer_token_bytes(attention[0], kv_dtype)
     return {"state_bytes": state, "kv_token_bytes": per_token, "tokens": math.ceil(state / per_token)}
+
+
+def hybrid_models() -> list[str]:
+    """Registry models with at least one recurrent layer."""
+    return [n for n in model_names() if "recurrent" in load_model(n).kinds]
+
+
+def hybrid_cache_numbers(model: str = "jamba-v0.1", tokens: int = 262_144, batch: int = 1, kv_dtype="bf16",
+                         points: int = 257) -> dict:
+    """The hybrid-cache view's numbers along 0..tokens: :func:`kvsim.calc.hybrid.cache_split` (KV of the
+    attention layers, fixed recurrent state, total), the all-attention counterfactual's KV (None for a purely
+    recurrent model: it has no attention layer to copy), the layer counts per mixer and the total at ``tokens``."""
+    spec = load_model(model)
+    t = np.linspace(0, tokens, points).astype(np.int64)
+    split = hybrid.cache_split(spec, t, batch, kv_dtype)
+    n_rec = spec.count("recurrent")
+    n_att = spec.num_hidden_layers - n_rec
+    return {"name": spec.name, "tokens": t, "split": split, "mixers": hybrid.mixers(spec), "recurrent_layers": n_rec,
+            "attention_layers": n_att, "num_hidden_layers": spec.num_hidden_layers,
+            "all_attention": memory.kv_bytes(hybrid.all_attention(spec), t, batch, kv_dtype) if n_att else None,
+            "end_bytes": int(split["total"][-1])}
+
+
+def state_vs_kv_curves(models, tokens: int = 262_144, kv_dtype="bf16", points: int = 65):
+    """256..tokens log-spaced, and {model: (its mixer counts, per-sequence cache total)} for each model."""
+    t = np.unique(np.geomspace(256, tokens, points).astype(np.int64))
+    out = {}
+    for name in models:
+        spec = load_model(name)
+        out[name] = (hybrid.mixers(spec), hybrid.cache_split(spec, t, 1, kv_dtype)["total"])
+    return t, out
+
+
+@lru_cache(maxsize=16)
+def recurrent_layer(model: str):
+    """(name, the first recurrent layer, :func:`layer_crossover`) of a registry model (memoized per model)."""
+    spec = load_model(model)
+    return spec.name, next(x for x in spec.layers if x.kind == "recurrent"), layer_crossover(spec)
+
+
+def short_context_lengths(max_tokens: int) -> np.ndarray:
+    """160 log-spaced token counts from 1 to ``max_tokens`` (duplicates dropped)."""
+    return np.unique(np.geomspace(1, max_tokens, 160).astype(np.int64))
+
+
+@lru_cache(maxsize=16)
+def short_context_numbers(model: str, max_tokens: int):
+    """(:func:`short_context_curves` on 160 log-spaced lengths up to ``max_tokens``, (crossover T, bytes
+    there)) of a registry model, memoized: a redraw recomputes nothing it computed before."""
+    spec = load_model(model)
+    at = hybrid_crossover_tokens(spec)
+    return short_context_curves(spec, short_context_lengths(max_tokens)), (at, int(hybrid.cache_split(spec, at)["total"]))
