@@ -1,4 +1,5 @@
-"""Lesson 01 (why a KV cache): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an Axes.
+"""Lesson 01 (why a KV cache): drawing only (calc and kvsim.ui.style); every function takes computed numbers
+and an Axes.
 
 Lesson 01's picture: token positions × decode steps, recomputed or read from the cache.
 

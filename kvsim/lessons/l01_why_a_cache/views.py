@@ -1,4 +1,5 @@
-"""Lesson 01 (why a KV cache): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 01 (why a KV cache): the lesson's controls: each view wraps this lesson's data/measure functions and
+its plots; it computes nothing.
 
 Lesson 01 views: the recompute-vs-cache grid with a step slider, and tokens fed on a log axis.
 

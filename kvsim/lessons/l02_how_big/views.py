@@ -1,4 +1,5 @@
-"""Lesson 02 (how big is it): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 02 (how big is it): the lesson's controls: each view wraps this lesson's data/measure functions and
+its plots; it computes nothing.
 
 Lesson 02 views: KV size against tokens, and serving capacity on one accelerator.
 

@@ -1,4 +1,5 @@
-"""Lesson 03 (MHA, GQA, MQA, MLA): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an Axes.
+"""Lesson 03 (MHA, GQA, MQA, MLA): drawing only (calc and kvsim.ui.style); every function takes computed
+numbers and an Axes.
 
 Lesson 03's pictures: query heads coloured by the K/V head they read, bytes per token as area
 squares, and MLA's latent fanning out through W^UK / W^UV beside its separate RoPE key.

@@ -1,4 +1,5 @@
-"""Lesson 03 (MHA, GQA, MQA, MLA): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 03 (MHA, GQA, MQA, MLA): the lesson's controls: each view wraps this lesson's data/measure functions
+and its plots; it computes nothing.
 
 Lesson 03 views: which K/V head each query head reads, and how an MLA latent becomes per-head K and V.
 

@@ -1,4 +1,5 @@
-"""Lesson 04 (sliding windows and chunks): pure numbers for this lesson's pictures (calc and serving only; no MLX, no drawing).
+"""Lesson 04 (sliding windows and chunks): pure numbers for this lesson's pictures (calc and serving only; no
+MLX, no drawing).
 
 Which keys a query may see: attention masks of full, sliding (with sink tokens) and chunked layers,
 and where a ring buffer keeps each token.

@@ -1,4 +1,5 @@
-"""Lesson 04 (sliding windows and chunks): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an Axes.
+"""Lesson 04 (sliding windows and chunks): drawing only (calc and kvsim.ui.style); every function takes
+computed numbers and an Axes.
 
 Plots for windowed caches: a buffer's slots step by step, bytes by layer kind, measured vs formula.
 

@@ -1,4 +1,5 @@
-"""Lesson 04 (sliding windows and chunks): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 04 (sliding windows and chunks): the lesson's controls: each view wraps this lesson's data/measure
+functions and its plots; it computes nothing.
 
 Lesson 04 views: a real ring buffer and a real chunk buffer step by step, and KV bytes by layer kind.
 

@@ -1,4 +1,5 @@
-"""Lesson 05 (hybrids): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an Axes.
+"""Lesson 05 (hybrids): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an
+Axes.
 
 Plots for hybrid and recurrent models: fixed state beside growing KV, and measured bytes per layer.
 

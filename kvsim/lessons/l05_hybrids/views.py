@@ -1,4 +1,5 @@
-"""Lesson 05 (hybrids): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 05 (hybrids): the lesson's controls: each view wraps this lesson's data/measure functions and its
+plots; it computes nothing.
 
 Lesson 05 views: a hybrid's fixed recurrent state beside its growing KV, and models compared.
 

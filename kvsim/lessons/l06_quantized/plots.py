@@ -1,4 +1,5 @@
-"""Lesson 06 (quantized KV): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an Axes.
+"""Lesson 06 (quantized KV): drawing only (calc and kvsim.ui.style); every function takes computed numbers and
+an Axes.
 
 Plots for quantized KV: attention error against bits or bytes, and stacked bytes bars.
 

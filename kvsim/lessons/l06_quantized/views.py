@@ -1,4 +1,5 @@
-"""Lesson 06 (quantized KV): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 06 (quantized KV): the lesson's controls: each view wraps this lesson's data/measure functions and
+its plots; it computes nothing.
 
 Lesson 06 views: the bytes of a quantized KV cache (data, scales and biases, exact recent tokens)
 beside the attention error a real QuantizedKVCache gives at those settings.

@@ -1,4 +1,5 @@
-"""Lesson 07 (paged attention and serving): pure numbers for this lesson's pictures (calc and serving only; no MLX, no drawing).
+"""Lesson 07 (paged attention and serving): pure numbers for this lesson's pictures (calc and serving only; no
+MLX, no drawing).
 
 Block tables read from a real :class:`~kvsim.serving.blocks.BlockAllocator`, step by step.
 

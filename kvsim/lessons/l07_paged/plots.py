@@ -1,4 +1,5 @@
-"""Lesson 07 (paged attention and serving): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an Axes.
+"""Lesson 07 (paged attention and serving): drawing only (calc and kvsim.ui.style); every function takes
+computed numbers and an Axes.
 
 Plots for paged KV and serving: block tables, memory split per policy, memory split over time.
 

@@ -1,4 +1,5 @@
-"""Lesson 07 (paged attention and serving): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 07 (paged attention and serving): the lesson's controls: each view wraps this lesson's data/measure
+functions and its plots; it computes nothing.
 
 Lesson 07 views: block tables of a real allocator step by step, and KV memory over time in the
 serving simulator under one reservation policy.

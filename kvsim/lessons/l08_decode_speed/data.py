@@ -1,4 +1,5 @@
-"""Lesson 08 (decode is memory-bound): pure numbers for this lesson's pictures (calc and serving only; no MLX, no drawing).
+"""Lesson 08 (decode is memory-bound): pure numbers for this lesson's pictures (calc and serving only; no MLX,
+no drawing).
 
 Attention techniques against the cache formula: what each changes in bytes STORED and bytes READ per step.
 

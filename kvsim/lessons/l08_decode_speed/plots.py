@@ -1,4 +1,5 @@
-"""Lesson 08 (decode is memory-bound): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an Axes.
+"""Lesson 08 (decode is memory-bound): drawing only (calc and kvsim.ui.style); every function takes computed
+numbers and an Axes.
 
 Plots of decode speed: the bandwidth floor of a served model, and bytes stored against bytes read.
 

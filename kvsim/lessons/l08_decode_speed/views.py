@@ -1,4 +1,5 @@
-"""Lesson 08 (decode is memory-bound): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 08 (decode is memory-bound): the lesson's controls: each view wraps this lesson's data/measure
+functions and its plots; it computes nothing.
 
 Lesson 08 views: stored vs read, and the calculator's floor on a served model's step time.
 
@@ -31,7 +32,7 @@ from ...calc import units
 from ...calc.hardware import accelerator_names
 from ...calc.registry import model_names
 from ...ui.base import dropdown, log_slider, make_view
-from . import data as h200
+from . import data
 from .data import (
     achieved,
     batch_floors,
@@ -92,13 +93,13 @@ BATCH_TOKENS = (128, 1024, 8192, 32_768, 131_072)
 
 
 @lru_cache(maxsize=1)
-def _run() -> h200.Run:
-    return h200.load_run()
+def _run() -> data.Run:
+    return data.load_run()
 
 
-def h200_roof(run: h200.Run | None = None) -> dict:
-    """{label: (bytes/s, FLOP/s)} of the H200 as measured in the dataset (:func:`h200.h200_roof`)."""
-    return h200.h200_roof(run or _run())
+def h200_roof(run: data.Run | None = None) -> dict:
+    """{label: (bytes/s, FLOP/s)} of the H200 as measured in the dataset (:func:`data.h200_roof`)."""
+    return data.h200_roof(run or _run())
 
 
 def draw_roofline(ax, model="llama-3-8b", batch=64, tokens=8192, prompt_tokens=2048, machines=None):
@@ -143,7 +144,7 @@ def draw_time_and_floors(ax, points: list[dict], bytes_per_s: float, flops_per_s
     return plot_time_and_floors(ax, measured, floors, xlabel=xlabel, title=title, logx=x == "batch")
 
 
-def draw_h200_time_vs_bytes(ax, run: h200.Run | None = None):
+def draw_h200_time_vs_bytes(ax, run: data.Run | None = None):
     """Every H200 point (variants and the batch sweep): step time against bytes read, with the floor."""
     run = run or _run()
     return plot_time_vs_bytes(ax, h200_time_vs_bytes(run), run.bytes_per_s,
@@ -151,7 +152,7 @@ def draw_h200_time_vs_bytes(ax, run: h200.Run | None = None):
                               title=f"{run.device['name']}: every step time follows the bytes it reads")
 
 
-def draw_batch_floors(ax, tokens=8192, run: h200.Run | None = None):
+def draw_batch_floors(ax, tokens=8192, run: data.Run | None = None):
     """Llama 3 8B on the H200: bandwidth and compute floors against batch at ``tokens``, the measured sweep."""
     d = batch_floors(run or _run(), tokens)
     floors = {f"bandwidth floor at {tokens:,} tokens": (d["batches"], d["bandwidth_ms"]),
@@ -173,7 +174,7 @@ def batch_floor_view(tokens=8192):
     return make_view(draw_batch_floors, {"tokens": control}, figsize=(8, 4.6))
 
 
-def draw_h200_variants(ax, variant="GQA-8 (Llama 3 8B)", run: h200.Run | None = None):
+def draw_h200_variants(ax, variant="GQA-8 (Llama 3 8B)", run: data.Run | None = None):
     """H200 step time against context for every variant; ``variant`` with its mlx-lm twin and its floor."""
     run = run or _run()
     d = h200_variant_series(run, variant)

@@ -1,4 +1,5 @@
-"""Lesson 09 (speculative decoding and rewind): pure numbers for this lesson's pictures (calc and serving only; no MLX, no drawing).
+"""Lesson 09 (speculative decoding and rewind): pure numbers for this lesson's pictures (calc and serving only;
+no MLX, no drawing).
 
 Speculative decoding in expectation (Leviathan et al., 2023): tokens per target pass and speedup (pure).
 

@@ -1,4 +1,5 @@
-"""Lesson 09 (speculative decoding and rewind): drawing only (calc and kvsim.ui.style); every function takes computed numbers and an Axes.
+"""Lesson 09 (speculative decoding and rewind): drawing only (calc and kvsim.ui.style); every function takes
+computed numbers and an Axes.
 
 Plots of speculative decoding: acceptance and tokens per target pass against the draft length k.
 

@@ -1,4 +1,5 @@
-"""Lesson 09 (speculative decoding and rewind): the lesson's controls: each view wraps this lesson's data/measure functions and its plots; it computes nothing.
+"""Lesson 09 (speculative decoding and rewind): the lesson's controls: each view wraps this lesson's
+data/measure functions and its plots; it computes nothing.
 
 Lesson 09 views: measured tokens per target pass, and the expected speedup of speculative decoding.
 
