@@ -266,3 +266,18 @@ def test_every_request_produces_exactly_its_tokens(blocks):
 def test_plenty_of_blocks_means_no_preemption():
     s = preemption_story(((0, 6, 10),) * 4, num_blocks=40, block_size=4)
     assert s.events == 0 and s.states.shape[1] == 10
+
+
+def test_tp_bytes_series_split_gqa_heads_and_copy_the_mla_latent():
+    from kvsim.calc import memory
+    from kvsim.lessons.l07_paged.data import TPS, tp_bytes_series
+    from kvsim.lessons.l07_paged.views import draw_tp_bytes
+    s = tp_bytes_series(("llama-3-70b", "deepseek-v3"), "bf16")
+    gqa, mla = s["llama-3-70b (8 KV heads)"], s["deepseek-v3 (MLA latent)"]
+    assert gqa[0] == memory.bytes_per_token(load_model("llama-3-70b")) == 327_680 and gqa[TPS.index(8)] == 327_680 // 8
+    assert gqa[TPS.index(16)] == gqa[TPS.index(8)]  # one KV head per GPU at most: replicated beyond 8
+    assert len(set(mla)) == 1  # the latent is copied on every GPU
+    fig, ax = plt.subplots()
+    draw_tp_bytes(ax, "llama-3-70b", "deepseek-v3")
+    assert ax.get_title() == "KV per token on EACH GPU (bf16): split heads, or a copy"
+    plt.close(fig)

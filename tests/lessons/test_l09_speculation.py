@@ -170,3 +170,18 @@ def test_round_picture(ax):
     plot_round(ax, round_stages(10, 3, 1))
     texts = [t.get_text() for t in ax.texts]
     assert "d2 ✗" in texts and "t1" in texts and texts.count("stale") == 2
+
+
+def test_speedup_curve_and_the_view_marks_its_best_k():
+    from kvsim.lessons.l09_speculation.data import expected_speedup, speedup_curve
+    from kvsim.lessons.l09_speculation.views import draw_expected_speedup
+    d = speedup_curve(0.7, 0.1, 12)
+    assert list(d["k"]) == list(range(1, 13))
+    assert d["best_speedup"] == pytest.approx(max(expected_speedup(0.7, k, 0.1) for k in range(1, 13)))
+    assert expected_speedup(0.7, d["best_k"], 0.1) == pytest.approx(d["best_speedup"])
+    fig, ax = plt.subplots()
+    draw_expected_speedup(ax, 0.7, 0.1, 12)
+    labels = [t.get_text() for t in ax.texts] + [ln.get_label() for ln in ax.get_lines()]
+    assert any(f"best k = {d['best_k']}: {d['best_speedup']:.2f}x" in x for x in labels), labels
+    assert ax.get_title() == "α = 0.70, draft step = 0.10 target steps"
+    plt.close(fig)

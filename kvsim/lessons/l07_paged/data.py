@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...calc import capacity, hardware, registry, weights
+from ...calc import capacity, hardware, memory, registry, weights
 from ...calc.tables import format_table
 from ...calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP, InputError
 from ...serving.block_pool import OutOfBlocks, cdiv
@@ -309,3 +309,18 @@ def preemption_story(requests=((0, 6, 10),) * 4, num_blocks: int = 11,
         if len(finished) == n:
             return Story(state[:, :step + 1], tuple(preempted), alloc.stats["preemptions"], np.array(used))
     return Story(state, tuple(preempted), alloc.stats["preemptions"], np.array(used))
+
+
+TPS = (1, 2, 4, 8, 16)  # tensor-parallel sizes of the per-GPU bytes picture
+
+
+def tp_bytes_series(models, kv_dtype="bf16", tps=TPS) -> dict:
+    """{"model (MLA latent | n KV heads)": [KV bytes per token on each GPU at tp]} for each model
+    (:func:`kvsim.calc.memory.bytes_per_token` with ``tp``: KV heads split, the MLA latent copied)."""
+    series = {}
+    for name in models:
+        spec = registry.load_model(name)
+        kind = "MLA latent" if any(x.kind == "mla" for x in spec.layers) else \
+            f"{spec.layers[0].num_key_value_heads} KV heads"
+        series[f"{name} ({kind})"] = [memory.bytes_per_token(spec, kv_dtype, tp=tp) for tp in tps]
+    return series

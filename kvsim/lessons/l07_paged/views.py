@@ -21,12 +21,10 @@ from functools import lru_cache
 
 import ipywidgets as widgets
 
-from ...calc import memory
-from ...calc.registry import load_model
 from ...serving import fragmentation, sim
 from ...serving.workload import make_workload
 from ...ui.base import dropdown, int_slider, make_view
-from .data import preemption_story, sharing_scenario
+from .data import TPS, preemption_story, sharing_scenario, tp_bytes_series
 from .plots import (
     plot_block_tables,
     plot_preemption_story,
@@ -93,7 +91,6 @@ def serving_view(policy="paged", block_size=16, rate=0.05):
     }, figsize=(7.5, 4.4), margins=dict(left=0.1, right=0.97, bottom=0.3, top=0.86))
 
 
-TPS = (1, 2, 4, 8, 16)
 
 
 def draw_preemption_story(ax, num_blocks=11, output_tokens=10, requests=4):
@@ -113,12 +110,7 @@ def preemption_view(num_blocks=11, output_tokens=10):
 
 def draw_tp_bytes(ax, gqa_model="llama-3-70b", mla_model="deepseek-v3", kv_dtype="bf16"):
     """KV bytes per token on each GPU against tensor parallelism, for a GQA and an MLA model."""
-    series = {}
-    for name in (gqa_model, mla_model):
-        spec = load_model(name)
-        kind = "MLA latent" if any(x.kind == "mla" for x in spec.layers) else \
-            f"{spec.layers[0].num_key_value_heads} KV heads"
-        series[f"{name} ({kind})"] = [memory.bytes_per_token(spec, kv_dtype, tp=tp) for tp in TPS]
+    series = tp_bytes_series((gqa_model, mla_model), kv_dtype, TPS)
     return plot_tp_bytes(ax, TPS, series, title=f"KV per token on EACH GPU ({kv_dtype}): split heads, or a copy")
 
 

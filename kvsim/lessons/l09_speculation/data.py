@@ -81,3 +81,12 @@ def prompt_lookup_draft(tokens: Sequence[Hashable], num_draft: int, ngram: int =
         if seq[start:start + n] == tail:
             return seq[start + n:start + n + k]
     return []
+
+
+def speedup_curve(acceptance: float, draft_cost: float, max_draft: int) -> dict:
+    """k = 1..max_draft, :func:`expected_speedup` and :func:`expected_tokens_per_pass` at each k, and the
+    best k (the first k of the largest speedup) with its speedup."""
+    k = np.arange(1, max_draft + 1)
+    speed = expected_speedup(acceptance, k, draft_cost)
+    return {"k": k, "speedup": speed, "tokens_per_pass": expected_tokens_per_pass(acceptance, k),
+            "best_k": int(k[np.argmax(speed)]), "best_speedup": float(speed.max())}

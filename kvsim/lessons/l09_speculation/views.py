@@ -21,7 +21,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from ...ui.base import int_slider, make_view
-from .data import expected_speedup, expected_tokens_per_pass, round_stages
+from .data import expected_tokens_per_pass, round_stages, speedup_curve
 from .measure import SpeculationRun
 from .plots import plot_against_k, plot_round
 
@@ -42,12 +42,11 @@ def draw_tokens_per_pass(ax, runs: list[SpeculationRun]):
 
 def draw_expected_speedup(ax, acceptance=0.7, draft_cost=0.1, max_draft=12):
     """Expected tokens per pass and speedup against k for acceptance α and draft cost c; the best k starred."""
-    k = np.arange(1, max_draft + 1)
-    speed = expected_speedup(acceptance, k, draft_cost)
-    best = int(k[np.argmax(speed)])
-    marks = {f"best k = {best}: {speed.max():.2f}x": (best, speed.max())}
-    return plot_against_k(ax, {"speedup over plain decoding": (k, speed)},
-                          {"tokens per target pass": (k, expected_tokens_per_pass(acceptance, k)),
+    d = speedup_curve(acceptance, draft_cost, max_draft)
+    k, best = d["k"], d["best_k"]
+    marks = {f"best k = {best}: {d['best_speedup']:.2f}x": (best, d["best_speedup"])}
+    return plot_against_k(ax, {"speedup over plain decoding": (k, d["speedup"])},
+                          {"tokens per target pass": (k, d["tokens_per_pass"]),
                            "plain decoding (1x)": (k, np.ones(len(k)))},
                           ylabel="tokens / speedup", marks=marks,
                           title=f"α = {acceptance:.2f}, draft step = {draft_cost:.2f} target steps")
