@@ -14,6 +14,8 @@ Contract
   controls' values: a state seen before is served from that cache without drawing. The figure then lags
   behind the image; :attr:`View.fig`, :attr:`View.ax`, :meth:`View.lines` and :meth:`View.png` draw the
   current state first (:meth:`View.sync`), so whoever looks at the figure sees what the image shows.
+  Hence ``draw`` and ``update`` only draw: a side effect (say, text put into an ``extra`` widget) would be
+  skipped for a revisited state.
 - In a notebook a View displays as the live widget, plus a PNG of its default state and a one-line
   text, so static pages (GitHub, nbviewer) show the figure and nbval compares a stable text.
 - ``View.lines()`` returns the plotted data, so a test can check that a slider changes the figure.

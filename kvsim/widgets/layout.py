@@ -27,6 +27,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from .render import FrameRenderer
+
 PAD_IN = 4 / 72   # constrained layout's room around the decorations and between Axes (matplotlib's default: 3 pt)
 PAD_PX = 2        # ink closer than this to an edge, and closer than the layout left it, makes a new layout
 SLACK_PX = 32     # a side with this many more free pixels than the layout left makes a new layout
@@ -112,8 +114,11 @@ def freeze(fig: Figure):
     fig.set_layout_engine("none")
 
 
-def gaps(fig: Figure, ink: Bbox | None) -> tuple[float, float, float, float] | None:
-    """Free pixels between ``ink`` and the figure's left, bottom, right and top edges (negative: cut off)."""
+def gaps(fig: Figure) -> tuple[float, float, float, float] | None:
+    """Free pixels between what the last render inked and the figure's left, bottom, right and top edges
+    (negative: cut off); None if the canvas did not record it (not a FrameCanvas) or nothing was drawn."""
+    renderer = fig.canvas.get_renderer()
+    ink = renderer.inked() if isinstance(renderer, FrameRenderer) else None
     if ink is None:
         return None
     return ink.x0, ink.y0, fig.bbox.width - ink.x1, fig.bbox.height - ink.y1
@@ -152,12 +157,12 @@ class FrozenLayout:
         else:
             wrap_titles(self.fig, renderer)  # titles follow the data
         canvas.draw()
-        now = gaps(self.fig, canvas.get_renderer().inked())
+        now = gaps(self.fig)
         renders = 1
         if not fresh and self.drifted(now):
             self.relayout(renderer)
             canvas.draw()
-            now = gaps(self.fig, canvas.get_renderer().inked())
+            now = gaps(self.fig)
             renders = 2
         if fresh or renders == 2:
             self.gaps = now

@@ -4,12 +4,13 @@ records where it inked, and a plain PNG writer.
 Contract
 - :func:`new_figure` makes a Figure on a :class:`FrameCanvas` (no pyplot: nothing else ever shows it).
 - :class:`FrameCanvas` draws with one :class:`FrameRenderer` per canvas size (kept across draws, so its caches
-  persist). The renderer overrides two public renderer methods and nothing else:
-  ``draw_text`` rasterizes a text once with stock ``RendererAgg.draw_text`` on a scratch renderer and later
-  composites that bitmap with ``draw_image`` (matplotlib 3.11 lays out and renders every glyph from Python on
-  every draw: about 1 ms per label); ``draw_path`` only records. ``ink`` holds the box of every text (its bitmap
-  and its layout box: width × height at the baseline) and every unclipped path drawn since the last clear, in
-  display pixels with y upwards: what :mod:`kvsim.widgets.layout` checks against the figure's edges.
+  persist). The renderer overrides public renderer methods only: ``draw_text`` rasterizes a text once with
+  stock ``RendererAgg.draw_text`` on a scratch renderer and afterwards composites that bitmap with
+  ``draw_image`` (matplotlib 3.11 lays out and renders every glyph from Python on every draw: about 1 ms per
+  label); ``get_text_width_height_descent`` is memoized; ``draw_path`` and ``clear`` keep ``ink``: the box of
+  every text (its bitmap and its layout box, width × line height at the baseline) and every unclipped path
+  drawn since the last clear, in display pixels with y upwards, which :mod:`kvsim.widgets.layout` checks
+  against the figure's edges.
 - Drawing differs from stock Agg only by each text's origin snapped to whole pixels (at most half a pixel);
   at whole-pixel origins it is identical (tests/test_widgets.py compares both on every matplotlib tested).
 - :func:`encode_png` writes the canvas as an RGB PNG: filter "none" and zlib level 1 (PIL's encoder, with
@@ -94,12 +95,15 @@ class FrameRenderer(RendererAgg):
         """The text drawn once by stock Agg at a whole-pixel origin on a transparent scratch canvas.
 
         Returns (bitmap, box): bitmap = (RGBA pixels, top row first; column and row of their top left corner
-        from the origin, y downwards), None if nothing is visible; box = the text's layout box (width × height
-        from its descent up, rotated about the origin) as (x0, y0, x1, y1) from the origin, y upwards.
+        from the origin, y downwards), None if nothing is visible; box = the text's layout box (its width by
+        the height of a line of this font, or its own if taller, rotated about the origin) as (x0, y0, x1, y1)
+        from the origin, y upwards.
         """
         w, h, d = self.get_text_width_height_descent(s, prop, ismath)
+        _, lp_h, lp_d = self.get_text_width_height_descent("lp", prop, False)  # a line's height, as Text counts it
+        up, down = max(h - d, lp_h - lp_d), max(d, lp_d)
         cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
-        corners = [(u * cos - v * sin, u * sin + v * cos) for u in (0, w) for v in (-d, h - d)]  # y up
+        corners = [(u * cos - v * sin, u * sin + v * cos) for u in (0, w) for v in (-down, up)]  # y up
         xs, ys = [c[0] for c in corners], [c[1] for c in corners]
         box = (min(xs), min(ys), max(xs), max(ys))
         for attempt in range(1, 4):
