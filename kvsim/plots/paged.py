@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from .style import keep, legend_below, reuse
+from .style import keep, legend_below, reuse, set_fill_between
 
 SEQ_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
 STATE_COLORS = {"shared": "gold", "cached": "0.85", "free": "white"}
@@ -136,7 +136,7 @@ def plot_split_over_time(ax, t, shares: dict, title: str | None = None, running=
     bottom = np.zeros_like(t)
     for area, edge, share in zip(art["areas"], art["edges"], shares.values()):
         top = bottom + 100 * np.asarray(share, dtype=float)
-        area.set_data(t, bottom, top)
+        set_fill_between(area, t, bottom, top)
         edge.set_data(t, top)
         bottom = top
     ax.set_xlim(t[0], t[-1])

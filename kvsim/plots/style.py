@@ -138,6 +138,19 @@ def keep(ax, key: str, shape, artists: dict) -> dict:
     return artists
 
 
+def set_fill_between(area, x, y1, y2):
+    """Move the polygon ``ax.fill_between`` returned to the band between ``y1`` and ``y2`` over ``x``: the
+    vertices fill_between makes (from (x[0], y2[0]) along y1, then back along y2), set through the public
+    ``PolyCollection.set_verts`` (``FillBetweenPolyCollection.set_data`` exists only from matplotlib 3.10)."""
+    x, y1, y2 = (np.broadcast_to(np.asarray(v, dtype=float), np.shape(x)) for v in (x, y1, y2))
+    n = len(x)
+    verts = np.empty((2 * n + 2, 2))
+    verts[0], verts[n + 1] = (x[0], y2[0]), (x[-1], y2[-1])
+    verts[1:n + 1, 0], verts[1:n + 1, 1] = x, y1
+    verts[n + 2:, 0], verts[n + 2:, 1] = x[::-1], y2[::-1]
+    area.set_verts([verts])
+
+
 def log_scale(ax, *which: str):
     """Log scales on the axes named in ``which`` ("x", "y") with unlabelled minor ticks at 2 and 5 of each
     decade: matplotlib's 8 per decade (each a Tick of marks, label and grid line) cost a third of a render."""

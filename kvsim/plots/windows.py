@@ -15,7 +15,7 @@ from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
 from ..calc.units import UNIT_BYTES
-from .style import clear_for, decorate, keep, reuse
+from .style import clear_for, decorate, keep, reuse, set_fill_between
 
 KIND_COLORS = {"sliding": "tab:green", "chunked": "tab:purple", "full": "tab:orange", "mla": "tab:blue",
                "recurrent": "tab:cyan"}
@@ -113,7 +113,7 @@ def plot_bytes_by_kind(ax, tokens, by_kind: dict, reference: dict | None = None,
     base = np.zeros(len(x))
     for area, y in zip(art["areas"], by_kind.values()):
         top = base + np.asarray(y, dtype=float) / s
-        area.set_data(x, base, top)
+        set_fill_between(area, x, base, top)
         base = top
     art["total"].set_data(x, base)
     for line, y in zip(art["references"], reference.values()):
