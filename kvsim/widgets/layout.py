@@ -25,7 +25,6 @@ import textwrap
 import matplotlib as mpl
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from matplotlib.transforms import Bbox
 
 from .render import FrameRenderer
 
