@@ -10,18 +10,21 @@ import ipywidgets as widgets
 import nbformat
 import numpy as np
 import pytest
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.text import Annotation, Text
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.font_manager import FontProperties
+from matplotlib.path import Path
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
+from matplotlib.transforms import IdentityTransform
 from nbclient import NotebookClient
 from PIL import Image
 
-from kvsim.ui.style import legend_below
 from kvsim.lessons import VIEWS
-from kvsim.ui.base import make_view
-from kvsim.ui.base import int_slider
+from kvsim.ui import layout
+from kvsim.ui.base import int_slider, make_view
 from kvsim.ui.layout import wrap_titles
-from kvsim.ui.render import new_figure
+from kvsim.ui.render import FrameRenderer, new_figure
+from kvsim.ui.style import legend_below
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TOLERANCE_PX = 0.5
@@ -50,18 +53,15 @@ def _states(view):
 
 
 def _text_box(text, renderer):
-    """Display box of a visible, non-empty Text as drawn (clipped to its clip box), or None."""
+    """Display box of a visible, non-empty Text as drawn (clipped to its clip box), or None.
+
+    ``get_tightbbox`` is public: the window extent cut to the clip box, and for an annotation whose point
+    lies outside the Axes (which is not drawn) an empty box."""
     if not text.get_visible() or not text.get_text().strip():
         return None
-    if isinstance(text, Annotation) and not text._check_xy(renderer):
-        return None  # an annotation whose point lies outside the Axes is not drawn
-    box = text.get_window_extent(renderer)
-    clip = text.get_clip_box() if text.get_clip_on() else None
-    if clip is not None:
-        x0, y0, x1, y1 = max(box.x0, clip.x0), max(box.y0, clip.y0), min(box.x1, clip.x1), min(box.y1, clip.y1)
-        if x0 >= x1 or y0 >= y1:
-            return None
-        box = type(box).from_extents(x0, y0, x1, y1)
+    box = text.get_tightbbox(renderer)
+    if box is None or box.width <= 0 or box.height <= 0:
+        return None
     return box
 
 
@@ -71,18 +71,31 @@ def _drawing(ax):
 
 def _clipped_extent(artist, renderer):
     """Display box of an image, patch, line or collection as drawn (cut to its clip box), or None if empty."""
-    box = artist.get_window_extent(renderer)
-    clip = artist.get_clip_box() if artist.get_clip_on() else None
-    if clip is not None:
-        box = type(box).intersection(box, clip)
+    box = artist.get_tightbbox(renderer)
     return box if box is not None and box.width > 0 and box.height > 0 else None
+
+
+def _drawn_ticks(axis):
+    """The major and minor ticks a render draws: those inside the view interval (a minor tick where a major
+    one is, is not drawn), as Axis.draw picks them."""
+    lo, hi = sorted(axis.get_transform().transform(axis.get_view_interval()))
+    tolerance = 1e-10 * (hi - lo)  # what matplotlib allows for a tick at the very end
+
+    def inside(ticks):
+        locs = axis.get_transform().transform([t.get_loc() for t in ticks]) if ticks else []
+        return [t for t, x in zip(ticks, locs) if lo - tolerance <= x <= hi + tolerance]
+
+    major = axis.get_major_ticks(len(axis.get_majorticklocs()))
+    minor = axis.get_minor_ticks(len(axis.get_minorticklocs()))  # without those at a major location
+    return inside(major) + inside(minor)
 
 
 def drawn_boxes(fig):
     """{what: display box} of every label, title, legend and Axes a render of ``fig`` draws; of an Axes
     without a frame (a picture), every image, patch, line and collection.
 
-    Tick labels only of the ticks matplotlib draws (inside the view limits), texts clipped as drawn.
+    Tick labels only of the ticks matplotlib draws (inside the view limits), texts clipped as drawn; every
+    box from public bounding boxes (``get_tightbbox``, ``get_window_extent``).
     """
     if not hasattr(fig.canvas, "get_renderer"):  # a figure closed through pyplot has lost its Agg canvas
         FigureCanvasAgg(fig)
@@ -98,19 +111,19 @@ def drawn_boxes(fig):
             boxes.update({f"axes {i} drawing {type(a).__name__} {n}": box for n, a in enumerate(_drawing(ax))
                           if (box := _clipped_extent(a, renderer)) is not None})
         tick_labels = set()
-        for name, axis in ax._axis_map.items():
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             for tick in itertools.chain(axis.get_major_ticks(), axis.get_minor_ticks()):
                 tick_labels |= {tick.label1, tick.label2}
             if not (ax.axison and axis.get_visible()):
                 continue
-            for tick in axis._update_ticks():  # the ticks this render draws
+            for tick in _drawn_ticks(axis):
                 for label in (tick.label1, tick.label2):
                     if label.get_visible() and (box := _text_box(label, renderer)) is not None:
                         boxes[f"axes {i} {name} tick label {label.get_text()!r}"] = box
             for text, what in ((axis.label, "label"), (axis.offsetText, "offset text")):
                 if (box := _text_box(text, renderer)) is not None:
                     boxes[f"axes {i} {name}{what} {text.get_text()!r}"] = box
-        titles = {ax.title, ax._left_title, ax._right_title}
+        titles = set(layout.titles(ax))
         for text in ax.findobj(Text):
             if text not in tick_labels and text.axes is ax and text not in (ax.xaxis.label, ax.yaxis.label,
                                                                             ax.xaxis.offsetText, ax.yaxis.offsetText):
@@ -311,3 +324,69 @@ def test_a_view_of_several_axes_fits_them_together():
         assert outside_the_canvas(view.fig) == [], state
     left, right = (ax.get_position() for ax in view.ax.flat)
     assert left.x1 < right.x0  # still side by side, in order
+
+
+# ---------------------------------------------------------------- the renderer against stock Agg
+
+
+def _background(renderer, width, height):
+    """White canvas with a coloured band across it, so texts are composited over two colours."""
+    gc = renderer.new_gc()
+    gc.set_linewidth(0)
+    for rect, colour in (((0, 0, width, height), (1, 1, 1, 1)), ((0, height / 3, width, height / 3), (0.2, 0.6, 0.9, 1))):
+        x, y, w, h = rect
+        renderer.draw_path(gc, Path([(x, y), (x + w, y), (x + w, y + h), (x, y + h), (x, y)]), IdentityTransform(),
+                           colour)
+    gc.restore()
+
+
+@pytest.mark.parametrize("text, angle, colour, alpha, math", [
+    ("KV cache 1,024 tokens gyp", 0, "black", None, False),
+    ("bf16 weights 15.0 GiB", 90, "tab:red", None, False),
+    ("slanted label", 30, (0.1, 0.5, 0.2, 0.6), None, False),
+    ("half transparent", 0, "tab:blue", 0.5, False),
+    (r"$\alpha^2 + \frac{a}{b}$", 0, "black", None, True),
+])
+def test_frame_renderer_draws_text_as_stock_agg_at_whole_pixels(text, angle, colour, alpha, math):
+    # drawn twice (the second from the cached bitmap), at two places: pixel for pixel what RendererAgg draws
+    width, height, prop = 240, 160, FontProperties(size=11)
+    frame, stock = FrameRenderer(width, height, 100), RendererAgg(width, height, 100)
+    for renderer in (frame, stock):
+        _background(renderer, width, height)
+        for x, y in ((40, 120), (90, 70)):  # y downwards, as Text.draw passes it
+            gc = renderer.new_gc()
+            gc.set_foreground(colour)
+            gc.set_alpha(alpha)
+            renderer.draw_text(gc, x, y, text, prop, angle, ismath=math)
+            gc.restore()
+    a, b = np.asarray(frame.buffer_rgba()), np.asarray(stock.buffer_rgba())
+    assert len(frame.text_bitmaps) == 1 and not np.array_equal(b, np.asarray(_blank(width, height).buffer_rgba()))
+    assert np.array_equal(a, b)
+    ink = frame.inked()  # the recorded ink holds every pixel the texts changed
+    rows, cols = np.nonzero(np.any(a != np.asarray(_blank(width, height).buffer_rgba()), axis=-1))
+    assert ink.x0 <= cols.min() and cols.max() + 1 <= ink.x1
+    assert ink.y0 <= height - rows.max() - 1 and height - rows.min() <= ink.y1
+
+
+def _blank(width, height):
+    renderer = RendererAgg(width, height, 100)
+    _background(renderer, width, height)
+    return renderer
+
+
+@pytest.mark.parametrize("name", ["kv_size", "masks", "roofline"])
+def test_a_view_renders_as_stock_agg_but_for_text_snapped_to_whole_pixels(name):
+    view = VIEWS[name]()
+    fig = view.fig
+    frame = np.asarray(fig.canvas.buffer_rgba()).copy()
+    texts = fig.canvas.get_renderer().ink  # every text's box is recorded (with the unclipped paths)
+    FigureCanvasAgg(fig).draw()  # the same figure, same layout, on matplotlib's own Agg canvas
+    stock = np.asarray(fig.canvas.buffer_rgba())
+    differ = np.any(frame != stock, axis=-1)
+    near_text = np.zeros_like(differ)
+    h = differ.shape[0]
+    for x0, y0, x1, y1 in texts:
+        near_text[max(0, int(h - y1) - 2):int(np.ceil(h - y0)) + 2, max(0, int(x0) - 2):int(np.ceil(x1)) + 2] = True
+    assert not (differ & ~near_text).any(), f"{name}: {(differ & ~near_text).sum()} pixels differ away from text"
+    darkness = [float((255 - image[:, :, :3].astype(int)).sum()) for image in (frame, stock)]
+    assert abs(darkness[0] / darkness[1] - 1) < 0.001  # the same ink, moved by under a pixel (no text missing)

@@ -8,9 +8,14 @@ Contract
 - ``update(drawn, **values)`` (optional) gets what ``draw`` returned and changes its artists itself;
   returning False means "cannot", and ``draw`` runs instead.
 - :func:`make_view` attaches one control per keyword; every change redraws into an ``Image`` widget: one
-  render on a caching canvas (:mod:`kvsim.widgets.render`), a layout fit from what that render inked
-  (:mod:`kvsim.widgets.layout`: a second render only when something would be cropped or margins are
-  wasted), one fast PNG.
+  render on a caching canvas (:mod:`kvsim.widgets.render`) with the layout frozen per structure
+  (:mod:`kvsim.widgets.layout`: a second render only when labels outgrew it), one fast PNG.
+- Every control is discrete, so the finished PNGs of the last FRAMES_KEPT states are kept, keyed by the
+  controls' values: a state seen before is served from that cache without drawing. The figure then lags
+  behind the image; :attr:`View.fig`, :attr:`View.ax`, :meth:`View.lines` and :meth:`View.png` draw the
+  current state first (:meth:`View.sync`), so whoever looks at the figure sees what the image shows.
+  Hence ``draw`` and ``update`` only draw: a side effect (say, text put into an ``extra`` widget) would be
+  skipped for a revisited state.
 - In a notebook a View displays as the live widget, plus a PNG of its default state and a one-line
   text, so static pages (GitHub, nbviewer) show the figure and nbval compares a stable text.
 - ``View.lines()`` returns the plotted data, so a test can check that a slider changes the figure.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -30,8 +36,8 @@ from matplotlib.figure import Figure
 
 from . import layout, render
 
-MARGINS = dict(left=0.1, right=0.97, bottom=0.13, top=0.9)  # first guess only: layout.fit moves them
-MAX_FITS = 3  # renders per redraw at most (the first plus refits)
+MARGINS = dict(left=0.1, right=0.97, bottom=0.13, top=0.9)  # before the first layout (which replaces them)
+FRAMES_KEPT = 32  # finished PNGs kept per view (each ~20-60 kB), least recently shown dropped first
 
 
 @dataclass
@@ -40,40 +46,78 @@ class View:
 
     draw: Callable
     controls: dict[str, widgets.ValueWidget]
-    fig: Figure
-    ax: Axes | np.ndarray
+    figure: Figure  # as drawn last: may lag behind the controls (see ``fig``)
+    axes: Axes | np.ndarray
     image: widgets.Image
     widget: widgets.Widget
     name: str = "view"
     update: Callable | None = None
     redraw_seconds: list[float] = field(default_factory=list)
-    renders: list[int] = field(default_factory=list)  # renders per PNG: 1, or more when the layout was refitted
+    served_from_cache: list[bool] = field(default_factory=list)  # per redraw: the PNG came from the frame cache
+    renders: list[int] = field(default_factory=list)  # renders per drawn state: 1, or 2 when laid out again
     static_png: bytes = b""  # the default state, for static pages
     static_text: str = ""
-    _drawn: object = None
+    frames: OrderedDict = field(default_factory=OrderedDict)  # state -> PNG, least recently shown first
+    drawn: object = None  # what draw returned, for update
+    drawn_state: tuple | None = None  # the state the figure shows
+    frozen: layout.FrozenLayout | None = None  # the figure's layout, kept until its structure changes
+
+    def __post_init__(self):
+        self.frozen = layout.FrozenLayout(self.figure)
 
     def values(self) -> dict:
         return {name: c.value for name, c in self.controls.items()}
 
+    def state(self) -> tuple:
+        """The controls' values as a key of the frame cache."""
+        return tuple(self.values().items())
+
+    @property
+    def fig(self) -> Figure:
+        """The figure, drawn in the controls' current state."""
+        self.sync()
+        return self.figure
+
+    @property
+    def ax(self) -> Axes | np.ndarray:
+        """The Axes (or array of Axes) passed to ``draw``, drawn in the controls' current state."""
+        self.sync()
+        return self.axes
+
+    def sync(self):
+        """Draw and render the figure in the controls' current state, unless it shows that state already."""
+        state = self.state()
+        if state == self.drawn_state:
+            return
+        values = dict(state)
+        with layout.fixed_titles():
+            if self.update is None or self.drawn is None or self.update(self.drawn, **values) is False:
+                self.drawn = self.draw(self.axes, **values)
+        self.renders.append(self.frozen.render())
+        self.drawn_state = state
+
     def redraw(self, *_):
-        """Draw with the current control values and put the new PNG into the image widget."""
+        """Put the PNG of the controls' current state into the image widget: from the frame cache if this
+        state was shown before, else drawn, rendered and encoded (then cached)."""
         t0 = time.perf_counter()
-        values = self.values()
-        if self.update is None or self._drawn is None or self.update(self._drawn, **values) is False:
-            self._drawn = self.draw(self.ax, **values)
-        self.image.value = self.png()
+        state = self.state()
+        png = self.frames.get(state)
+        hit = png is not None
+        if hit:
+            self.frames.move_to_end(state)
+        else:
+            png = self.png()
+            self.frames[state] = png
+            if len(self.frames) > FRAMES_KEPT:
+                self.frames.popitem(last=False)
+        self.image.value = png
+        self.served_from_cache.append(hit)
         self.redraw_seconds.append(time.perf_counter() - t0)
 
     def png(self, level: int = 1) -> bytes:
-        """The figure as PNG bytes, as the browser receives it: rendered, fitted so nothing is cropped."""
-        canvas = self.fig.canvas
-        for n in range(1, MAX_FITS + 1):
-            layout.wrap_titles(self.fig, canvas.get_renderer())
-            canvas.draw()
-            if not layout.fit(self.fig, canvas.get_renderer().inked()):
-                break
-        self.renders.append(n)
-        return render.encode_png(np.asarray(canvas.buffer_rgba()), level)
+        """The figure as PNG bytes in the controls' current state, as the browser receives it."""
+        self.sync()
+        return render.encode_png(np.asarray(self.figure.canvas.buffer_rgba()), level)
 
     def lines(self) -> list[np.ndarray]:
         """(x, y) data of every visible line, the rectangles of every bar, every image and colour-mapped mesh,
@@ -111,11 +155,12 @@ def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=
               subplots: tuple[int, int] | None = None, name: str | None = None) -> View:
     """Wrap ``draw(ax, **values)`` with ``controls``; every value change redraws the figure.
 
-    ``subplots=(rows, cols)`` passes a (rows, cols) array of Axes as ``ax``; ``margins`` is the first
-    guess of the layout, which every render corrects (see :mod:`kvsim.widgets.layout`).
+    ``subplots=(rows, cols)`` passes a (rows, cols) array of Axes as ``ax``; ``margins`` places them before
+    the first layout, which replaces it (see :mod:`kvsim.widgets.layout`).
     """
     fig = render.new_figure(figsize)
-    ax = fig.subplots(*subplots, squeeze=False) if subplots else fig.add_subplot()
+    with layout.fixed_titles():
+        ax = fig.subplots(*subplots, squeeze=False) if subplots else fig.add_subplot()
     fig.subplots_adjust(**(margins or MARGINS))
     name = name or draw.__name__.removeprefix("draw_")
     # natural size (1 figure pixel = 1 CSS pixel, like inline matplotlib), narrower only in a narrow column:

@@ -1,16 +1,20 @@
-"""Layout of a view's figure, computed from what the last render inked: nothing cropped, little wasted.
+"""Layout of a view's figure: computed by matplotlib's constrained layout once per structure, then frozen.
 
 Contract
+- :func:`fixed_titles`: a context in which Axes made or cleared, and titles set, keep their titles just above
+  the Axes (``rcParams["axes.titley"] = 1.0``). Otherwise every draw measures both axes again to look for
+  decorations above the Axes to dodge (a sixth of a render); a view's pictures have none (the no-overlap test
+  checks every view, and the redraw test compares with titles placed automatically).
 - :func:`wrap_titles` breaks an Axes title that would run off the figure into lines that fit (one text
-  measurement per line; matplotlib's own ``wrap=True`` measures every prefix of every line on every draw).
-- :func:`fit` takes the box of everything drawn outside the Axes clip (tick labels, axis labels, titles,
-  legends, annotations; :class:`kvsim.widgets.render.FrameRenderer` records it) and moves the Axes so that
-  box lies TARGET_PX inside the figure's edges. It only moves them when something comes closer than PAD_PX
-  to an edge or a side wastes more than SLACK_PX, so most slider moves keep the layout and cost one render;
-  no layout engine pass (constrained layout doubled the redraw time).
-- Several Axes move together: their bounding rectangle is mapped onto the fitted one.
-- An Axes with a fixed aspect (a picture drawn with ``set_aspect("equal")``) fills its box in one direction
-  only; the room it leaves in the other is not counted as waste, else every render would refit in vain.
+  measurement per line, memoized; matplotlib's own ``wrap=True`` measures every prefix of every line on every
+  draw, and constrained layout counts a title's height only, not its width).
+- :func:`freeze` runs the constrained layout engine once (``fig.get_layout_engine().execute(fig)``) and then
+  leaves the figure without a layout engine (``"none"``), so the renders that follow cost no layout pass.
+- :class:`FrozenLayout` renders a figure and lays it out again only when it must: when its structure changed
+  (:func:`structure`: which decorations and unclipped artists each Axes has, not its data), or when what the render inked
+  (:class:`kvsim.widgets.render.FrameRenderer` records it) came closer than PAD_PX to an edge of the figure,
+  nearer than the layout left it, or left SLACK_PX more room on a side than the layout left (labels grew or
+  shrank with the data). Most slider moves keep the layout and cost one render.
 """
 
 from __future__ import annotations
@@ -18,19 +22,27 @@ from __future__ import annotations
 import math
 import textwrap
 
+import matplotlib as mpl
 from matplotlib.figure import Figure
-from matplotlib.text import _get_text_metrics_with_cache
-from matplotlib.transforms import Bbox, BboxTransform
+from matplotlib.text import Text
 
-PAD_PX = 6        # at least this many free pixels between the ink and each edge (a frameless legend pads ~4)
-SLACK_PX = 32     # a side with more free pixels than this is tightened
-TARGET_PX = 10    # a refit puts the ink this far from each edge: labels may grow 4 px or shrink 22 px before the next
-MIN_FRACTION = 0.3  # the Axes keep at least this share of the figure in each direction
+from .render import FrameRenderer
+
+PAD_IN = 4 / 72   # constrained layout's room around the decorations and between Axes (matplotlib's default: 3 pt)
+PAD_PX = 2        # ink closer than this to an edge, and closer than the layout left it, makes a new layout
+SLACK_PX = 32     # a side with this many more free pixels than the layout left makes a new layout
+MAX_PASSES = 3    # layout passes per relayout at most (a pass that re-wraps a title asks for another)
+TITLE_MARGIN_PX = 6  # a wrapped title keeps this much room from the figure's edge on either side
 
 
-def _titles(ax):
-    return [t for t in (ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None))
-            if t is not None and t.get_text()]
+def fixed_titles():
+    """Context in which new and cleared Axes, and titles set without ``y``, place their titles at y = 1."""
+    return mpl.rc_context({"axes.titley": 1.0})
+
+
+def titles(ax) -> list[Text]:
+    """The Axes' titles (centre, left, right) that have text: the Text children that are not in ``ax.texts``."""
+    return [t for t in ax.get_children() if isinstance(t, Text) and t not in ax.texts and t.get_text()]
 
 
 def _wrap(text: str, room: float, width) -> str:
@@ -49,68 +61,108 @@ def _wrap(text: str, room: float, width) -> str:
     return "\n".join(out)
 
 
-def wrap_titles(fig: Figure, renderer):
-    """Break Axes titles wider than the figure allows around their anchor into lines that fit.
+_WIDTHS: dict = {}  # (string, font, dpi) -> width in pixels
 
-    With nothing above the Axes (x ticks and label at the bottom, no y offset text in the last render) the
-    title stays at its place on top of the Axes, without matplotlib measuring both axes again on every
-    render to look for something to dodge (a fifth of a render).
-    """
-    dpi, width = fig.dpi, fig.bbox.width
+
+def text_width(renderer, s: str, prop) -> float:
+    """Width in pixels of one line of text, memoized (titles are measured again on every render)."""
+    key = (s, prop.copy(), renderer.dpi)
+    if key not in _WIDTHS:
+        if len(_WIDTHS) > 4096:
+            _WIDTHS.clear()
+        _WIDTHS[key] = renderer.get_text_width_height_descent(s, prop, False)[0]
+    return _WIDTHS[key]
+
+
+def wrap_titles(fig: Figure, renderer) -> bool:
+    """Break Axes titles wider than the figure allows around their anchor into lines that fit; True if any
+    title changed."""
+    changed = False
+    width = fig.bbox.width
     for ax in fig.axes:
-        for title in _titles(ax):
+        for title in titles(ax):
             anchor = ax.bbox.x0 + title.get_position()[0] * ax.bbox.width
             ha = title.get_horizontalalignment()
-            room = {"left": width - anchor, "right": anchor}.get(ha, 2 * min(anchor, width - anchor)) - 2 * PAD_PX
+            room = {"left": width - anchor, "right": anchor}.get(ha, 2 * min(anchor, width - anchor)) - 2 * TITLE_MARGIN_PX
             prop = title.get_fontproperties()
-            text = _wrap(title.get_text(), room,
-                         lambda s: _get_text_metrics_with_cache(renderer, s, prop, False, dpi)[0])
+            text = _wrap(title.get_text(), room, lambda s: text_width(renderer, s, prop))
             if text != title.get_text():
                 title.set_text(text)
-        nothing_above = (ax.xaxis.get_ticks_position() == "bottom" and ax.xaxis.get_label_position() == "bottom"
-                         and not ax.yaxis.offsetText.get_text())
-        ax._autotitlepos = not nothing_above  # matplotlib's own switch (set_title(y=...) turns it off)
-        if nothing_above:
-            for title in _titles(ax):
-                title.set_y(1.0)
+                changed = True
+    return changed
 
 
-def _excess(ink: Bbox, width: float, height: float, pad: float) -> tuple[float, float, float, float]:
-    """Pixels by which the ink passes ``pad`` from each figure edge (left, bottom, right, top); negative = room."""
-    return pad - ink.x0, pad - ink.y0, ink.x1 - (width - pad), ink.y1 - (height - pad)
+def structure(fig: Figure) -> tuple:
+    """What a layout depends on besides the sizes of texts: per Axes, whether it and its frame show, which of
+    its labels and titles have text, its legend's number of entries, and the type and visibility of every
+    artist not clipped to it (texts, annotations, unclipped patches: what may reach beyond the Axes)."""
+    def axes(ax):
+        legend = ax.get_legend()
+        return (ax.get_visible(), ax.axison, bool(ax.get_xlabel()), bool(ax.get_ylabel()),
+                tuple(bool(t.get_text()) for t in (ax.title, *titles(ax))),
+                ax.xaxis.get_ticks_position(), ax.yaxis.get_ticks_position(),
+                None if legend is None else (legend.get_visible(), len(legend.texts)),
+                tuple((type(a).__name__, a.get_visible()) for a in ax.get_children() if not a.get_clip_on()))
+    return tuple(axes(ax) for ax in fig.axes) + (len(fig.texts), len(fig.legends))
 
 
-def _aspect_room(axes, width: float, height: float) -> tuple[bool, bool]:
-    """(x, y): whether every Axes is narrower (x) or lower (y) than its box by more than a pixel, which a
-    fixed aspect does (matplotlib shrinks the Axes inside the box it was given and centres it)."""
-    room = [True, True]
-    for ax in axes:
-        box, active = ax.get_position(original=True), ax.get_position()
-        room[0] &= (box.width - active.width) * width > 1
-        room[1] &= (box.height - active.height) * height > 1
-    return room[0], room[1]
+def freeze(fig: Figure):
+    """Lay the figure out once with constrained layout, then keep that layout (no layout engine)."""
+    fig.set_layout_engine("constrained", w_pad=PAD_IN, h_pad=PAD_IN)
+    fig.get_layout_engine().execute(fig)
+    fig.set_layout_engine("none")
 
 
-def fit(fig: Figure, ink: Bbox | None) -> bool:
-    """Move the Axes so ``ink`` (display pixels) fits in the figure; True if they moved (render again)."""
-    axes = [ax for ax in fig.axes if ax.get_visible()]
-    if ink is None or not axes:
-        return False
-    width, height = fig.bbox.width, fig.bbox.height
-    x_room, y_room = _aspect_room(axes, width, height)
-    free = (x_room, y_room, x_room, y_room)  # left, bottom, right, top: room there is the aspect's, not waste
-    if all((f or -(SLACK_PX - PAD_PX) <= e) and e <= 0 for e, f in zip(_excess(ink, width, height, PAD_PX), free)):
-        return False
-    old = Bbox.union([ax.get_position() for ax in axes])
-    left, bottom, right, top = _excess(ink, width, height, TARGET_PX)
-    x0, x1 = old.x0 + left / width, old.x1 - right / width
-    y0, y1 = old.y0 + bottom / height, old.y1 - top / height
-    if x1 - x0 < MIN_FRACTION or y1 - y0 < MIN_FRACTION:
-        return False  # cannot fit by moving the Axes (e.g. a legend wider than the figure): the tests catch it
-    new = Bbox([[x0, y0], [x1, y1]])
-    if all(abs(a - b) < 1e-4 for a, b in zip(old.extents, new.extents)):
-        return False
-    move = BboxTransform(old, new)
-    for ax in axes:
-        ax.set_position(Bbox(move.transform(ax.get_position().get_points())))
-    return True
+def gaps(fig: Figure) -> tuple[float, float, float, float] | None:
+    """Free pixels between what the last render inked and the figure's left, bottom, right and top edges
+    (negative: cut off); None if the canvas did not record it (not a FrameCanvas) or nothing was drawn."""
+    renderer = fig.canvas.get_renderer()
+    ink = renderer.inked() if isinstance(renderer, FrameRenderer) else None
+    if ink is None:
+        return None
+    return ink.x0, ink.y0, fig.bbox.width - ink.x1, fig.bbox.height - ink.y1
+
+
+class FrozenLayout:
+    """Renders one figure, laying it out anew only when its structure changed or its ink drifted."""
+
+    def __init__(self, fig: Figure):
+        self.fig = fig
+        self.structure = None  # structure() the current layout was made for
+        self.gaps = None       # gaps() of the first render after it
+
+    def relayout(self, renderer):
+        for _ in range(MAX_PASSES):
+            wrap_titles(self.fig, renderer)  # at the Axes' current width, which the layout needs
+            freeze(self.fig)
+            if not wrap_titles(self.fig, renderer):  # the new width needs no other wrap: done
+                break
+        self.structure = structure(self.fig)
+
+    def drifted(self, now) -> bool:
+        """Whether the ink came closer to an edge than PAD_PX and than the layout left it, or has SLACK_PX more
+        room than the layout left on some side."""
+        if now is None or self.gaps is None:
+            return False
+        return any((g < PAD_PX and g < g0 - 0.5) or g > g0 + SLACK_PX for g, g0 in zip(now, self.gaps))
+
+    def render(self) -> int:
+        """Draw the figure on its canvas, laid out; returns the number of renders (1, or 2 after a late relayout)."""
+        canvas = self.fig.canvas
+        renderer = canvas.get_renderer()
+        fresh = structure(self.fig) != self.structure
+        if fresh:
+            self.relayout(renderer)
+        else:
+            wrap_titles(self.fig, renderer)  # titles follow the data
+        canvas.draw()
+        now = gaps(self.fig)
+        renders = 1
+        if not fresh and self.drifted(now):
+            self.relayout(renderer)
+            canvas.draw()
+            now = gaps(self.fig)
+            renders = 2
+        if fresh or renders == 2:
+            self.gaps = now
+        return renders

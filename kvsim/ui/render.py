@@ -1,16 +1,21 @@
-"""Fast PNG frames for the views: an Agg canvas that caches text, records where it inked, and a plain PNG writer.
+"""PNG frames for the views, on matplotlib's public API: an Agg canvas that rasterizes each distinct text once,
+records where it inked, and a plain PNG writer.
 
 Contract
 - :func:`new_figure` makes a Figure on a :class:`FrameCanvas` (no pyplot: nothing else ever shows it).
-- :class:`FrameCanvas` draws with :class:`FrameRenderer`, which rasterizes each distinct string once and
-  afterwards stamps the cached bitmap (matplotlib 3.11 lays out and renders every glyph from Python on
-  every draw: about 1 ms per label), and records ``ink``: the box of everything drawn (texts as their
-  layout boxes; paths, markers, collections and quad meshes as their extent, or their clip box when
-  clipped; images as their extent cut to their clip box), in display pixels with y upwards.
+- :class:`FrameCanvas` draws with one :class:`FrameRenderer` per canvas size (kept across draws, so its caches
+  persist). The renderer overrides public renderer methods only: ``draw_text`` rasterizes a text once with
+  stock ``RendererAgg.draw_text`` on a scratch renderer and afterwards composites that bitmap with
+  ``draw_image`` (matplotlib 3.11 lays out and renders every glyph from Python on every draw: about 1 ms per
+  label); ``get_text_width_height_descent`` is memoized; ``draw_path`` and ``clear`` keep ``ink``: the box of
+  every text (its bitmap and its layout box, width × line height at the baseline) and every unclipped path
+  drawn since the last clear, in display pixels with y upwards, which :mod:`kvsim.widgets.layout` checks
+  against the figure's edges.
+- Drawing differs from stock Agg only by each text's origin snapped to whole pixels (at most half a pixel);
+  at whole-pixel origins it is identical (tests/test_widgets.py compares both on every matplotlib tested).
 - :func:`encode_png` writes the canvas as an RGB PNG: filter "none" and zlib level 1 (PIL's encoder, with
   its per-row filter search, takes 4× as long for a file of the same size); :func:`encode_static_png` a
   palette PNG a third that size, for what a notebook stores.
-Drawing differs from stock Agg only by text snapped to whole pixels (at most half a pixel).
 """
 
 from __future__ import annotations
@@ -21,178 +26,129 @@ import struct
 import zlib
 
 import numpy as np
-from matplotlib.backends.backend_agg import (
-    FigureCanvasAgg,
-    RendererAgg,
-    get_hinting_flag,
-)
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
-from matplotlib.font_manager import fontManager, get_font
-from matplotlib.ft2font import RenderMode
-from matplotlib.path import Path, get_path_collection_extents
-from matplotlib.text import _get_text_metrics_with_cache
+from matplotlib.path import Path
 from matplotlib.transforms import Bbox
 from PIL import Image
 
-_MAX_CACHED_TEXTS = 4096
-_UNCACHED = object()  # a text this renderer leaves to RendererAgg
+MAX_CACHED_TEXTS = 4096  # distinct (string, font, angle, colour) bitmaps per renderer; then it starts over
+MARGIN_EM = 0.5  # scratch room around a text's layout box, in font sizes (glyphs may overhang their advance)
+
+
+def _text_options(mtext) -> tuple:
+    """What else of the Text artist shapes its glyphs (font features and language, where matplotlib has them)."""
+    if mtext is None:
+        return ()
+    options = []
+    for getter in ("get_fontfeatures", "get_language"):  # public Text methods since matplotlib 3.11
+        value = getattr(mtext, getter, lambda: None)()
+        options.append(tuple(value) if isinstance(value, list) else value)
+    return tuple(options)
 
 
 class FrameRenderer(RendererAgg):
-    """RendererAgg with cached text bitmaps and font metrics, recording the inked box of each frame."""
+    """RendererAgg drawing each distinct text from a cached bitmap, recording the inked box of each frame."""
 
     def __init__(self, width, height, dpi):
         super().__init__(width, height, dpi)
-        self._texts: dict = {}    # (string, font, angle, ...) -> (coverage uint8 [rows, cols], dx, dy) or None
-        self._heights: dict = {}  # font -> (min ascent, min descent, line gap) in pixels
+        # (string, font, angle, math, antialiased, colour, alpha, options) -> (rgba rows × cols × 4, dx, dy) | None
+        self.text_bitmaps: dict = {}
+        self.text_sizes: dict = {}  # (string, font, math) -> (width, height, descent) in pixels
         self.ink: list[tuple[float, float, float, float]] = []  # (x0, y0, x1, y1) display pixels, y up
 
     # --- text -------------------------------------------------------------------------------------------
+    def get_text_width_height_descent(self, s, prop, ismath):
+        # memoized: Text measures its lines through matplotlib's own cache, but legends, title wrapping and
+        # rasterize ask the renderer directly (one font layout each, the slowest step of a new label)
+        key = (s, prop.copy(), ismath)
+        if key not in self.text_sizes:
+            if len(self.text_sizes) >= MAX_CACHED_TEXTS:
+                self.text_sizes.clear()
+            self.text_sizes[key] = super().get_text_width_height_descent(s, prop, ismath)
+        return self.text_sizes[key]
+
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
-        self._record_text(gc, x, y, s, prop, angle, ismath)
-        features = mtext.get_fontfeatures() if mtext is not None else None
-        language = mtext.get_language() if mtext is not None else None
-        aa = bool(gc.get_antialiased())
-        key = (s, prop.copy(), angle, aa, ismath, features if features is None else tuple(features), language)
-        x0, y0 = round(x), round(y)  # y downwards, as Text.draw passes it
-        if key not in self._texts:
-            if len(self._texts) > _MAX_CACHED_TEXTS:
-                self._texts.clear()
-            glyphs = self._glyphs(s, prop, ismath, aa, features, language)
-            self._texts[key] = _UNCACHED if glyphs is None else self._rasterize(x0, y0, angle, aa, glyphs)
-        cached = self._texts[key]
-        if cached is _UNCACHED:
-            return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
-        if cached is not None:  # None: nothing visible (spaces)
-            image, dx, dtop = cached
-            top = self.height - y0 + dtop  # FreeType's y is upwards
-            self._renderer.draw_text_image(image, x0 + dx, int(self.height) - top + image.shape[0], 0, gc)
+        # x, y: the text's origin, y downwards (as Text.draw passes it to a renderer that flips y)
+        key = (s, prop.copy(), angle, ismath, bool(gc.get_antialiased()), tuple(gc.get_rgb()), gc.get_alpha(),
+               _text_options(mtext))
+        if key not in self.text_bitmaps:
+            if len(self.text_bitmaps) >= MAX_CACHED_TEXTS:
+                self.text_bitmaps.clear()
+            self.text_bitmaps[key] = self.rasterize(gc, s, prop, angle, ismath, mtext)
+        bitmap, (bx0, by0, bx1, by1) = self.text_bitmaps[key]
+        x0, y1 = round(x), self.height - round(y)  # the origin snapped to a pixel, y upwards
+        self.record(gc, (x0 + bx0, y1 + by0, x0 + bx1, y1 + by1))
+        if bitmap is None:  # nothing visible (spaces)
+            return
+        rgba, dx, dy = bitmap  # dx, dy: the bitmap's top left corner from the origin, y downwards
+        rows, cols = rgba.shape[:2]
+        left, bottom = x0 + dx, y1 - dy - rows
+        self.record(gc, (left, bottom, left + cols, bottom + rows))
+        opaque = self.new_gc()  # the bitmap carries the text's colour and alpha already
+        opaque.copy_properties(gc)
+        opaque.set_alpha(1.0)
+        self.draw_image(opaque, left, bottom, rgba[::-1])  # draw_image takes the bottom row first
+        opaque.restore()
 
-    def _glyphs(self, s, prop, ismath, aa, features, language):
-        """(font, size, glyph index, slant, extend, dx, dy) per glyph as RendererAgg lays them out, or None
-        for what this cache does not handle (TeX, mathtext with rules such as fraction bars)."""
-        if ismath == "TeX" or not hasattr(self._prepare_font(prop), "_layout"):  # older matplotlib: stock path
-            return None
-        if ismath:
-            parse = self.mathtext_parser.parse(s, self.dpi, prop, antialiased=aa)
-            return None if parse.rects else [(f, size, i, 0, 1, dx, dy) for f, size, _, i, dx, dy in parse.glyphs]
-        items = self._prepare_font(prop)._layout(s, flags=get_hinting_flag(), features=features, language=language)
-        return [(it.ft_object, prop.get_size_in_points(), it.glyph_index, 0, 1, it.x, it.y) for it in items]
+    def rasterize(self, gc, s, prop, angle, ismath, mtext):
+        """The text drawn once by stock Agg at a whole-pixel origin on a transparent scratch canvas.
 
-    def _rasterize(self, x, y, angle, aa, glyphs):
-        """Render glyphs once at integer origin (x, y); return their coverage image and offset from the origin."""
+        Returns (bitmap, box): bitmap = (RGBA pixels, top row first; column and row of their top left corner
+        from the origin, y downwards), None if nothing is visible; box = the text's layout box (its width by
+        the height of a line of this font, or its own if taller, rotated about the origin) as (x0, y0, x1, y1)
+        from the origin, y upwards.
+        """
+        w, h, d = self.get_text_width_height_descent(s, prop, ismath)
+        _, lp_h, lp_d = self.get_text_width_height_descent("lp", prop, False)  # a line's height, as Text counts it
+        up, down = max(h - d, lp_h - lp_d), max(d, lp_d)
         cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
-        tiles = []  # (coverage, left, top) in FreeType pixels, y upwards
-        for font, size, index, slant, extend, dx, dy in glyphs:  # as RendererAgg._draw_text_glyphs_and_boxes
-            font.set_size(size, self.dpi)
-            font._set_transform((0x10000 * np.array([[cos, -sin], [sin, cos]]) @ [[extend, extend * slant], [0, 1]]
-                                 ).round().astype(int),
-                                [round(0x40 * (x + dx * cos - dy * sin)),
-                                 round(0x40 * (self.height - y + dx * sin + dy * cos))])
-            bitmap = font._render_glyph(index, get_hinting_flag(), RenderMode.NORMAL if aa else RenderMode.MONO)
-            cover = np.array(bitmap.buffer, dtype=np.uint8) * (1 if aa else 0xFF)
-            if cover.size:
-                tiles.append((cover, bitmap.left, bitmap.top))
-        if not tiles:
-            return None
-        left = min(t[1] for t in tiles)
-        top = max(t[2] for t in tiles)
-        right = max(t[1] + t[0].shape[1] for t in tiles)
-        bottom = min(t[2] - t[0].shape[0] for t in tiles)
-        image = np.zeros((top - bottom, right - left), dtype=np.uint16)
-        for cover, gl, gt in tiles:  # overlapping edges combine as 1 - (1 - a)(1 - b), as drawing twice does
-            tile = image[top - gt:top - gt + cover.shape[0], gl - left:gl - left + cover.shape[1]]
-            tile[...] = 255 - (255 - tile) * (255 - cover.astype(np.uint16)) // 255
-        return image.astype(np.uint8), left - x, top - (self.height - y)
-
-    def _get_font_height_metrics(self, prop):
-        """Font ascent, descent and line gap in pixels (Text._get_layout asks this of the renderer, per label)."""
-        key = prop.copy()
-        if key not in self._heights:
-            font = get_font(fontManager._find_fonts_by_props(prop))
-            found = (None, None, None)
-            for table_name, gap, ascent, descent in (("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
-                                                     ("hhea", "lineGap", "ascent", "descent")):
-                table = font.get_sfnt_table(table_name)
-                if table is not None:
-                    scale = prop.get_size_in_points() * self.dpi / 72 / font.get_sfnt_table("head")["unitsPerEm"]
-                    found = (table[ascent] * scale, -table[descent] * scale, table[gap] * scale)
-                    break
-            self._heights[key] = found
-        return self._heights[key]
+        corners = [(u * cos - v * sin, u * sin + v * cos) for u in (0, w) for v in (-down, up)]  # y up
+        xs, ys = [c[0] for c in corners], [c[1] for c in corners]
+        box = (min(xs), min(ys), max(xs), max(ys))
+        for attempt in range(1, 4):
+            margin = math.ceil(attempt * MARGIN_EM * prop.get_size_in_points() * self.dpi / 72) + 2
+            x0, y0 = margin - math.floor(box[0]), margin + math.ceil(box[3])  # origin: column, row (y down)
+            cols, rows = x0 + math.ceil(box[2]) + margin, y0 - math.floor(box[1]) + margin
+            scratch = RendererAgg(cols, rows, self.dpi)
+            pen = scratch.new_gc()
+            pen.copy_properties(gc)
+            pen.set_clip_rectangle(None)  # the canvas clips when the bitmap is composited
+            pen.set_clip_path(None)
+            scratch.draw_text(pen, x0, y0, s, prop, angle, ismath, mtext)
+            pen.restore()
+            alpha = np.asarray(scratch.buffer_rgba())[:, :, 3]
+            used_rows, used_cols = np.nonzero(alpha.any(axis=1))[0], np.nonzero(alpha.any(axis=0))[0]
+            if not len(used_rows):
+                return None, box
+            r0, r1, c0, c1 = used_rows[0], used_rows[-1] + 1, used_cols[0], used_cols[-1] + 1
+            if r0 > 0 and c0 > 0 and r1 < rows and c1 < cols:  # nothing reached the edge: nothing was cut off
+                break
+        rgba = np.asarray(scratch.buffer_rgba())[r0:r1, c0:c1].copy()
+        return (rgba, int(c0 - x0), int(r0 - y0)), box
 
     # --- ink --------------------------------------------------------------------------------------------
-    def _record_text(self, gc, x, y, s, prop, angle, ismath):
-        """The layout box of one line of text (width × font ascent + descent), rotated about its origin."""
-        w, h, d = _get_text_metrics_with_cache(self, s, prop, ismath, self.dpi)
-        ascent, descent, _ = self._get_font_height_metrics(prop)
-        up, down = max(h - d, ascent or 0), max(d, descent or 0)
-        cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
-        xs, ys = [], []
-        for u, v in ((0, -down), (w, -down), (w, up), (0, up)):
-            xs.append(x + u * cos - v * sin)
-            ys.append(self.height - y + u * sin + v * cos)
-        self._record(gc, (min(xs), min(ys), max(xs), max(ys)))
-
-    def _record(self, gc, box):
+    def record(self, gc, box):
+        """Record ``box`` (x0, y0, x1, y1) cut to the clip rectangle, if anything of it is left."""
         clip = gc.get_clip_rectangle()
         if clip is not None:
             box = (max(box[0], clip.x0), max(box[1], clip.y0), min(box[2], clip.x1), min(box[3], clip.y1))
             if box[0] >= box[2] or box[1] >= box[3]:
-                return  # clipped away entirely
+                return
         self.ink.append(box)
 
-    def _record_shape(self, gc, points):
-        """Record a path's box; a clipped one is bounded by its clip box (no need to measure the path)."""
-        clip = gc.get_clip_rectangle()
-        if clip is not None:
-            box = tuple(clip.extents)
-            if not self.ink or self.ink[-1] != box:
-                self.ink.append(box)
-            return
-        xy = points()
-        if len(xy):
-            (x0, y0), (x1, y1) = np.nanmin(xy, axis=0), np.nanmax(xy, axis=0)
-            if not (x0 <= 0.5 and y0 <= 0.5 and x1 >= self.width - 0.5 and y1 >= self.height - 0.5):  # background
-                pad = gc.get_linewidth() * self.dpi / 144  # half the line width, points -> pixels
-                self.ink.append((x0 - pad, y0 - pad, x1 + pad, y1 + pad))
-
     def draw_path(self, gc, path, transform, rgbFace=None):
-        self._record_shape(gc, lambda: _points(path, transform))
+        # a clipped path lies inside its clip box (inside an Axes): only unclipped ones can reach an edge
+        if gc.get_clip_rectangle() is None and gc.get_clip_path() == (None, None):
+            xy = transform.transform(path.vertices)
+            if path.codes is not None:
+                xy = xy[(path.codes != Path.CLOSEPOLY) & (path.codes != Path.STOP)]
+            if len(xy):
+                (x0, y0), (x1, y1) = np.nanmin(xy, axis=0), np.nanmax(xy, axis=0)
+                if not (x0 <= 0.5 and y0 <= 0.5 and x1 >= self.width - 0.5 and y1 >= self.height - 0.5):  # background
+                    pad = gc.get_linewidth() * self.dpi / 144  # half the line width, points -> pixels
+                    self.ink.append((x0 - pad, y0 - pad, x1 + pad, y1 + pad))
         super().draw_path(gc, path, transform, rgbFace)
-
-    def _update_methods(self):
-        # RendererAgg binds these straight to its C renderer per instance; wrap them to record their ink
-        super()._update_methods()
-        agg_markers, agg_collection = self._renderer.draw_markers, self._renderer.draw_path_collection
-
-        def draw_markers(gc, marker_path, marker_trans, path, trans, *args):
-            def points():  # every marker position plus the marker's own extent
-                at, mark = _points(path, trans), _points(marker_path, marker_trans)
-                if not len(at) or not len(mark):
-                    return at
-                return np.concatenate([at + np.nanmin(mark, axis=0), at + np.nanmax(mark, axis=0)])
-            self._record_shape(gc, points)
-            return agg_markers(gc, marker_path, marker_trans, path, trans, *args)
-
-        def draw_path_collection(gc, master_transform, paths, transforms, offsets, offset_trans, *args, **kw):
-            if len(paths):
-                self._record_shape(gc, lambda: get_path_collection_extents(
-                    master_transform, paths, transforms, offsets, offset_trans).get_points())
-            return agg_collection(gc, master_transform, paths, transforms, offsets, offset_trans, *args, **kw)
-
-        agg_image, agg_mesh = self._renderer.draw_image, self._renderer.draw_quad_mesh
-
-        def draw_image(gc, x, y, im, *args):  # (x, y): lower left corner in pixels, y up; im: (rows, cols, 4)
-            self._record(gc, (x, y, x + im.shape[1], y + im.shape[0]))
-            return agg_image(gc, x, y, im, *args)
-
-        def draw_quad_mesh(gc, master_transform, width, height, coordinates, *args, **kw):
-            self._record_shape(gc, lambda: master_transform.transform(np.reshape(coordinates, (-1, 2))))
-            return agg_mesh(gc, master_transform, width, height, coordinates, *args, **kw)
-
-        self.draw_markers, self.draw_path_collection = draw_markers, draw_path_collection
-        self.draw_image, self.draw_quad_mesh = draw_image, draw_quad_mesh
 
     def inked(self) -> Bbox | None:
         """Union of everything recorded since the last clear."""
@@ -206,23 +162,17 @@ class FrameRenderer(RendererAgg):
         self.ink = []
 
 
-def _points(path, transform) -> np.ndarray:
-    """Display coordinates of a path's vertices (curve control points bound the curve; CLOSEPOLY skipped)."""
-    xy = transform.transform(path.vertices)
-    if path.codes is not None:
-        xy = xy[(path.codes != Path.CLOSEPOLY) & (path.codes != Path.STOP)]
-    return xy
-
-
 class FrameCanvas(FigureCanvasAgg):
-    """An Agg canvas drawing with :class:`FrameRenderer` (kept across draws, so its caches persist)."""
+    """An Agg canvas drawing with :class:`FrameRenderer`, one kept per canvas size and dpi."""
+
+    frame_renderer_key = None  # (width, height, dpi) of self.renderer
 
     def get_renderer(self):
         w, h = self.get_width_height(physical=True)
         key = w, h, self.figure.dpi
-        if self._lastKey != key:
+        if self.frame_renderer_key != key:
             self.renderer = FrameRenderer(w, h, self.figure.dpi)
-            self._lastKey = key
+            self.frame_renderer_key = key
         return self.renderer
 
 

@@ -8,6 +8,8 @@ Contract
   without ``ax.clear()`` (which alone costs ~10 ms: it rebuilds ticks and spines). A different shape, or
   anything else having cleared the Axes, makes it build afresh. What a plot sets after building must not
   depend on the previous call: a redraw and a fresh draw give the same picture (tests/test_widgets.py).
+  The kept artists live in a :class:`Kept` artist added to the Axes (invisible, outside the layout): it
+  goes when the Axes is cleared, as the artists it names do.
 - :class:`Pool` / :class:`Sketch`: for pictures whose number of cells, labels or connectors follows the
   data, artists of one kind made on first need and re-styled on later calls; those a call does not use are
   hidden.
@@ -16,6 +18,7 @@ Contract
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.legend import Legend
 from matplotlib.ticker import LogLocator, NullFormatter
 from matplotlib.transforms import ScaledTranslation
@@ -74,28 +77,50 @@ def _artists(held):
         yield held
 
 
+class Kept(Artist):
+    """An invisible artist that holds what :func:`keep` remembers for one plot on its Axes: ``key``, ``shape``
+    and the plot's artists. It draws nothing and takes no room in a layout."""
+
+    def __init__(self, key: str, shape, artists: dict):
+        super().__init__()
+        self.key, self.shape, self.artists = key, shape, artists
+        self.set_visible(False)
+        self.set_in_layout(False)
+
+    def draw(self, renderer):
+        pass
+
+
+def _kept(ax) -> Kept | None:
+    return next((a for a in ax.get_children() if isinstance(a, Kept)), None)
+
+
 def reuse(ax, key: str, shape) -> dict | None:
     """The artists an earlier call on ``ax`` kept under ``key`` for the same ``shape``, if all still on ``ax``."""
-    held = getattr(ax, "_kvsim_kept", None)
-    if held is None or held[0] != (key, shape):
+    held = _kept(ax)
+    if held is None or (held.key, held.shape) != (key, shape):
         return None
-    for artist in _artists(held[1]):
+    for artist in _artists(held.artists):
         if (ax.get_legend() is not artist) if isinstance(artist, Legend) else (artist.axes is not ax):
             return None  # cleared (ax.clear() detaches every artist) or removed since
-    return held[1]
+    return held.artists
+
+
+def _plotted(ax) -> list:
+    """Every artist plotted on ``ax`` (not its spines, axes, titles, background or legend)."""
+    return [*ax.artists, *ax.collections, *ax.images, *ax.lines, *ax.patches, *ax.tables, *ax.texts]
 
 
 def clear_for(ax, key: str):
     """Make ``ax`` empty for a new build of plot ``key``: if only an earlier build of the same plot drew on it,
     remove that build's artists and legend (the plot sets every Axes property it uses again, which costs far
     less than ``ax.clear()`` rebuilding ticks and spines); otherwise clear the Axes."""
-    held = getattr(ax, "_kvsim_kept", None)
-    if held is not None and held[0][0] == key:
-        artists = [a for a in _artists(held[1]) if not isinstance(a, Legend)]
-        legend = ax.get_legend()
-        others = len(ax.get_children()) - len(artists) - (legend is not None)
-        if all(a.axes is ax for a in artists) and others == len(_empty_axes_children(ax)):
-            for artist in artists + ([legend] if legend is not None else []):
+    held = _kept(ax)
+    if held is not None and held.key == key:
+        artists = [a for a in _artists(held.artists) if not isinstance(a, Legend)]
+        if all(a.axes is ax for a in artists) and set(_plotted(ax)) == {*artists, held}:
+            legend = ax.get_legend()
+            for artist in artists + [held] + ([legend] if legend is not None else []):
                 artist.remove()
             gone = set(artists)
             ax.containers = [c for c in ax.containers if not gone.issuperset(c)]  # bars: their containers too
@@ -104,15 +129,26 @@ def clear_for(ax, key: str):
     ax.clear()
 
 
-def _empty_axes_children(ax):
-    # what an empty Axes holds besides plotted artists: spines, axes, titles, the background patch
-    return [*ax.spines.values(), ax.xaxis, ax.yaxis, ax.title, ax._left_title, ax._right_title, ax.patch]
-
-
 def keep(ax, key: str, shape, artists: dict) -> dict:
     """Remember ``artists`` (a dict of artists, lists or tuples of them) on ``ax`` for :func:`reuse`."""
-    ax._kvsim_kept = ((key, shape), artists)
+    held = _kept(ax)
+    if held is not None:
+        held.remove()
+    ax.add_artist(Kept(key, shape, artists))
     return artists
+
+
+def set_fill_between(area, x, y1, y2):
+    """Move the polygon ``ax.fill_between`` returned to the band between ``y1`` and ``y2`` over ``x``: the
+    vertices fill_between makes (from (x[0], y2[0]) along y1, then back along y2), set through the public
+    ``PolyCollection.set_verts`` (``FillBetweenPolyCollection.set_data`` exists only from matplotlib 3.10)."""
+    x, y1, y2 = (np.broadcast_to(np.asarray(v, dtype=float), np.shape(x)) for v in (x, y1, y2))
+    n = len(x)
+    verts = np.empty((2 * n + 2, 2))
+    verts[0], verts[n + 1] = (x[0], y2[0]), (x[-1], y2[-1])
+    verts[1:n + 1, 0], verts[1:n + 1, 1] = x, y1
+    verts[n + 2:, 0], verts[n + 2:, 1] = x[::-1], y2[::-1]
+    area.set_verts([verts])
 
 
 def log_scale(ax, *which: str):

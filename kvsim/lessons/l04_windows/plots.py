@@ -26,7 +26,7 @@ from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
 from ...calc.units import UNIT_BYTES
-from ...ui.style import Sketch, clear_for, decorate, keep, legend_below, reuse
+from ...ui.style import Sketch, clear_for, decorate, keep, legend_below, reuse, set_fill_between
 
 
 KIND_COLORS = {"sliding": "tab:green", "chunked": "tab:purple", "full": "tab:orange", "mla": "tab:blue",
@@ -125,7 +125,7 @@ def plot_bytes_by_kind(ax, tokens, by_kind: dict, reference: dict | None = None,
     base = np.zeros(len(x))
     for area, y in zip(art["areas"], by_kind.values()):
         top = base + np.asarray(y, dtype=float) / s
-        area.set_data(x, base, top)
+        set_fill_between(area, x, base, top)
         base = top
     art["total"].set_data(x, base)
     for line, y in zip(art["references"], reference.values()):

@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from ...calc.units import format_bytes
-from ...ui.style import Pool, clear_for, keep, legend, legend_below, reuse
+from ...ui.style import Pool, clear_for, keep, legend, legend_below, reuse, set_fill_between
 
 
 SEQ_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
@@ -153,7 +153,7 @@ def plot_split_over_time(ax, t, shares: dict, title: str | None = None, running=
     bottom = np.zeros_like(t)
     for area, edge, share in zip(art["areas"], art["edges"], shares.values()):
         top = bottom + 100 * np.asarray(share, dtype=float)
-        area.set_data(t, bottom, top)
+        set_fill_between(area, t, bottom, top)
         edge.set_data(t, top)
         bottom = top
     ax.set_xlim(t[0], t[-1])
