@@ -3,8 +3,9 @@
 Contract (pure arithmetic, no MLX)
 - KV budget per GPU = memory · utilization − weights / tp (never below 0).
 - Per-sequence bytes = KV bytes of one sequence at T tokens (in the chosen view) + its fixed
-  recurrent state; under tensor parallelism KV heads are split (``max(1, n_kv // tp)``) and the
-  MLA latent is replicated, as :mod:`kvsim.calc.memory` computes.
+  recurrent state; under tensor parallelism KV heads are split (``n_kv / tp``, or one replicated head
+  per rank when tp is a multiple of n_kv; any other tp is refused) and the MLA latent is replicated, as
+  :func:`kvsim.calc.memory.heads_per_rank` computes.
 - ``max_concurrent_sequences`` = ⌊budget / per-sequence bytes⌋;
   ``max_context_tokens`` = the largest T whose batch fits (None when no T is too long, i.e. every
   cache layer is windowed); ``crossover_tokens`` = the first T at which the cache equals the weights.
