@@ -21,21 +21,20 @@ from .config import LayerSpec, ModelSpec
 from .registry import load_model
 from .units import InputError
 
-ATTENTION_KINDS = ("full", "sliding", "chunked")
 _FORMULAS = {"MHA": "2·n_h·d_h", "GQA": "2·n_g·d_h", "MQA": "2·d_h", "MLA": "d_c + d_h^R"}
 
 
 def with_kv_heads(spec: ModelSpec, num_key_value_heads: int, name: str | None = None) -> ModelSpec:
     """Every attention layer of ``spec`` with ``num_key_value_heads`` KV heads (MHA: = query heads)."""
     layers = tuple(replace(layer, num_key_value_heads=num_key_value_heads)
-                   if layer.kind in ATTENTION_KINDS else layer for layer in spec.layers)
+                   if layer.has_kv_heads else layer for layer in spec.layers)
     return replace(spec, name=name or f"{spec.name} ({num_key_value_heads} KV heads)", layers=layers)
 
 
 def full_attention(spec: ModelSpec) -> ModelSpec:
     """Every sliding or chunked layer made full (what calculators that ignore windows assume)."""
     layers = tuple(replace(layer, kind="full", sliding_window=None, attention_chunk_size=None)
-                   if layer.kind in ("sliding", "chunked") else layer for layer in spec.layers)
+                   if layer.is_windowed else layer for layer in spec.layers)
     return replace(spec, name=f"{spec.name} without windows", layers=layers)
 
 
@@ -108,7 +107,7 @@ def kv_curves(model: str, tokens: int, batch: int = 1, kv_dtype: str = "bf16", p
     spec = load_model(model)
     t = np.linspace(0, tokens, points).astype(np.int64)
     curves = {f"{spec.name} (B={batch})": memory.kv_bytes(spec, t, batch, kv_dtype)}
-    if any(layer.kind in ("full", "sliding", "chunked") for layer in spec.layers):
+    if any(layer.has_kv_heads for layer in spec.layers):
         mha = as_mha(spec)
         if mha.layers != spec.layers:
             label = f"same model if MHA ({spec.num_attention_heads} KV heads)"

@@ -56,7 +56,7 @@ def _elem(dt: memory.KVDtype, dim: int) -> tuple[str, str]:
 def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: int):
     per_tok = memory.layer_token_bytes(layer, dt, tp)
     kept = memory.kept_tokens(layer, tokens)
-    if layer.kind in ("full", "sliding", "chunked"):
+    if layer.has_kv_heads:
         heads = memory.heads_per_rank(layer, tp)
         copies = memory.ranks_per_copy(layer, tp)
         replicated = f" (each replicated on {copies} ranks)" if copies > 1 else ""

@@ -27,7 +27,6 @@ from . import memory
 from .config import ModelSpec
 from .units import DEFAULT_STEP, InputError
 
-ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
 _T_MAX = 2**40  # search bound, far beyond any context
 
 
@@ -50,7 +49,7 @@ def cache_split(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", state_
 
 def all_attention(spec: ModelSpec) -> ModelSpec:
     """Every recurrent layer replaced by ``spec``'s first attention layer (the all-attention counterfactual)."""
-    attention = [layer for layer in spec.layers if layer.kind in ATTENTION_KINDS]
+    attention = [layer for layer in spec.layers if layer.caches_tokens]
     if not attention:
         raise InputError(f"{spec.name} has no attention layer to copy (it is purely recurrent)")
     layers = tuple(attention[0] if layer.kind == "recurrent" else layer for layer in spec.layers)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .config import Kind
 from .units import InputError, nonnegative_int, positive_int
 
-MASK_KINDS = ("full", "sliding", "chunked")
+MASK_KINDS = Kind.KV_HEADS  # the three attention patterns: full, sliding, chunked
 
 
 def attention_mask(tokens: int, kind: str = "full", window: int | None = None, chunk: int | None = None,

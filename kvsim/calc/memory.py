@@ -140,7 +140,7 @@ def ranks_per_copy(layer: LayerSpec, tp: int = 1) -> int:
     positive_int("tp", tp)
     if layer.kind == "mla":
         return tp
-    if layer.kind in ("full", "sliding", "chunked"):
+    if layer.has_kv_heads:
         heads_per_rank(layer, tp)  # tp must divide n_kv or be a multiple of it
         return max(1, tp // layer.num_key_value_heads)
     return 1
@@ -153,7 +153,7 @@ def tp_split(spec: ModelSpec, tp: int = 1) -> list[dict]:
     positive_int("tp", tp)
     rows: dict[tuple, dict] = {}
     for layer, count in layer_groups(spec):
-        if layer.kind not in ("full", "sliding", "chunked", "mla"):
+        if not layer.caches_tokens:
             continue
         mla = layer.kind == "mla"
         key = ("mla", 0) if mla else ("attention", layer.num_key_value_heads)
@@ -189,7 +189,7 @@ def layer_token_bytes(layer: LayerSpec, kv_dtype="bf16", tp: int = 1, full_preci
     """Bytes one token adds to one sequence in one layer: n_kv·(bytes(d_k)+bytes(d_v)) or MLA latent + RoPE key."""
     dt = parse_kv_dtype(kv_dtype)
     vec = dt.full_vector_bytes if full_precision else dt.vector_bytes
-    if layer.kind in ("full", "sliding", "chunked"):
+    if layer.has_kv_heads:
         return heads_per_rank(layer, tp) * (vec(layer.head_dim) + vec(layer.v_head_dim, "v_head_dim"))
     if layer.kind == "mla":
         return vec(layer.kv_lora_rank, "kv_lora_rank") + vec(layer.qk_rope_head_dim, "qk_rope_head_dim")
@@ -204,7 +204,7 @@ def kept_tokens(layer: LayerSpec, tokens):
     elif layer.kind == "chunked":
         c = layer.attention_chunk_size
         kept = np.where(t > 0, t - ((t - 1) // c) * c, 0)
-    elif layer.kind in ("full", "mla"):
+    elif layer.caches_tokens:  # full and MLA keep every token
         kept = t
     else:
         kept = np.zeros_like(t)
@@ -244,7 +244,7 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
         raise InputError(f"view {view!r} is not one of {', '.join(VIEWS)}")
     positive_int("batch", batch)
     dt = parse_kv_dtype(kv_dtype)
-    if layer.kind not in ("full", "sliding", "chunked", "mla"):
+    if not layer.caches_tokens:
         return _out(np.zeros_like(_tokens(tokens)), tokens)
     t = _tokens(tokens)
     kept = _tokens(kept_tokens(layer, t))

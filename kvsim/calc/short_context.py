@@ -58,7 +58,7 @@ def layer_crossover(spec: ModelSpec, kv_dtype="bf16") -> dict:
     """{"state_bytes": one recurrent layer's state, "kv_token_bytes": one attention layer's K/V per token,
     "tokens": ⌈state / per-token⌉, the first T at which that layer holds at least the state}."""
     recurrent = [layer for layer in spec.layers if layer.kind == "recurrent"]
-    attention = [layer for layer in spec.layers if layer.kind in hybrid.ATTENTION_KINDS]
+    attention = [layer for layer in spec.layers if layer.caches_tokens]
     if not recurrent or not attention:
         raise InputError(f"{spec.name} needs a recurrent and an attention layer to compare")
     state = memory.state_bytes(recurrent[0])  # kvsim's default state dtype
