@@ -20,6 +20,7 @@ from .counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from .hardware import get_accelerator
 from .masks import ring_slot
 from .registry import load_model
+from .search import first_true
 from .short_context import hybrid_crossover_tokens
 from .units import DTYPE_BYTES, InputError
 from .weights import param_count, weights_bytes
@@ -208,10 +209,8 @@ def _q4_bytes(group_size=64):
 def _half_of_bf16(recent=256):
     spec = load_model("llama-3-8b")
     dt = memory.parse_kv_dtype("q4", group_size=64, full_precision_tokens=recent)
-    lo, hi = 1, 2**20  # kv_q(T)·2 < kv_bf16(T) is monotone in T once T > R
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if 2 * memory.kv_bytes(spec, mid, kv_dtype=dt) < memory.kv_bytes(spec, mid) else (mid, hi)
+    # kv_q(T)·2 < kv_bf16(T) is monotone in T once T > R
+    hi = first_true(lambda t: 2 * memory.kv_bytes(spec, t, kv_dtype=dt) < memory.kv_bytes(spec, t), 1, 2**20)
     return Solution(hi, f"first T with 2 × kv_bytes(q4, g64, R={recent}) < kv_bytes(bf16) = {hi:,} tokens")
 
 

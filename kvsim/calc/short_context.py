@@ -19,10 +19,8 @@ import numpy as np
 
 from . import hybrid, memory
 from .config import ModelSpec
+from .search import first_tokens
 from .units import InputError
-
-_T_MAX = 2**40
-
 
 def _gap(spec: ModelSpec, twin: ModelSpec, t, kv_dtype):
     """all-attention bytes − hybrid bytes at T (negative: the hybrid holds more)."""
@@ -35,15 +33,8 @@ def hybrid_crossover_tokens(spec: ModelSpec, kv_dtype="bf16") -> int | None:
     if "recurrent" not in spec.kinds:
         raise InputError(f"{spec.name} has no recurrent layer: there is no state to amortize")
     twin = hybrid.all_attention(spec)
-    if _gap(spec, twin, _T_MAX, kv_dtype) < 0:
-        return None  # e.g. windowed attention: the counterfactual stops growing too
-    lo, hi = 0, _T_MAX  # gap(lo) < 0 <= gap(hi); the gap never shrinks as T grows
-    if _gap(spec, twin, 0, kv_dtype) >= 0:
-        return 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _gap(spec, twin, mid, kv_dtype) >= 0 else (mid, hi)
-    return hi
+    # the gap never shrinks as T grows; None e.g. for windowed attention (the counterfactual stops growing too)
+    return first_tokens(lambda t: _gap(spec, twin, t, kv_dtype) >= 0)
 
 
 def short_context_curves(spec: ModelSpec, tokens, kv_dtype="bf16") -> dict:
