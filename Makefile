@@ -38,7 +38,7 @@ MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow" -n auto --maxprocesses
 .PHONY: help lab test install install-lab test-unit test-mpl-oldest test-env test-notebooks test-ui browser notebooks bench clean
 
 help:
-	@echo "make lab            create .venv, install kvsim[notebooks], launch JupyterLab on notebooks/ ($(HOST):$(PORT))"
+	@echo "make lab            create .venv, install kvsim[lessons], launch JupyterLab on notebooks/ ($(HOST):$(PORT))"
 	@echo "make test           create/update .venv and run every test: unit, notebooks (nbval), real browser"
 	@echo "make test-unit | test-mpl-oldest | test-env | test-notebooks | test-ui   one stage of make test (test-unit: fast feedback)"
 	@echo "make notebooks      re-execute every notebook (lessons and solutions/) in place and sync the jupytext pairs"
@@ -50,11 +50,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(LAB_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[notebooks]'
+	$(PY) -m pip install -q -e '.[lessons]'
 	@touch $@
 
 $(TEST_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[notebooks,test,ui]'
+	$(PY) -m pip install -q -e '.[lessons,test,ui]'
 	@touch $@ $(LAB_STAMP)
 
 install-lab: $(LAB_STAMP)

@@ -47,7 +47,7 @@ def _feed(caches, spec, tokens, batch, dtype, seed=0):
         for layer, cache in zip(spec.layers, caches):
             if layer.kind == "mla":
                 cache.update_and_fetch(arr(batch, 1, S, layer.kv_lora_rank), arr(batch, 1, S, layer.qk_rope_head_dim))
-            elif layer.kind in ("full", "sliding", "chunked"):
+            elif layer.has_kv_heads:
                 H = layer.num_key_value_heads
                 cache.update_and_fetch(arr(batch, H, S, layer.head_dim), arr(batch, H, S, layer.v_head_dim))
 

@@ -114,6 +114,8 @@ def test_compare_table(capsys):
     (["calc", "llama-3-8b", "--batch", "0"], "--batch"),
     (["calc", "llama-3-8b", "--batch", "-1"], "--batch must be an integer >= 1"),
     (["calc", "llama-3-8b", "--tp", "0"], "--tp"),
+    (["calc", "llama-3-8b", "--tp", "3"], "tp=3 neither divides num_key_value_heads=8 nor is a multiple of it"),
+    (["compare", "deepseek-v3", "llama-3-8b", "--tp", "5"], "tp=5 neither divides num_key_value_heads=8"),
     (["calc", "phi-3-mini-4k", "--kv-dtype", "q4", "--group-size", "64"], "head_dim"),
     (["calc", "llama-3-8b", "--kv-dtype", "q4", "--group-size", "48"], "group_size"),
     (["calc", "llama-3-8b", "--gpu", "Z80"], "Z80"),
@@ -130,6 +132,22 @@ def test_bad_input_one_line_exit_2(argv, needle, capsys):
     code, out, err = run(*argv, capsys=capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_tp_beyond_the_kv_heads_says_each_head_is_replicated(capsys):
+    code, out, _ = run("calc", "llama-3-8b", "--tp", "16", "--json", capsys=capsys)
+    d = json.loads(out)
+    assert code == 0 and d["bytes_per_token"] == 32 * 2 * 128 * 2  # 1 of 8 heads per rank, not 8/16
+    assert d["tp_split"] == [{"kind": "attention", "layers": 32, "num_key_value_heads": 8, "heads_per_rank": 1,
+                              "ranks_per_copy": 2}]
+    _, text, _ = run("calc", "llama-3-8b", "--tp", "16", "--explain", capsys=capsys)
+    assert "per rank: 8 KV heads on 16 ranks: each rank keeps 1 head, each head replicated on 2 ranks" in text
+    assert "× 1 KV heads (each replicated on 2 ranks) ×" in text
+    _, text, _ = run("calc", "deepseek-v3", "--tp", "8", capsys=capsys)
+    assert "per rank: the MLA latent has no heads to split: every one of the 8 ranks holds all of it" in text
+    _, text, _ = run("compare", "llama-3-8b", "deepseek-v3", "--tp", "8", capsys=capsys)
+    assert "llama-3-8b per rank: 8 KV heads split over 8 ranks: 1 per rank" in text
+    assert "deepseek-v3 per rank: the MLA latent has no heads to split" in text
 
 
 def test_malformed_json_file(tmp_path, capsys):

@@ -24,7 +24,7 @@ def env():
 
 def test_structure_is_what_conda_needs(env):
     assert check_env.problems(env) == []
-    assert check_env.pip_requirements(env) == ["-e .[notebooks,test]"]
+    assert check_env.pip_requirements(env) == ["-e .[lessons,test]"]
     assert check_env.python_pin(env) == "3.11"
 
 
@@ -41,7 +41,7 @@ def test_structure_check_catches_mistakes(env):
 
 def test_pip_block_names_extras_that_exist(env):
     requested = check_env.requested_extras(env)
-    assert requested == {"notebooks", "test"}
+    assert requested == {"lessons", "test"}
     assert requested <= check_env.pyproject_extras(ROOT / "pyproject.toml")
 
 
@@ -55,7 +55,7 @@ def test_pip_block_installs_into_a_fresh_venv(tmp_path, env):
     kvsim_file, kvsim_version, mlx_version = out.split()
     assert Path(kvsim_file).resolve() == ROOT / "kvsim" / "__init__.py"  # editable install of this checkout
     assert kvsim_version.count(".") == 2 and mlx_version.startswith("0.32.")
-    # The extras asked for are really there: notebooks (JupyterLab, jupytext) and test (pytest, nbval, ...).
+    # The extras asked for are really there: lessons (JupyterLab, jupytext, matplotlib, mlx) and test (pytest, nbval, ...).
     mods = "jupyterlab, jupytext, ipywidgets, matplotlib, numpy, pytest, xdist, nbval, hypothesis, yaml, mlx_lm"
     subprocess.run([py, "-c", f"import {mods}"], check=True)
     assert (Path(py).parent / "kvsim").exists(), "console script `kvsim` not installed"

@@ -219,6 +219,35 @@ def test_tensor_parallel_heads_and_mla_replication():
     assert memory.bytes_per_token(v3, tp=8) == memory.bytes_per_token(v3)
 
 
+@pytest.mark.parametrize("tp", [3, 5, 6, 12, 20])
+def test_tensor_parallel_refuses_an_uneven_split(tp):
+    # 8 KV heads: tp 3 would count 2 heads on each of 3 ranks (6 of 8), capacity 1.33x too high
+    with pytest.raises(ValueError) as e:
+        memory.bytes_per_token(load_model("llama-3-8b"), tp=tp)
+    assert str(e.value).startswith(f"tp={tp} neither divides num_key_value_heads=8 nor is a multiple of it")
+    assert "\n" not in str(e.value)
+
+
+def test_tensor_parallel_beyond_the_heads_replicates_one_head_per_rank():
+    spec = load_model("llama-3-8b")
+    per_head = 32 * 2 * 128 * 2  # 32 layers, K and V, head_dim 128, bf16
+    assert memory.bytes_per_token(spec, tp=16) == memory.bytes_per_token(spec, tp=8) == per_head
+    assert memory.tp_split(spec, 16) == [{"kind": "attention", "layers": 32, "num_key_value_heads": 8,
+                                          "heads_per_rank": 1, "ranks_per_copy": 2}]
+    assert memory.tp_split(spec, 4)[0]["heads_per_rank"] == 2 and memory.tp_split(spec, 4)[0]["ranks_per_copy"] == 1
+    assert "each rank keeps 1 head, each head replicated on 2 ranks" in memory.tp_note(spec, 16)
+    assert memory.tp_note(spec, 1) is None
+
+
+def test_tensor_parallel_replicates_the_mla_latent_on_every_rank():
+    v3 = load_model("deepseek-v3")
+    assert memory.tp_split(v3, 8) == [{"kind": "mla", "layers": 61, "num_key_value_heads": None,
+                                       "heads_per_rank": None, "ranks_per_copy": 8}]
+    assert memory.bytes_per_token(v3, tp=8) == 61 * (512 + 64) * 2
+    assert memory.bytes_per_token(v3, tp=3) == memory.bytes_per_token(v3)  # no heads: any tp is even
+    assert "every one of the 8 ranks holds all of it" in memory.tp_note(v3, 8)
+
+
 def test_vectorized_sweep_matches_scalar_calls():
     spec = load_model("gemma-3-27b")
     t = np.array([0, 1, 1023, 1024, 1025, 40_000])

@@ -170,7 +170,7 @@ def test_real_geometry_keeps_cache_dimensions(name, hidden):
         else:
             keys, values = cache.state
             assert keys.shape[1] == layer.num_key_value_heads and keys.shape[3] == layer.head_dim
-    attn = [b.mixer for b in model.blocks if b.layer.kind in ("full", "sliding", "chunked")]
+    attn = [b.mixer for b in model.blocks if b.layer.has_kv_heads]
     for a in attn:
         assert a.n_heads == spec.num_attention_heads
 

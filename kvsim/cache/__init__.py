@@ -9,17 +9,21 @@ Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pic
 cache returns: :mod:`.sdpa`.
 """
 
-from .base import BaseCache
-from .chunked import ChunkedKVCache
-from .factory import make_caches
-from .io import load_cache, load_caches, save_cache, save_caches
-from .latent import LatentCache
-from .paged import PagedKVCache, PagedKVPool
-from .pool import CachePool
-from .quantized import QuantizedKVCache
-from .recurrent import RecurrentStateCache
-from .rotating import RotatingKVCache
-from .standard import KVCache
+from ..calc.extras import require_mlx
+
+require_mlx(__name__)  # one ImportError line naming the mlx extra, before any module here imports mlx
+
+from .base import BaseCache  # noqa: E402
+from .chunked import ChunkedKVCache  # noqa: E402
+from .factory import make_caches  # noqa: E402
+from .io import load_cache, load_caches, save_cache, save_caches  # noqa: E402
+from .latent import LatentCache  # noqa: E402
+from .paged import PagedKVCache, PagedKVPool  # noqa: E402
+from .pool import CachePool  # noqa: E402
+from .quantized import QuantizedKVCache  # noqa: E402
+from .recurrent import RecurrentStateCache  # noqa: E402
+from .rotating import RotatingKVCache  # noqa: E402
+from .standard import KVCache  # noqa: E402
 
 __all__ = ["BaseCache", "KVCache", "RotatingKVCache", "ChunkedKVCache", "QuantizedKVCache",
            "LatentCache", "RecurrentStateCache", "PagedKVCache", "PagedKVPool", "CachePool", "make_caches",

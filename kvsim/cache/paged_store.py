@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import mlx.core as mx
 
+from ..calc.config import Kind
 from ..calc.units import DEFAULT_BLOCK_SIZE
 from ..serving.block_pool import OutOfBlocks, checked_count
 from ..serving.blocks import PREEMPTION_MODES, BlockAllocator
 from .base import check_kv
 
-KINDS = ("full", "sliding", "chunked")
-
 
 def _check_layout(kind, window, preemption):
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind not in Kind.KV_HEADS:
+        raise ValueError(f"kind must be one of {', '.join(Kind.KV_HEADS)}, got {kind!r}")
     if (kind == "full") != (window is None):
         raise ValueError(f"window must be None for kind 'full' and a positive integer for "
                          f"sliding/chunked, got {window!r} for {kind!r}")
@@ -97,8 +96,8 @@ class PagedKVStore:
     @classmethod
     def for_layer(cls, layer, num_layers: int, **kwargs):
         """A store for ``num_layers`` layers shaped like ``layer`` (a config.LayerSpec)."""
-        if layer.kind not in KINDS:
-            raise ValueError(f"layer kind {layer.kind!r} has no paged layout; accepted: {', '.join(KINDS)}")
+        if not layer.has_kv_heads:
+            raise ValueError(f"layer kind {layer.kind!r} has no paged layout; accepted: {', '.join(Kind.KV_HEADS)}")
         return cls(num_layers, layer.num_key_value_heads, layer.head_dim, layer.v_head_dim,
                    kind=layer.kind, window=layer.window_tokens, **kwargs)
 

@@ -3,8 +3,9 @@
 Contract (pure arithmetic, no MLX)
 - KV budget per GPU = memory · utilization − weights / tp (never below 0).
 - Per-sequence bytes = KV bytes of one sequence at T tokens (in the chosen view) + its fixed
-  recurrent state; under tensor parallelism KV heads are split (``max(1, n_kv // tp)``) and the
-  MLA latent is replicated, as :mod:`kvsim.calc.memory` computes.
+  recurrent state; under tensor parallelism KV heads are split (``n_kv / tp``, or one replicated head
+  per rank when tp is a multiple of n_kv; any other tp is refused) and the MLA latent is replicated, as
+  :func:`kvsim.calc.memory.heads_per_rank` computes.
 - ``max_concurrent_sequences`` = ⌊budget / per-sequence bytes⌋;
   ``max_context_tokens`` = the largest T whose batch fits (None when no T is too long, i.e. every
   cache layer is windowed); ``crossover_tokens`` = the first T at which the cache equals the weights.
@@ -18,9 +19,8 @@ import numpy as np
 
 from . import memory, weights
 from .config import ModelSpec
+from .search import T_MAX, first_tokens, last_true
 from .units import DEFAULT_STEP, InputError
-
-_T_MAX = 2**40  # search bound for contexts; far beyond any real context
 
 
 def _weights_bytes(spec: ModelSpec, weights_dtype, tp):
@@ -67,26 +67,16 @@ def max_context_tokens(spec: ModelSpec, batch: int, memory_bytes: float, utiliza
 
     if not fits(0):
         return 0
-    if fits(_T_MAX):
+    if fits(T_MAX):
         return None
-    lo, hi = 0, _T_MAX  # fits(lo), not fits(hi); theoretical bytes never shrink as T grows
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return last_true(fits, 0, T_MAX)  # theoretical bytes never shrink as T grows
 
 
 def crossover_tokens(spec: ModelSpec, kv_dtype="bf16", weights_dtype="bf16", batch: int = 1,
                      weights_bytes: float | None = None) -> int | None:
     """First token count T at which batch · KV bytes(T) ≥ weights bytes; None if it never does."""
     w = _weights_bytes(spec, weights_dtype, 1) if weights_bytes is None else weights_bytes
-    if batch * int(memory.kv_bytes(spec, _T_MAX, 1, kv_dtype)) < w:
-        return None
-    lo, hi = 0, _T_MAX  # below at lo, at or above at hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if batch * int(memory.kv_bytes(spec, mid, 1, kv_dtype)) >= w else (mid, hi)
-    return hi
+    return first_tokens(lambda t: batch * int(memory.kv_bytes(spec, t, 1, kv_dtype)) >= w)
 
 
 def held_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", weights_dtype="bf16", tp: int = 1):

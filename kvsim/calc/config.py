@@ -26,7 +26,26 @@ from types import MappingProxyType
 
 from .units import FLOAT_DTYPES, InputError, dtype_key, positive_int
 
-KINDS = ("full", "sliding", "chunked", "mla", "recurrent", "none")
+
+
+class Kind:
+    """The layer kinds and the groups of them code asks about: the one source for every tuple of kinds.
+
+    ``layer.kind`` stays one of these plain strings (JSON, ``spec.kinds`` and messages print it as is);
+    :class:`LayerSpec` answers the group questions as properties (``has_kv_heads``, ``caches_tokens``,
+    ``is_windowed``).
+    """
+
+    FULL, SLIDING, CHUNKED, MLA, RECURRENT, NONE = "full", "sliding", "chunked", "mla", "recurrent", "none"
+    ALL = (FULL, SLIDING, CHUNKED, MLA, RECURRENT, NONE)
+    # attention over per-head K and V: n_kv heads of head_dim / v_head_dim (split by tp, paged, masked per pattern)
+    KV_HEADS = (FULL, SLIDING, CHUNKED)
+    # a per-token cache that grows with T: the K/V kinds and MLA's latent (all attention, MLA included)
+    CACHED = KV_HEADS + (MLA,)
+    # keeps at most a window (sliding) or the current chunk (chunked)
+    WINDOWED = (SLIDING, CHUNKED)
+
+
 RECURRENT_FAMILIES = ("mamba", "mamba2", "gated_deltanet", "rg_lru")
 # State tensors the reference implementation of each family keeps in fp32 whatever the model dtype;
 # every other state tensor (the conv window, Mamba-1's SSM state) follows the model dtype.
@@ -96,9 +115,9 @@ class LayerSpec:
     use_rope: bool = True
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ConfigError(f"layer kind {self.kind!r} is not one of {', '.join(KINDS)}")
-        if self.kind in ("full", "sliding", "chunked"):
+        if self.kind not in Kind.ALL:
+            raise ConfigError(f"layer kind {self.kind!r} is not one of {', '.join(Kind.ALL)}")
+        if self.has_kv_heads:
             positive_int("num_key_value_heads", self.num_key_value_heads, ConfigError)
             positive_int("head_dim", self.head_dim, ConfigError)
             if self.v_head_dim == 0:
@@ -111,7 +130,7 @@ class LayerSpec:
             positive_int("kv_lora_rank", self.kv_lora_rank, ConfigError)
             positive_int("qk_rope_head_dim", self.qk_rope_head_dim, ConfigError)
         if self.kind == "recurrent" or self.state_shapes:
-            if self.kind in ("mla", "none"):
+            if self.kind in (Kind.MLA, Kind.NONE):
                 raise ConfigError(f"a {self.kind} layer keeps no recurrent state; state_shapes must be empty")
             if self.recurrent_family not in RECURRENT_FAMILIES:
                 raise ConfigError(
@@ -119,6 +138,21 @@ class LayerSpec:
                     f"{', '.join(RECURRENT_FAMILIES)}")
             if not self.state_shapes:
                 raise ConfigError("state_shapes must list at least one state tensor")
+
+    @property
+    def has_kv_heads(self) -> bool:
+        """Full, sliding or chunked attention: K and V per KV head (:attr:`Kind.KV_HEADS`)."""
+        return self.kind in Kind.KV_HEADS
+
+    @property
+    def caches_tokens(self) -> bool:
+        """An attention layer, MLA included: its cache grows with the tokens (:attr:`Kind.CACHED`)."""
+        return self.kind in Kind.CACHED
+
+    @property
+    def is_windowed(self) -> bool:
+        """Sliding or chunked: keeps at most :attr:`window_tokens` (:attr:`Kind.WINDOWED`)."""
+        return self.kind in Kind.WINDOWED
 
     @property
     def window_tokens(self) -> int | None:
@@ -132,7 +166,7 @@ class LayerSpec:
     @property
     def elements_per_token(self) -> int:
         """Cached elements per token for one sequence: 2·n_kv·d_h, or d_c + d_h^R for MLA."""
-        if self.kind in ("full", "sliding", "chunked"):
+        if self.has_kv_heads:
             return self.num_key_value_heads * (self.head_dim + self.v_head_dim)
         if self.kind == "mla":
             return self.kv_lora_rank + self.qk_rope_head_dim

@@ -19,21 +19,20 @@ from .config import LayerSpec, ModelSpec
 from .registry import load_model
 from .units import InputError
 
-ATTENTION_KINDS = ("full", "sliding", "chunked")
 _FORMULAS = {"MHA": "2·n_h·d_h", "GQA": "2·n_g·d_h", "MQA": "2·d_h", "MLA": "d_c + d_h^R"}
 
 
 def with_kv_heads(spec: ModelSpec, num_key_value_heads: int, name: str | None = None) -> ModelSpec:
     """Every attention layer of ``spec`` with ``num_key_value_heads`` KV heads (MHA: = query heads)."""
     layers = tuple(replace(layer, num_key_value_heads=num_key_value_heads)
-                   if layer.kind in ATTENTION_KINDS else layer for layer in spec.layers)
+                   if layer.has_kv_heads else layer for layer in spec.layers)
     return replace(spec, name=name or f"{spec.name} ({num_key_value_heads} KV heads)", layers=layers)
 
 
 def full_attention(spec: ModelSpec) -> ModelSpec:
     """Every sliding or chunked layer made full (what calculators that ignore windows assume)."""
     layers = tuple(replace(layer, kind="full", sliding_window=None, attention_chunk_size=None)
-                   if layer.kind in ("sliding", "chunked") else layer for layer in spec.layers)
+                   if layer.is_windowed else layer for layer in spec.layers)
     return replace(spec, name=f"{spec.name} without windows", layers=layers)
 
 

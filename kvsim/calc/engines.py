@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import memory
-from .config import ModelSpec
+from .config import Kind, ModelSpec
 from .mlx_lm_rules import (
     EngineCache,
     chunked_cache_slots,
@@ -157,7 +157,7 @@ def kvsim_bytes(spec: ModelSpec, feeds, kv_dtype="bf16", state_dtype="bf16", bat
     rows = []
     for i, layer in enumerate(spec.layers):
         kv = memory.layer_kv_bytes(layer, t, dt, batch, "allocated", step, tp=tp)
-        quantized = dt.quantized and layer.kind in ("full", "sliding", "mla")
+        quantized = dt.quantized and layer.caches_tokens and layer.kind != Kind.CHUNKED
         cls = "QuantizedKVCache" if quantized else _KVSIM_CLASSES[layer.kind]
         rows.append(LayerBytes(i, layer.kind, cls, kv, batch * memory.state_bytes(layer, state_dtype)))
     return EngineBytes("kvsim", feeds, tuple(rows), dt.quantized)

@@ -56,22 +56,25 @@ def _elem(dt: memory.KVDtype, dim: int) -> tuple[str, str]:
 def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: int):
     per_tok = memory.layer_token_bytes(layer, dt, tp)
     kept = memory.kept_tokens(layer, tokens)
-    if layer.kind in ("full", "sliding", "chunked"):
+    if layer.has_kv_heads:
         heads = memory.heads_per_rank(layer, tp)
+        copies = memory.ranks_per_copy(layer, tp)
+        replicated = f" (each replicated on {copies} ranks)" if copies > 1 else ""
         what = {"full": "full-attention", "sliding": f"sliding (W={layer.sliding_window})",
                 "chunked": f"chunked (C={layer.attention_chunk_size})"}[layer.kind]
         kt, kx = _elem(dt, layer.head_dim)
         if layer.v_head_dim == layer.head_dim:
-            text = f"{count} {what} layers × 2 (K,V) × {heads} KV heads × {kt}"
+            text = f"{count} {what} layers × 2 (K,V) × {heads} KV heads{replicated} × {kt}"
             tex = f"{count} \\times 2 \\times {heads} \\times {kx}"
         else:
             vt, vx = _elem(dt, layer.v_head_dim)
-            text = f"{count} {what} layers × {heads} KV heads × ({kt} + {vt})"
+            text = f"{count} {what} layers × {heads} KV heads{replicated} × ({kt} + {vt})"
             tex = f"{count} \\times {heads} \\times ({kx} + {vx})"
     elif layer.kind == "mla":
         rt, rx = _elem(dt, layer.kv_lora_rank)
         pt, px = _elem(dt, layer.qk_rope_head_dim)
-        text = f"{count} MLA layers × (latent {rt} + RoPE key {pt})"
+        text = f"{count} MLA layers × (latent {rt} + RoPE key {pt})" + (
+            f" (replicated on every one of the {tp} ranks)" if tp > 1 else "")
         tex = f"{count} \\times ({rx} + {px})"
     else:
         return None

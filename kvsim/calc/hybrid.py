@@ -25,10 +25,9 @@ import numpy as np
 
 from . import memory
 from .config import ModelSpec
+from .search import first_tokens
 from .units import DEFAULT_STEP, InputError
 
-ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
-_T_MAX = 2**40  # search bound, far beyond any context
 
 
 def mixers(spec: ModelSpec) -> dict[str, int]:
@@ -50,7 +49,7 @@ def cache_split(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", state_
 
 def all_attention(spec: ModelSpec) -> ModelSpec:
     """Every recurrent layer replaced by ``spec``'s first attention layer (the all-attention counterfactual)."""
-    attention = [layer for layer in spec.layers if layer.kind in ATTENTION_KINDS]
+    attention = [layer for layer in spec.layers if layer.caches_tokens]
     if not attention:
         raise InputError(f"{spec.name} has no attention layer to copy (it is purely recurrent)")
     layers = tuple(attention[0] if layer.kind == "recurrent" else layer for layer in spec.layers)
@@ -62,15 +61,7 @@ def tokens_to_reach(spec: ModelSpec, target_bytes: int, kv_dtype="bf16", state_d
     def size(t):
         return int(cache_split(spec, t, 1, kv_dtype, state_dtype)["total"])
 
-    if size(0) >= target_bytes:
-        return 0
-    if size(_T_MAX) < target_bytes:
-        return None
-    lo, hi = 0, _T_MAX  # size(lo) < target <= size(hi); the cache never shrinks as T grows
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if size(mid) >= target_bytes else (mid, hi)
-    return hi
+    return first_tokens(lambda t: size(t) >= target_bytes)  # the cache never shrinks as T grows
 
 
 def allocated_layer_bytes(spec: ModelSpec, tokens, kv_dtype="bf16", state_dtype=None, step: int = DEFAULT_STEP,

@@ -17,8 +17,10 @@ Contract
 - Quantized KV (``q8 q6 q4 q3 q2``) stores per vector of ``d`` elements ``d·bits/8`` bytes of packed
   data plus one scale and one bias per group of ``group_size`` in ``scale_dtype`` (as ``mx.quantize``
   does); the most recent ``full_precision_tokens`` may stay in ``scale_dtype``.
-- Tensor parallelism: each rank holds ``max(1, n_kv // tp)`` KV heads (replication when tp > n_kv);
-  the MLA latent is replicated on every rank; recurrent state is not sharded here.
+- Tensor parallelism: tp must divide ``n_kv`` (each rank holds ``n_kv / tp`` heads) or be a multiple of it
+  (each rank holds 1 head, replicated on ``tp / n_kv`` ranks, as vLLM does); any other tp is an
+  :class:`InputError` naming both numbers. The MLA latent is replicated on every rank; recurrent state is
+  not sharded here. :func:`tp_split` / :func:`tp_note` say which happened.
 """
 
 from __future__ import annotations
@@ -119,16 +121,75 @@ def _out(value, like):
 
 
 def heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
-    """KV heads one tensor-parallel rank holds: max(1, n_kv // tp)."""
+    """KV heads one tensor-parallel rank holds: n_kv / tp when tp divides n_kv, 1 (a replica) when n_kv divides tp.
+
+    Any other tp would leave heads unevenly split, which serving engines refuse: :class:`InputError`.
+    """
     positive_int("tp", tp)
-    return max(1, layer.num_key_value_heads // tp)
+    n_kv = layer.num_key_value_heads
+    if n_kv % tp == 0:
+        return n_kv // tp
+    if tp % n_kv == 0:
+        return 1
+    raise InputError(f"tp={tp} neither divides num_key_value_heads={n_kv} nor is a multiple of it: "
+                     f"choose a divisor of {n_kv} or a multiple of it")
+
+
+def ranks_per_copy(layer: LayerSpec, tp: int = 1) -> int:
+    """Ranks holding the same KV head (or the MLA latent): tp / n_kv when tp > n_kv; tp for MLA; else 1."""
+    positive_int("tp", tp)
+    if layer.kind == "mla":
+        return tp
+    if layer.has_kv_heads:
+        heads_per_rank(layer, tp)  # tp must divide n_kv or be a multiple of it
+        return max(1, tp // layer.num_key_value_heads)
+    return 1
+
+
+def tp_split(spec: ModelSpec, tp: int = 1) -> list[dict]:
+    """How ``tp`` ranks share each distinct KV layout (validating tp): one row per (kind, n_kv) with its layers,
+    ``heads_per_rank`` and ``ranks_per_copy`` (> 1: replicated). MLA rows have no heads: the latent is on every rank.
+    """
+    positive_int("tp", tp)
+    rows: dict[tuple, dict] = {}
+    for layer, count in layer_groups(spec):
+        if not layer.caches_tokens:
+            continue
+        mla = layer.kind == "mla"
+        key = ("mla", 0) if mla else ("attention", layer.num_key_value_heads)
+        row = rows.setdefault(key, {"kind": key[0], "layers": 0,
+                                    "num_key_value_heads": None if mla else layer.num_key_value_heads,
+                                    "heads_per_rank": None if mla else heads_per_rank(layer, tp),
+                                    "ranks_per_copy": ranks_per_copy(layer, tp)})
+        row["layers"] += count
+    return list(rows.values())
+
+
+def tp_note(spec: ModelSpec, tp: int = 1) -> str | None:
+    """One sentence saying how tensor parallelism splits or replicates the KV (None when tp = 1 or nothing to say)."""
+    if tp == 1:
+        return None
+    parts = []
+    for row in tp_split(spec, tp):
+        n_kv = row["num_key_value_heads"]
+        heads = f"{n_kv} KV head{'s' if n_kv != 1 else ''}"
+        if row["kind"] == "mla":
+            parts.append(f"the MLA latent has no heads to split: every one of the {tp} ranks holds all of it")
+        elif row["ranks_per_copy"] > 1:
+            parts.append(f"{heads} on {tp} ranks: each rank keeps 1 head, each head replicated on "
+                         f"{row['ranks_per_copy']} ranks")
+        else:
+            parts.append(f"{heads} split over {tp} ranks: {row['heads_per_rank']} per rank")
+    if any(layer.kind == "recurrent" for layer in spec.layers):
+        parts.append("recurrent state is not split (each rank counts all of it)")
+    return "; ".join(parts) or None
 
 
 def layer_token_bytes(layer: LayerSpec, kv_dtype="bf16", tp: int = 1, full_precision: bool = False) -> int:
     """Bytes one token adds to one sequence in one layer: n_kv·(bytes(d_k)+bytes(d_v)) or MLA latent + RoPE key."""
     dt = parse_kv_dtype(kv_dtype)
     vec = dt.full_vector_bytes if full_precision else dt.vector_bytes
-    if layer.kind in ("full", "sliding", "chunked"):
+    if layer.has_kv_heads:
         return heads_per_rank(layer, tp) * (vec(layer.head_dim) + vec(layer.v_head_dim, "v_head_dim"))
     if layer.kind == "mla":
         return vec(layer.kv_lora_rank, "kv_lora_rank") + vec(layer.qk_rope_head_dim, "qk_rope_head_dim")
@@ -143,7 +204,7 @@ def kept_tokens(layer: LayerSpec, tokens):
     elif layer.kind == "chunked":
         c = layer.attention_chunk_size
         kept = np.where(t > 0, t - ((t - 1) // c) * c, 0)
-    elif layer.kind in ("full", "mla"):
+    elif layer.caches_tokens:  # full and MLA keep every token
         kept = t
     else:
         kept = np.zeros_like(t)
@@ -183,7 +244,7 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
         raise InputError(f"view {view!r} is not one of {', '.join(VIEWS)}")
     positive_int("batch", batch)
     dt = parse_kv_dtype(kv_dtype)
-    if layer.kind not in ("full", "sliding", "chunked", "mla"):
+    if not layer.caches_tokens:
         return _out(np.zeros_like(_tokens(tokens)), tokens)
     t = _tokens(tokens)
     kept = _tokens(kept_tokens(layer, t))

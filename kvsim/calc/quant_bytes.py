@@ -17,7 +17,7 @@ from .units import GROUP_SIZES
 
 def _layer_dims(layer: LayerSpec) -> list[tuple[int, str]]:
     """(dim, field) of every vector one token stores in one layer per KV head (MLA: per layer)."""
-    if layer.kind in ("full", "sliding", "chunked"):
+    if layer.has_kv_heads:
         return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads
     if layer.kind == "mla":
         return [(layer.kv_lora_rank, "kv_lora_rank"), (layer.qk_rope_head_dim, "qk_rope_head_dim")]

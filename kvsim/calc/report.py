@@ -3,7 +3,8 @@
 Contract
 - :func:`summary`: one model's numbers as a JSON-able dict (what ``--json`` prints): KV bytes, bytes per
   token, recurrent state, the allocated (step growth) and paged views, bytes read per decode step, and
-  one row per layer; every number from :mod:`kvsim.calc.memory`.
+  one row per layer; every number from :mod:`kvsim.calc.memory`. Bytes are per tensor-parallel rank;
+  ``tp_split`` / ``tp_note`` say how ``tp`` ranks split or replicate the KV heads (:func:`memory.tp_split`).
 - :func:`capacity_summary`: the same model served on one device: KV budget, sequences that fit,
   longest context (:mod:`kvsim.calc.capacity`).
 - :func:`calc_text` / :func:`compare_text`: the human-readable renderings the CLI prints.
@@ -31,6 +32,7 @@ def summary(spec: ModelSpec, *, tokens: int, batch: int = 1, kv_dtype="bf16", tp
     out = {
         "model": spec.name, "model_type": spec.model_type, "tokens": t, "batch": b,
         "kv_dtype": dt.name, "tp": tp, "layer_kinds": spec.kinds,
+        "tp_split": memory.tp_split(spec, tp), "tp_note": memory.tp_note(spec, tp),
         "kv_bytes": kv,
         "bytes_per_token": memory.bytes_per_token(spec, dt, tp),
         "fixed_state_bytes": state,
@@ -73,6 +75,8 @@ def calc_text(s: dict, cap: dict | None = None) -> str:
     out.append(f"{s['model']} ({s['model_type']}): {s['layer_kinds']}")
     tp = f", tp {s['tp']}" if s["tp"] > 1 else ""
     out.append(f"  tokens {s['tokens']:,} × batch {s['batch']}, KV dtype {s['kv_dtype']}{tp}")
+    if s["tp_note"]:
+        out.append(f"  per rank: {s['tp_note']}")
     lines = [("bytes per token", s["bytes_per_token"]), ("KV cache", s["kv_bytes"])]
     if s["fixed_state_bytes"]:
         lines.append(("recurrent state", s["fixed_state_bytes"]))
@@ -102,5 +106,6 @@ def compare_text(rows: list[dict]) -> str:
     text = format_table(table, formats=dict.fromkeys(_COMPARE_BYTES, units.format_bytes))
     r = rows[0]
     tp = f", tp {r['tp']}" if r["tp"] > 1 else ""
+    notes = "".join(f"\n  {row['model']} per rank: {row['tp_note']}" for row in rows if row["tp_note"])
     return text + "\n" + (f"(tokens {r['tokens']:,}, batch {r['batch']}, KV dtype {r['kv_dtype']}{tp}; allocated in "
-          f"{r['allocated_step_tokens']}-token steps, paged in {r['paged_block_tokens']}-token blocks)")
+          f"{r['allocated_step_tokens']}-token steps, paged in {r['paged_block_tokens']}-token blocks)") + notes

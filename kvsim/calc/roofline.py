@@ -47,7 +47,7 @@ def attention_flops(spec: ModelSpec, tokens, batch: int = 1):
     t = np.asarray(tokens)
     total = np.zeros(t.shape)
     for layer in spec.layers:
-        if layer.kind in ("full", "sliding", "chunked"):
+        if layer.has_kv_heads:
             width = layer.head_dim + layer.v_head_dim
         elif layer.kind == "mla":
             width = 2 * layer.kv_lora_rank + layer.qk_rope_head_dim

@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import memory
-from .config import ModelSpec
+from .config import Kind, ModelSpec
 from .counterfactual import full_attention
 
-CACHE_KINDS = ("sliding", "chunked", "full", "mla")
+CACHE_KINDS = Kind.WINDOWED + tuple(k for k in Kind.CACHED if k not in Kind.WINDOWED)  # windows first
 
 
 def bytes_by_kind(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16") -> dict:

@@ -6,8 +6,12 @@
 - :mod:`.batched`: ``batched_generate`` (several sequences per forward pass through a CachePool).
 """
 
-from .batched import batched_generate
-from .generate import (
+from ..calc.extras import require_mlx
+
+require_mlx(__name__)  # one ImportError line naming the mlx extra, before any module here imports mlx
+
+from .batched import batched_generate  # noqa: E402
+from .generate import (  # noqa: E402
                        Generation,
                        StepTrace,
                        cache_dtypes,
@@ -18,7 +22,7 @@ from .generate import (
                        positions_fed,
                        prefill,
 )
-from .speculative import Speculation, speculative_generate
+from .speculative import Speculation, speculative_generate  # noqa: E402
 
 __all__ = ["Generation", "StepTrace", "Speculation", "generate", "speculative_generate",
            "batched_generate", "positions_fed", "prefill", "check_padded_prefill", "cache_dtypes",

@@ -18,6 +18,7 @@ from ..calc import capacity, memory, phases
 from ..calc.counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from ..calc.hardware import get_accelerator
 from ..calc.registry import load_model
+from ..calc.search import first_true
 from ..calc.units import DTYPE_BYTES, InputError
 from ..calc.weights import param_count, weights_bytes
 from .checking import Exercise, Solution, Verdict, verdict
@@ -210,10 +211,8 @@ def _q4_bytes(group_size=64):
 def _half_of_bf16(recent=256):
     spec = load_model("llama-3-8b")
     dt = memory.parse_kv_dtype("q4", group_size=64, full_precision_tokens=recent)
-    lo, hi = 1, 2**20  # kv_q(T)·2 < kv_bf16(T) is monotone in T once T > R
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if 2 * memory.kv_bytes(spec, mid, kv_dtype=dt) < memory.kv_bytes(spec, mid) else (mid, hi)
+    # kv_q(T)·2 < kv_bf16(T) is monotone in T once T > R
+    hi = first_true(lambda t: 2 * memory.kv_bytes(spec, t, kv_dtype=dt) < memory.kv_bytes(spec, t), 1, 2**20)
     return Solution(hi, f"first T with 2 × kv_bytes(q4, g64, R={recent}) < kv_bytes(bf16) = {hi:,} tokens")
 
 

@@ -65,7 +65,7 @@ def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int =
     bar = Progress(total=int(counts[-1]), desc=f"layer {layer_index} ({layer.kind})", unit="tokens",
                    enabled=progress)
     for target in counts:
-        while fed < target and layer.kind in ("full", "sliding", "chunked"):
+        while fed < target and layer.has_kv_heads:
             s = int(min(chunk_tokens, target - fed))
             key, kk, kv = mx.random.split(key, 3)
             k = mx.random.normal((batch, layer.num_key_value_heads, s, layer.head_dim), dtype=dt, key=kk)

@@ -11,8 +11,12 @@ sandwich norms, Llama 4's QK-norm and NoPE attention temperature, Qwen3-Next's o
 Griffin's block-diagonal gates and reset at position 0 (dense gates here).
 """
 
-from .layers import Rows, reference_mask
-from .transformer import (
+from ..calc.extras import require_mlx
+
+require_mlx(__name__)  # one ImportError line naming the mlx extra, before any module here imports mlx
+
+from .layers import Rows, reference_mask  # noqa: E402
+from .transformer import (  # noqa: E402
                           TOY_KINDS,
                           BuildInfo,
                           Model,

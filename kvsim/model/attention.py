@@ -36,7 +36,7 @@ class Attention(nn.Module):
     def __init__(self, layer: LayerSpec, spec: ModelSpec, init: WeightInit):
         super().__init__()
         hidden_size, num_attention_heads = spec.hidden_size, spec.num_attention_heads
-        if layer.kind not in ("full", "sliding", "chunked"):
+        if not layer.has_kv_heads:
             raise ValueError(f"Attention needs a full, sliding or chunked layer, got {layer.kind!r}")
         if num_attention_heads % layer.num_key_value_heads:
             raise ValueError(f"num_attention_heads {num_attention_heads} must be a multiple of "

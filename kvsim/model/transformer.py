@@ -58,7 +58,7 @@ def make_mixer(layer: LayerSpec, spec: ModelSpec, init: WeightInit) -> nn.Module
     if layer.kind != "recurrent" and layer.state_shapes:
         raise ValueError(f"{spec.name}: attention beside a {layer.recurrent_family} mixer in one layer "
                          "(Falcon-H1) is not modelled; the calculator sizes such layers")
-    if layer.kind in ("full", "sliding", "chunked"):
+    if layer.has_kv_heads:
         return Attention(layer, spec, init)
     if layer.kind == "mla":
         return MLA(layer, spec, init)

@@ -1,19 +1,18 @@
-"""Closed-form sums over a run of pure-growth iterations, and the bisection the simulator jumps with.
+"""Closed-form sums over a run of pure-growth iterations, which the simulator jumps over by bisection.
 
 Contract (pure numpy over int64 arrays, one entry per running request; exact integers)
 - Pure growth: in each iteration every running request stores one more token. A request that has
   stored c tokens holds ⌈(c + j) / bs⌉ blocks after j more iterations (paged), so sums over
   j = 1..k follow from F(n) = Σ_{x=1..n} ⌈x / bs⌉ (:func:`ceil_sum`) and cost O(requests), not
   O(requests · k).
-- :func:`last_true` is the one bisection: the largest j whose growth still fits.
+- The largest j whose growth still fits is found by :func:`kvsim.calc.search.last_true`, the one bisection.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
+from ..calc.search import last_true
 from .block_pool import cdiv
 
 
@@ -21,20 +20,6 @@ def ceil_sum(n, b):
     """F(n) = Σ_{x=1..n} ⌈x / b⌉ = b·q(q+1)/2 + r(q+1), n = qb + r (vectorized)."""
     q, r = np.divmod(n, b)
     return b * q * (q + 1) // 2 + r * (q + 1)
-
-
-def last_true(predicate: Callable[[int], bool], low: int, high: int) -> int:
-    """Largest j in [low, high) with predicate(j), for a predicate true up to some j, false after.
-
-    predicate(low) is assumed true and predicate(high) is never called (high may be out of range).
-    """
-    while high - low > 1:
-        mid = (low + high) // 2
-        if predicate(mid):
-            low = mid
-        else:
-            high = mid
-    return low
 
 
 def new_blocks(stored, held, block_size: int, steps: int) -> int:

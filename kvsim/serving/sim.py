@@ -30,6 +30,7 @@ from collections import deque
 import numpy as np
 
 from ..calc import capacity, hardware, memory, registry, weights
+from ..calc.search import last_true
 from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
 from . import closed_form
 from .block_pool import cdiv
@@ -239,7 +240,7 @@ class _Simulator:
                 return closed_form.new_blocks(stored, held, self.block_size, j) <= free
 
             if not fits(steps):
-                steps = closed_form.last_true(fits, 1, steps)
+                steps = last_true(fits, 1, steps)
         return max(steps, 1)
 
     def accumulate(self, steps):

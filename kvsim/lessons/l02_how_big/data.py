@@ -28,7 +28,7 @@ def kv_curves(model: str, tokens: int, batch: int = 1, kv_dtype: str = "bf16", p
     spec = load_model(model)
     t = np.linspace(0, tokens, points).astype(np.int64)
     curves = {f"{spec.name} (B={batch})": memory.kv_bytes(spec, t, batch, kv_dtype)}
-    if any(layer.kind in ("full", "sliding", "chunked") for layer in spec.layers):
+    if any(layer.has_kv_heads for layer in spec.layers):
         mha = as_mha(spec)
         if mha.layers != spec.layers:
             label = f"same model if MHA ({spec.num_attention_heads} KV heads)"

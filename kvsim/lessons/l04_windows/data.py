@@ -28,14 +28,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...calc import memory
-from ...calc.config import ModelSpec
+from ...calc.config import Kind, ModelSpec
 from ...calc.counterfactual import full_attention
 from ...calc.registry import load_model, model_names
 from ...calc.units import InputError, nonnegative_int, positive_int
 from ...calc.window_bytes import bytes_by_kind, largest_window_tokens, pattern_period, window_savings
 
 
-MASK_KINDS = ("full", "sliding", "chunked")
+MASK_KINDS = Kind.KV_HEADS  # the three attention patterns: full, sliding, chunked
 
 
 def attention_mask(tokens: int, kind: str = "full", window: int | None = None, chunk: int | None = None,

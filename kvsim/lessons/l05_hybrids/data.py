@@ -23,9 +23,8 @@ import numpy as np
 from ...calc import hybrid, memory
 from ...calc.config import ModelSpec
 from ...calc.registry import load_model, model_names
+from ...calc.search import first_tokens
 from ...calc.units import InputError
-
-_T_MAX = 2**40
 
 
 def _gap(spec: ModelSpec, twin: ModelSpec, t, kv_dtype):
@@ -39,15 +38,8 @@ def hybrid_crossover_tokens(spec: ModelSpec, kv_dtype="bf16") -> int | None:
     if "recurrent" not in spec.kinds:
         raise InputError(f"{spec.name} has no recurrent layer: there is no state to amortize")
     twin = hybrid.all_attention(spec)
-    if _gap(spec, twin, _T_MAX, kv_dtype) < 0:
-        return None  # e.g. windowed attention: the counterfactual stops growing too
-    lo, hi = 0, _T_MAX  # gap(lo) < 0 <= gap(hi); the gap never shrinks as T grows
-    if _gap(spec, twin, 0, kv_dtype) >= 0:
-        return 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _gap(spec, twin, mid, kv_dtype) >= 0 else (mid, hi)
-    return hi
+    # the gap never shrinks as T grows; None e.g. for windowed attention (the counterfactual stops growing too)
+    return first_tokens(lambda t: _gap(spec, twin, t, kv_dtype) >= 0)
 
 
 def short_context_curves(spec: ModelSpec, tokens, kv_dtype="bf16") -> dict:
@@ -62,7 +54,7 @@ def layer_crossover(spec: ModelSpec, kv_dtype="bf16") -> dict:
     """{"state_bytes": one recurrent layer's state, "kv_token_bytes": one attention layer's K/V per token,
     "tokens": ⌈state / per-token⌉, the first T at which that layer holds at least the state}."""
     recurrent = [layer for layer in spec.layers if layer.kind == "recurrent"]
-    attention = [layer for layer in spec.layers if layer.kind in hybrid.ATTENTION_KINDS]
+    attention = [layer for layer in spec.layers if layer.caches_tokens]
     if not recurrent or not attention:
         raise InputError(f"{spec.name} needs a recurrent and an attention layer to compare")
     state = memory.state_bytes(recurrent[0])  # kvsim's default state dtype

@@ -62,7 +62,7 @@ import numpy as np
 
 from ...calc import hybrid, memory, phases, units
 from ...calc.capacity import held_bytes, max_concurrent_sequences
-from ...calc.config import LayerSpec, ModelSpec
+from ...calc.config import Kind, LayerSpec, ModelSpec
 from ...calc.counterfactual import as_mha, attention_variants, full_attention
 from ...calc.hardware import get_accelerator
 from ...calc.phases import weights_read_bytes
@@ -74,7 +74,6 @@ from ...calc.weights import weights_bytes
 
 NSA = {"compress_stride": 16, "selected_blocks": 16, "block_tokens": 64, "window": 512}
 DSA = {"index_topk": 2048, "index_head_dim": 128, "scale_block": 128, "scale_bytes": 4}
-ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
 
 
 # ---------------------------------------------------------------- sparse reads
@@ -106,11 +105,11 @@ def sparse_bytes(spec: ModelSpec, tokens, method: str, kv_dtype="bf16") -> dict:
     read = np.zeros_like(t)
     idx = dsa_indexer_key_bytes()
     for layer, count in memory.layer_groups(spec):
-        if layer.kind not in ATTENTION_KINDS:
+        if not layer.caches_tokens:
             continue
         kept = np.asarray(memory.layer_kv_bytes(layer, t, kv_dtype), dtype=np.int64)
         per_token = memory.layer_token_bytes(layer, kv_dtype)
-        sparse = layer.kind in ("full", "mla") and method != "dense"
+        sparse = not layer.is_windowed and method != "dense"
         if not sparse:
             s, r = kept, kept
         elif method == "nsa":
@@ -136,12 +135,12 @@ def cache_read_intensity(layer: LayerSpec, num_attention_heads: int, kv_dtype="b
     RoPE key (r + r_rope) and sums the latent (r): 2·H·(2r + r_rope) FLOPs per (r + r_rope)·b bytes.
     """
     per_token = memory.layer_token_bytes(layer, kv_dtype)
-    if layer.kind in ("full", "sliding", "chunked"):
+    if layer.has_kv_heads:
         flops = 2 * num_attention_heads * (layer.head_dim + layer.v_head_dim)
     elif layer.kind == "mla":
         flops = 2 * num_attention_heads * (2 * layer.kv_lora_rank + layer.qk_rope_head_dim)
     else:
-        raise InputError(f"layer kind {layer.kind!r} reads no K/V cache; accepted: full, sliding, chunked, mla")
+        raise InputError(f"layer kind {layer.kind!r} reads no K/V cache; accepted: {', '.join(Kind.CACHED)}")
     return flops / per_token
 
 
