@@ -164,9 +164,11 @@ def simulate_admission(workload: Workload, max_sequences: int, policy: str = "wa
         ttft[d.request] = now - arrival[d.request] + 1
         ends.setdefault(now + int(output[d.request]), []).append(d.seq_id)
 
-    while nxt < n or queue.waiting or ends:
+    while True:
         for sid in ends.pop(t, []):
             pool.release(sid)
+        if nxt == n and not queue.waiting and not ends:   # every request answered and done
+            break
         for d in queue.admit_waiting():
             admitted(d, t)
         while nxt < n and arrival[nxt] == t:
