@@ -4,9 +4,12 @@
   the per-step trace, padded prefill.
 - :mod:`.speculative`: ``speculative_generate`` (draft proposes, target verifies, caches rewound).
 - :mod:`.batched`: ``batched_generate`` (several sequences per forward pass through a CachePool).
+- :mod:`.continuous`: ``continuous_generate`` (iteration-level batching: sequences join and leave
+  between steps; a per-step schedule).
 """
 
 from .batched import batched_generate
+from .continuous import Request, Schedule, continuous_generate
 from .generate import (
                        Generation,
                        StepTrace,
@@ -21,5 +24,5 @@ from .generate import (
 from .speculative import Speculation, speculative_generate
 
 __all__ = ["Generation", "StepTrace", "Speculation", "generate", "speculative_generate",
-           "batched_generate", "positions_fed", "prefill", "check_padded_prefill", "cache_dtypes",
+           "batched_generate", "continuous_generate", "Request", "Schedule", "positions_fed", "prefill", "check_padded_prefill", "cache_dtypes",
            "kv_dtype_spec", "pick_token"]
