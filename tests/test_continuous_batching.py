@@ -69,6 +69,7 @@ def test_sequences_join_and_leave_mid_flight():
     assert sched.cells[2][:3] == ("", "waiting", "prefill")      # takes the slot request 1 left
     assert sched.cells[0][2] == "decode" and sched.batch == (0, 2, 1, 2, 1, 1)
     assert sched.cells[3] == ("", "waiting", "waiting", "waiting", "prefill", "decode")
+    assert sched.codes()[1] == (2, 3, 4, 4, 4, 4)
 
 
 def test_a_family_that_cannot_batch_runs_one_slot_at_a_time():

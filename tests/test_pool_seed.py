@@ -15,6 +15,7 @@ from kvsim.cache.pool import (
     interleave_allocations,
 )
 from kvsim.calc.memory import allocated_bytes, fixed_state_bytes
+from kvsim.calc.pool_bytes import pool_allocated_bytes
 from kvsim.decode.generate import prefill
 from kvsim.model import build_model, toy_spec
 from kvsim.serving.admission import PoolFullError as ServingPoolFullError
@@ -45,6 +46,8 @@ def test_mixed_llama_jamba_pool_matches_nbytes_and_calculator():
     nbytes = sum(c.nbytes for sid in ids for c in pool.caches(sid) if c is not None)
     calc = sum(expected_bytes(m.spec, n) for m, n in plan)
     assert pool.memory_usage_bytes() == nbytes == calc
+    view = pool_allocated_bytes([(m.spec, n) for m, n in plan], "fp32", STEP, "fp32")
+    assert view["pool"] == view["total"] == calc and view["model"] == 0 and view["state"] > 0
     assert [pool.info(s).model for s in ids] == ["toy-gqa", "toy-jamba", "toy-gqa", "toy-jamba"]
     assert [pool.info(s).offset for s in ids] == [n for _, n in plan]
     # full: the only error is PoolFullError, and nothing changes
@@ -95,6 +98,26 @@ def test_ids_strictly_increase_and_failures_change_nothing(ops):
     assert handed == list(range(len(handed)))
 
 
+def test_model_owned_pool_holds_only_kv():
+    from kvsim.model.owned_state import SequenceStateStore
+    pool, store = CachePool(LLAMA.spec, 3, step=STEP, state_owner="model"), SequenceStateStore(JAMBA.spec)
+    plan = [(JAMBA, 9), (LLAMA, 4), (JAMBA, 13)]
+    for model, n in plan:
+        sid = pool.allocate(n, spec=model.spec)
+        caches = pool.caches(sid)
+        if model is JAMBA:
+            store.prepare_sequence_state(sid)
+            caches = store.caches_for(sid, caches)
+        prefill(model, list(range(1, n + 1)), caches)
+    view = pool_allocated_bytes([(m.spec, n) for m, n in plan], "fp32", STEP, "fp32", state_owner="model")
+    assert pool.memory_usage_bytes() == view["pool"] == view["kv"]
+    assert store.memory_usage_bytes() == view["model"] == view["state"] > 0
+    with pytest.raises(ValueError, match="state_owner"):
+        pool_allocated_bytes([], state_owner="gpu")
+    with pytest.raises(ValueError, match="ModelSpec"):
+        pool_allocated_bytes([("llama", 3)])
+
+
 def test_model_owned_state_gets_a_placeholder():
     pool = CachePool(JAMBA.spec, 2, step=STEP, state_owner="model")
     sid = pool.allocate(4)
@@ -108,6 +131,8 @@ def test_model_owned_state_gets_a_placeholder():
     with pytest.raises(ValueError, match="state_owner"):
         CachePool(JAMBA.spec, 2, state_owner="engine")
     assert cache_owned == 0 and pool.info(sid).offset == 0
+    with pytest.raises(TypeError, match="caches_for"):          # running on the placeholder is a bug
+        caches[0]["ssm"]
 
 
 def test_interleaving_without_a_lock_loses_an_update_and_with_it_none():

@@ -92,6 +92,10 @@ class StatePlaceholder:
     def trim(self, n: int) -> int:
         return 0  # a state cannot be un-mixed
 
+    def __getitem__(self, name):
+        raise TypeError(f"layer {self.layer_index}'s state is owned by the model, not the pool: run the model "
+                        "on SequenceStateStore.caches_for(seq_id, pool.caches(seq_id))")
+
     def __repr__(self):
         return f"StatePlaceholder(layer={self.layer_index}, offset={self.offset})"
 

@@ -59,6 +59,10 @@ class Schedule:
     def steps(self) -> int:
         return len(self.batch)
 
+    def codes(self) -> tuple[tuple[int, ...], ...]:
+        """cells as indices into CELLS (0 = not arrived ... 4 = finished), for an image of the batch."""
+        return tuple(tuple(CELLS.index(c) for c in row) for row in self.cells)
+
     def count(self, cell: str) -> tuple[int, ...]:
         """Per step, how many requests are in state ``cell``."""
         return tuple(sum(row[s] == cell for row in self.cells) for s in range(self.steps))
