@@ -70,6 +70,9 @@ def test_sequences_join_and_leave_mid_flight():
     assert sched.cells[0][2] == "decode" and sched.batch == (0, 2, 1, 2, 1, 1)
     assert sched.cells[3] == ("", "waiting", "waiting", "waiting", "prefill", "decode")
     assert sched.codes()[1] == (2, 3, 4, 4, 4, 4)
+    for req, gen in zip(reqs, gens):   # each trace counts the sequence's own steps and context
+        assert [s.step for s in gen.trace] == list(range(req.max_new_tokens))
+        assert [s.context_tokens for s in gen.trace] == [len(req.prompt) + i for i in range(req.max_new_tokens)]
 
 
 def test_a_family_that_cannot_batch_runs_one_slot_at_a_time():
