@@ -16,7 +16,8 @@ Contract (pure Python + numpy; deterministic for a given workload)
   At each iteration: finished requests release, the queue admits from its head, then the
   iteration's arrivals are admitted, queued or rejected in order.
 - :func:`admission_sweep` gives, per arrival rate and policy, queue length over time,
-  time-to-first-token per admitted request and the rejected count: plain data for a plot.
+  time-to-first-token per admitted request and the rejected count: plain data for a plot;
+  :func:`sweep_table` one row per (policy, rate): mean and p95 TTFT, rejected share, longest queue.
 """
 
 from __future__ import annotations
@@ -193,3 +194,16 @@ def admission_sweep(rates, max_sequences: int = 8, max_queue: int = 16, num_requ
         for p in policies:
             out[p].append(replace(simulate_admission(workload, max_sequences, p, max_queue), rate=float(rate)))
     return out
+
+
+def sweep_table(sweep: dict[str, list[AdmissionResult]]) -> list[dict]:
+    """One row per (policy, rate) of :func:`admission_sweep`: TTFT mean / p95 (iterations), 503 share, queue."""
+    rows = []
+    for policy, results in sweep.items():
+        for r in results:
+            done = r.ttft_iterations[~r.rejected]
+            rows.append({"policy": policy, "rate": r.rate, "mean TTFT": r.mean_ttft,
+                         "p95 TTFT": float(np.percentile(done, 95)) if done.size else float("nan"),
+                         "rejected": r.rejected_count, "rejected share": r.rejected_count / len(r.rejected),
+                         "max queue": r.max_queue_length})
+    return rows
