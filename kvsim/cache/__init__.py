@@ -4,7 +4,8 @@ Layouts: KVCache (standard), RotatingKVCache (sliding window), ChunkedKVCache (L
 QuantizedKVCache (``mx.quantize`` storage), LatentCache (MLA), RecurrentStateCache (fixed
 state), PagedKVCache (fixed-size blocks of a shared PagedKVPool, whose storage and per-layer
 offsets are :mod:`.paged_store`); CachePool owns per-sequence cache sets; make_caches picks one
-cache per layer.
+cache per layer. TurboQuantKVCache (:mod:`.turboquant`): K/V rotated by a randomized Hadamard
+transform before scalar quantization, rotated back on read.
 Shapes: (B, n_kv_heads, T, head_dim). Save/load: :mod:`.io` (safetensors, no pickle); attention over what a
 cache returns: :mod:`.sdpa`.
 """
@@ -24,7 +25,8 @@ from .quantized import QuantizedKVCache  # noqa: E402
 from .recurrent import RecurrentStateCache  # noqa: E402
 from .rotating import RotatingKVCache  # noqa: E402
 from .standard import KVCache  # noqa: E402
+from .turboquant import RandomizedHadamard, TurboQuantKVCache  # noqa: E402
 
 __all__ = ["BaseCache", "KVCache", "RotatingKVCache", "ChunkedKVCache", "QuantizedKVCache",
            "LatentCache", "RecurrentStateCache", "PagedKVCache", "PagedKVPool", "CachePool", "make_caches",
-           "save_cache", "load_cache", "save_caches", "load_caches"]
+           "TurboQuantKVCache", "RandomizedHadamard", "save_cache", "load_cache", "save_caches", "load_caches"]

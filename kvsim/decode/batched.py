@@ -74,7 +74,11 @@ def _prefill_alone(model, prompt: list[int], caches, written) -> Generation:
 
 
 def _decode_together(model, results: list[Generation], cache_sets: list, written, step_i: int) -> None:
-    """ONE forward pass over the last token of every sequence, row r on its own caches."""
+    """ONE forward pass over the last token of every sequence, row r on its own caches.
+
+    ``step_i`` is the batch's step; each sequence's trace records its own step (continuous batching
+    lets sequences join later).
+    """
     start = time.perf_counter()
     tokens = mx.array([[res.tokens[-1]] for res in results])                    # (B, 1)
     rows = [Rows([caches[layer] for caches in cache_sets]) for layer in range(len(model.blocks))]
@@ -85,7 +89,8 @@ def _decode_together(model, results: list[Generation], cache_sets: list, written
         res.tokens.append(pick_token(logits[r]))
         res.logits.append(logits[r])
         res.positions_fed += 1
-        _trace(res, caches, step_i, len(res.prompt) + step_i, seconds)
+        own = len(res.tokens) - 1   # this sequence's own step (= step_i when all started together)
+        _trace(res, caches, own, len(res.prompt) + own, seconds)
 
 
 def _trace(res: Generation, caches, step: int, context: int, seconds: float) -> None:

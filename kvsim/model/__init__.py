@@ -2,7 +2,8 @@
 
 Modules: :mod:`.layers` (weights, RoPE, masks, FFN), :mod:`.attention` (MHA/GQA/MQA, sliding,
 chunked, NoPE), :mod:`.mla` (latent attention, materialized and absorbed), :mod:`.recurrent`
-(Mamba, Mamba-2, Gated DeltaNet, RG-LRU) with :mod:`.state`, and :mod:`.transformer`
+(Mamba, Mamba-2, Gated DeltaNet, RG-LRU) with :mod:`.state` (state in the cache list) and
+:mod:`.owned_state` (state the model keeps per SequenceId, seed 000's design), and :mod:`.transformer`
 (``build_model``, ``toy_spec``, ``Model``, ``perturbed``).
 
 Left out on purpose, because none of it changes what a layer caches: MoE routing (one dense
