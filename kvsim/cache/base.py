@@ -31,6 +31,11 @@ Contract
   exactly its window, the current chunk, a recurrent state), else ``visibility_mask(N)``. No mask
   is what lets a fused attention kernel run its fast decode path; kvsim never returns
   ``"causal"``.
+- Attention dispatch: a model calls ``cache.attend(queries, keys, values, scale)`` (several rows, one
+  cache each: :func:`kvsim.cache.dispatch.attend_batched`) and the cache picks how to read what it
+  stores (``attention_path`` names it): dense K/V -> SDPA with the mask from :meth:`make_mask`
+  (KVCache, RotatingKVCache, ChunkedKVCache keep their window semantics that way); quantized ->
+  ``mx.quantized_matmul`` attention; paged -> the block-table read. The model never changes.
 - Bad input: ``update_and_fetch`` validates everything first and raises ValueError naming the field
   and what is expected; the cache is unchanged. Shapes and dtype are fixed by the first update.
 - Persistence: ``state`` is a tuple of arrays (only filled tokens), ``meta_state`` a tuple of
@@ -46,6 +51,7 @@ import copy
 import mlx.core as mx
 
 from ..calc.units import DEFAULT_STEP, dtype_key, positive_int
+from .sdpa import sdpa
 
 # kvsim's float dtype names -> MLX dtypes, built once: {"fp32": mx.float32, "bf16": ..., "fp16": ...}
 MX_DTYPES = {dtype_key(d): d for d in (mx.float32, mx.bfloat16, mx.float16)}
@@ -165,10 +171,22 @@ class BaseCache:
 
     step: int = DEFAULT_STEP
     offset: int = 0
+    attention_path: str = "dense sdpa"  # how attend() reads this layout (subclasses name theirs)
 
     # ------------------------------------------------------------ storage
     def update_and_fetch(self, keys, values):
         raise NotImplementedError
+
+    def attend(self, queries: mx.array, keys: mx.array, values: mx.array, scale: float | None = None) -> mx.array:
+        """Store the S new keys/values and return the S queries' attention over what they may see.
+
+        softmax(scale · q kᵀ | mask) v with mask = :meth:`make_mask` (asked before the update: None
+        for a decode step that sees every key returned, the fused kernel's fast path) over what
+        ``update_and_fetch`` returns. queries (B, H_q, S, D) -> (B, H_q, S, D_v).
+        """
+        mask = self.make_mask(queries.shape[2], window_size=None, return_array=False)
+        k, v = self.update_and_fetch(keys, values)
+        return sdpa(queries, k, v, mask, scale)
 
     @property
     def capacity(self) -> int:
