@@ -11,7 +11,7 @@ Contract
 - Computation: two partials (:mod:`kvsim.cache.partials`), merged by their log-sum-exp.
   The prefix partial folds the B rows into the query rows of ONE product, (1, H_kv, B·rep·L, D)
   against (1, H_kv, P, D): the prefix is read once for the group, not B times. The suffix partial is
-  per row. Returns (B, H_q, L, D_v) float32.
+  one batched product for suffix arrays, one product per row for lists. Returns (B, H_q, L, D_v) float32.
 - Yardstick: :func:`cascade_reference`, dense attention of each row over its concatenation
   [prefix, suffix_b] with the mask [all visible, suffix_mask_b] (:func:`kvsim.cache.sdpa.reference_sdpa`);
   tests: fp32 within 1e-5. When cascade pays (the seed's minimum members and minimum shared pages)
@@ -68,6 +68,7 @@ def cascade_attention(queries: mx.array, prefix_keys: mx.array, prefix_values: m
     if Hq % Hkv or pv.shape[:3] != pk.shape[:3] or pk.shape[3] != D:
         raise ValueError(f"prefix K/V must be (H_kv, P, D={D}) with H_q {Hq} a multiple of H_kv; "
                          f"got {tuple(pk.shape)} and {tuple(pv.shape)}")
+    batched = isinstance(suffix_keys, mx.array)          # equal suffix lengths: one product for all rows
     rows = _rows(suffix_keys, suffix_values, suffix_mask, B)
     rep = Hq // Hkv
     parts = []
@@ -78,7 +79,9 @@ def cascade_attention(queries: mx.array, prefix_keys: mx.array, prefix_values: m
         out = out.reshape(Hkv, B, rep * L, -1).transpose(1, 0, 2, 3).reshape(B, Hq, L, -1)
         lse = lse.reshape(Hkv, B, rep * L).transpose(1, 0, 2).reshape(B, Hq, L)
         parts.append((out, lse))
-    if any(k.shape[2] for k, _, _ in rows):
+    if batched and suffix_keys.shape[2]:
+        parts.append(attention_partial(queries, suffix_keys, suffix_values, suffix_mask, scale))
+    elif any(k.shape[2] for k, _, _ in rows):
         outs, lses = [], []
         for b, (k, v, m) in enumerate(rows):
             if k.shape[2]:

@@ -16,7 +16,8 @@ Contract
 - Shapes: q (B, H_q, L, D); k (B, H_kv, T, D); v (B, H_kv, T, D_v); mask None, bool (True = may
   attend) of shape (L, T) or (B|1, H_q|1, L, T). Grouped-query attention by grouping query heads
   (rep = H_q // H_kv), K/V never repeated, as :mod:`kvsim.cache.sdpa`.
-- Everything is written with explicit matmuls and accumulates in float32; the plain yardstick is
+- Everything is written with explicit matmuls; K and V are read in their own dtype (a float32 copy
+  would double what a bf16 cache step reads), scores, softmax and merge run in float32; the plain yardstick is
   :func:`kvsim.cache.sdpa.reference_sdpa` over all keys (tests: fp32 within 1e-5).
 """
 
@@ -82,10 +83,11 @@ def attention_partial(q: mx.array, k: mx.array, v: mx.array, mask=None, scale: f
                          f"({q.shape[3]} vs {k.shape[3]}), and k's batch 1 or {B}; got k {tuple(k.shape)}")
     rep = Hq // Hkv
     scale = D ** -0.5 if scale is None else scale
-    qg = (q.astype(mx.float32) * scale).reshape(B, Hkv, rep, L, D)
-    s = qg @ k.astype(mx.float32)[:, :, None].swapaxes(-1, -2)             # (B, H_kv, rep, L, T)
+    qg = (q * scale).astype(k.dtype).reshape(B, Hkv, rep, L, D)
+    # K/V are read in their own dtype (never copied to float32); scores and softmax in float32
+    s = (qg @ k[:, :, None].swapaxes(-1, -2)).astype(mx.float32)          # (B, H_kv, rep, L, T)
     m, p, l, empty = softmax_stats(s, _grouped_mask(mask, B, Hkv, rep, L, T))
-    acc = p @ v.astype(mx.float32)[:, :, None]                              # (B, H_kv, rep, L, D_v)
+    acc = (p.astype(v.dtype) @ v[:, :, None]).astype(mx.float32)          # (B, H_kv, rep, L, D_v)
     out, lse = finish_partial(acc, m, l, empty)
     return out.reshape(B, Hq, L, -1), lse.reshape(B, Hq, L)
 
