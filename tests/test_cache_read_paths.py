@@ -10,7 +10,7 @@ from kvsim.cache import (ChunkedKVCache, KVCache, QuantizedKVCache, RotatingKVCa
                          make_caches)
 from kvsim.cache.paged import PagedKVPool
 from kvsim.cache.sdpa import reference_sdpa
-from kvsim.calc.paged_read import read_step_bytes, sparse_read_bytes
+from kvsim.calc.paged_read import read_step_bytes, sparse_pays, sparse_read_bytes
 from kvsim.model import build_model, toy_spec
 from kvsim.model.layers import Rows
 
@@ -121,6 +121,9 @@ def test_bytes_copied_gather_vs_block_table():
     assert [sparse_read_bytes(k, 8, 100)["read_bytes"] for k in range(9)] == [100 * k for k in range(9)]
     with pytest.raises(ValueError, match="kept_pages must be in \\[0, total_pages = 8\\]"):
         sparse_read_bytes(9, 8, 100)
+    assert sparse_pays(2, 8, 0.75) and not sparse_pays(3, 8, 0.75) and sparse_pays(8, 8, 0.0)
+    with pytest.raises(ValueError, match="min_sparsity must be a number in \\[0, 1\\]"):
+        sparse_pays(1, 8, 1.5)
     with pytest.raises(ValueError, match="path must be one of gather, block_table"):
         read_step_bytes("online", 1, 1)
 

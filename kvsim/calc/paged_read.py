@@ -9,7 +9,9 @@ Contract (pure: integers in, integers out)
     ``read_bytes`` = 2 · pages · layer_block_bytes (the pool once to copy, the copy once to attend);
   * ``block_table``: attention reads each block where it lies (``mx.gather_mm`` on the pool, or one
     block at a time): read = pages · layer_block_bytes, copied = 0.
-  Sparse page indirection is ``block_table`` over the kept pages only (:func:`sparse_read_bytes`).
+  Sparse page indirection is ``block_table`` over the kept pages only (:func:`sparse_read_bytes`);
+  :func:`sparse_pays` is the seed's ``MLXCEL_SPARSE_PAGED_MIN_SPARSITY`` gate (the sparse path
+  only when at least that fraction of pages is skipped; the seed gives no value, so the caller does).
 - Cascade (:func:`cascade_step_bytes`): B sequences sharing P prefix tokens, suffixes S_b:
   dense reads Σ_b (P + S_b) tokens, cascade reads P + Σ_b S_b; ``token_bytes`` per layer.
 - :func:`cascade_pays` is the seed's gate (``MLXCEL_CASCADE_MIN_MEMBERS``,
@@ -27,7 +29,7 @@ from __future__ import annotations
 from .units import positive_int, nonnegative_int
 
 __all__ = ["READ_PATHS", "layer_block_bytes", "read_step_bytes", "sparse_read_bytes", "cascade_step_bytes",
-           "cascade_pays", "cascade_break_even_pages", "CASCADE_MIN_MEMBERS", "CASCADE_MIN_SHARED_PAGES",
+           "cascade_pays", "cascade_break_even_pages", "sparse_pays", "CASCADE_MIN_MEMBERS", "CASCADE_MIN_SHARED_PAGES",
            "PARTIAL_BYTES"]
 
 READ_PATHS = ("gather", "block_table")
@@ -66,6 +68,17 @@ def sparse_read_bytes(kept_pages: int, total_pages: int, block_bytes: int) -> di
         raise ValueError(f"kept_pages must be in [0, total_pages = {total}], got {kept}")
     return {"read_bytes": kept * positive_int("block_bytes", block_bytes), "copied_bytes": 0,
             "kept_fraction": kept / total if total else 0.0}
+
+
+def sparse_pays(kept_pages: int, total_pages: int, min_sparsity: float) -> bool:
+    """The sparse gate: sparsity = 1 − kept / total ≥ min_sparsity (min_sparsity in [0, 1])."""
+    total = positive_int("total_pages", total_pages)
+    kept = nonnegative_int("kept_pages", kept_pages)
+    if kept > total:
+        raise ValueError(f"kept_pages must be in [0, total_pages = {total}], got {kept}")
+    if not isinstance(min_sparsity, (int, float)) or isinstance(min_sparsity, bool) or not 0 <= min_sparsity <= 1:
+        raise ValueError(f"min_sparsity must be a number in [0, 1], got {min_sparsity!r}")
+    return 1 - kept / total >= min_sparsity
 
 
 def cascade_step_bytes(prefix_tokens: int, suffix_tokens, token_bytes: int) -> dict:
