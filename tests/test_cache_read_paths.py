@@ -189,3 +189,18 @@ def test_attend_batched_rows_keep_their_own_storage_and_windows():
             assert mx.allclose(out[r:r + 1], attn(x[r:r + 1], alone[r]), atol=1e-5), (t, r)
     with pytest.raises(ValueError, match="one cache per row"):
         attend_batched(rand(0, 2, HQ, 1, D), rand(1, 2, H, 1, D), rand(2, 2, H, 1, D), [KVCache()])
+
+
+@pytest.mark.parametrize("make", [KVCache, lambda: RotatingKVCache(4), lambda: ChunkedKVCache(4),
+                                  lambda: QuantizedKVCache(bits=8, group_size=32), lambda: filled("full", [5])[0]])
+def test_attend_with_bad_queries_stores_nothing(make):
+    cache = make()
+    k = rand(1, 1, H, 2, 64 if isinstance(cache, QuantizedKVCache) else D)
+    v = k if isinstance(cache, QuantizedKVCache) else rand(2, 1, H, 2, DV)
+    if not hasattr(cache, "pool"):
+        cache.attend(rand(0, 1, HQ, 2, k.shape[3]), k, v)
+    before = cache.offset
+    for bad in (rand(3, 1, HQ, 3, k.shape[3]), rand(3, 1, 3, 2, k.shape[3]), rand(3, 2, HQ, 2, k.shape[3])):
+        with pytest.raises(ValueError, match="queries must be"):
+            cache.attend(bad, k, v)
+        assert cache.offset == before

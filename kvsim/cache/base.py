@@ -149,6 +149,17 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
     return got
 
 
+def check_queries(queries, keys) -> None:
+    """Queries (B, H_q, S, D) that fit keys (B, H_kv, S, D): checked before a cache stores anything."""
+    if not isinstance(queries, mx.array) or not isinstance(keys, mx.array) or queries.ndim != 4 or keys.ndim != 4:
+        raise ValueError(f"queries and keys must be 4-D mx.arrays (B, H, S, D), got "
+                         f"{getattr(queries, 'shape', type(queries).__name__)} and {getattr(keys, 'shape', type(keys).__name__)}")
+    B, Hq, S, D = queries.shape
+    if (B, S, D) != (keys.shape[0], keys.shape[2], keys.shape[3]) or Hq % keys.shape[1]:
+        raise ValueError(f"queries must be (B, a multiple of {keys.shape[1]} heads, S, D) with B, S, D of the keys "
+                         f"{tuple(keys.shape)}, got {tuple(queries.shape)}")
+
+
 def grow_buffer(buf, slots: int, like=None):
     """``buf`` with ``slots`` zero token slots appended on axis 2 (a fresh buffer if buf is None).
 
@@ -184,6 +195,7 @@ class BaseCache:
         for a decode step that sees every key returned, the fused kernel's fast path) over what
         ``update_and_fetch`` returns. queries (B, H_q, S, D) -> (B, H_q, S, D_v).
         """
+        check_queries(queries, keys)                     # before anything is stored
         mask = self.make_mask(queries.shape[2], window_size=None, return_array=False)
         k, v = self.update_and_fetch(keys, values)
         return sdpa(queries, k, v, mask, scale)

@@ -31,7 +31,7 @@ import mlx.core as mx
 
 from ..calc.paged_read import read_step_bytes
 from ..serving.block_pool import cdiv
-from .base import BaseCache, deepcopy_object, dtype_from_name, dtype_name
+from .base import BaseCache, check_queries, deepcopy_object, dtype_from_name, dtype_name
 from .paged_store import PagedKVStore
 from .partials import finish_partial, merge_stacked, softmax_stats
 from .sdpa import sdpa
@@ -95,7 +95,12 @@ class PagedKVCache(BaseCache):
                scale: float | None = None, path: str = "block_table", pages=None) -> mx.array:
         """The cache's attention (see :meth:`kvsim.cache.base.BaseCache.attend`): store ``keys``/``values``
         (if given; nothing is gathered), then :meth:`read` for the queries of that update."""
+        if path not in READ_PATHS:
+            raise ValueError(f"path must be one of {', '.join(READ_PATHS)}, got {path!r}")
         if keys is not None or values is not None:
+            check_queries(queries, keys)                              # nothing stored yet
+            if pages is not None:
+                raise ValueError("pages must be None when attend stores new keys (read sparse pages with read())")
             self.pool.write(self.seq_id, self.layer, keys, values)   # validates first; no change on error
         return self.read(queries, scale, path, pages)
 
