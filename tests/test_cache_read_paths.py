@@ -8,7 +8,7 @@ import pytest
 
 from kvsim.cache import (ChunkedKVCache, KVCache, QuantizedKVCache, RotatingKVCache, attend_batched,
                          make_caches)
-from kvsim.cache.paged import PagedKVPool
+from kvsim.cache.paged import PagedKVPool, cascade_read
 from kvsim.cache.sdpa import reference_sdpa
 from kvsim.calc.paged_read import read_step_bytes, sparse_pays, sparse_read_bytes
 from kvsim.model import build_model, toy_spec
@@ -204,3 +204,26 @@ def test_attend_with_bad_queries_stores_nothing(make):
         with pytest.raises(ValueError, match="queries must be"):
             cache.attend(bad, k, v)
         assert cache.offset == before
+
+
+def test_cascade_read_of_forked_sequences_equals_each_row_alone():
+    """A parent's 22-token prompt forked into 3 children that then decode apart: 5 whole pages shared,
+    cascade over them equals each child's own block-table read."""
+    pool = PagedKVPool(1, H, D, DV, block_size=BS, num_blocks=64, dtype=mx.float32, enable_prefix_caching=False)
+    pool.add_sequence("p")
+    pool.caches("p")[0].update_and_fetch(rand(1, 1, H, 22, D), rand(2, 1, H, 22, DV))
+    kids = [pool.fork("p", f"c{i}")[0] for i in range(3)]
+    for i, c in enumerate(kids):
+        for t in range(2 + 3 * i):                                   # suffixes of different lengths
+            c.update_and_fetch(rand(10 + 7 * i + t, 1, H, 1, D), rand(50 + 7 * i + t, 1, H, 1, DV))
+    assert pool.shared_prefix_pages([c.seq_id for c in kids]) == 5   # 22 tokens: 5 whole pages, the 6th copied on write
+    q = rand(99, 3, HQ, 1, D)
+    got = cascade_read(kids, q)
+    for b, c in enumerate(kids):
+        assert mx.allclose(got[b:b + 1], c.read(q[b:b + 1]), atol=ATOL), b
+    q2 = rand(98, 3, HQ, 2, D)                                       # two queries per row: causal suffix mask
+    got2 = cascade_read(kids, q2)
+    for b, c in enumerate(kids):
+        assert mx.allclose(got2[b:b + 1], c.read(q2[b:b + 1]), atol=ATOL), b
+    with pytest.raises(ValueError, match="queries must be"):
+        cascade_read(kids, q[:2])

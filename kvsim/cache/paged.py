@@ -19,6 +19,8 @@ Contract
   a loop over the block table with an online softmax). ``pages=`` reads a listed subset of pages
   (sparse page indirection). All equal dense attention over the same keys (fp32 within 1e-5);
   bytes read and copied per read: :meth:`PagedKVCache.read_bytes`.
+- :func:`cascade_read`: a group of sequences sharing whole prefix blocks (a fork, a prefix-cache hit)
+  attends to the shared prefix once for the group and to each suffix per row (cascade attention).
 - Accounting: ``cache.nbytes`` = blocks this sequence holds × bytes of one block in one layer (a
   shared block counts in each holder; ``pool.nbytes`` counts every block once); ``capacity`` =
   held blocks × block_size; ``used_bytes`` = held tokens × bytes per token. ``trim`` rewinds one
@@ -33,6 +35,7 @@ from ..calc.paged_read import read_step_bytes
 from ..serving.block_pool import cdiv
 from .base import BaseCache, check_queries, deepcopy_object, dtype_from_name, dtype_name
 from .paged_store import PagedKVStore
+from .cascade import cascade_attention
 from .partials import finish_partial, merge_stacked, softmax_stats
 from .sdpa import sdpa
 
@@ -51,6 +54,17 @@ class PagedKVPool(PagedKVStore):
         if seq_id not in self:
             raise KeyError(f"seq_id {seq_id!r} is not in this pool")
         return [PagedKVCache(self, seq_id, layer) for layer in range(self.num_layers)]
+
+    def shared_prefix_pages(self, seq_ids) -> int:
+        """Leading pages every listed sequence's block table points at the same physical block: the
+        pages a cascade group shares (forks and prefix-cache hits share whole blocks)."""
+        tables = [self.allocator.block_table(s) for s in seq_ids]
+        n = 0
+        for col in zip(*tables):
+            if col[0] < 0 or any(b != col[0] for b in col):
+                break
+            n += 1
+        return n
 
     def fork(self, parent_id, child_id) -> list[PagedKVCache]:
         """A child sharing every block of the parent (parallel sampling); returns its views."""
@@ -311,3 +325,43 @@ class PagedKVCache(BaseCache):
                 raise ValueError(f"state holds {keys.shape[2]} tokens, meta_state implies {offset - first}")
             cache.update_and_fetch(keys, values)
         return cache
+
+
+def cascade_read(caches, queries: mx.array, scale: float | None = None) -> mx.array:
+    """Cascade attention for a group of paged sequences that share whole prefix blocks (one layer).
+
+    ``caches``: PagedKVCache views of B sequences of one ``full`` pool and layer; queries (B, H_q, N, D)
+    are the N newest positions of each row. The shared prefix = the leading pages all block tables
+    share (:meth:`PagedKVPool.shared_prefix_pages`), cut so every query comes after it; its blocks
+    are gathered ONCE for the group, each row's remaining pages once for that row, and
+    :func:`kvsim.cache.cascade.cascade_attention` merges the two partials (causal mask on the
+    suffix). Equals ``caches[b].read(queries[b])`` for every row (tests: fp32 within 1e-5).
+    """
+    caches = list(caches)
+    pool, layer = caches[0].pool, caches[0].layer
+    if any(c.pool is not pool or c.layer != layer for c in caches) or pool.kind != "full":
+        raise ValueError("caches must be views of one layer of one 'full' PagedKVPool")
+    if queries.ndim != 4 or queries.shape[0] != len(caches):
+        raise ValueError(f"queries must be (B = {len(caches)}, H_q, N, D), got {tuple(queries.shape)}")
+    bs, N = pool.block_size, queries.shape[2]
+    ids = [c.seq_id for c in caches]
+    offsets = [c.offset for c in caches]
+    if min(offsets) < N or any(pool.allocator.first_live_token(s) for s in ids):
+        raise ValueError(f"every sequence must hold all its tokens and at least N = {N} of them")
+    pages = min(pool.shared_prefix_pages(ids), (min(offsets) - N) // bs)   # every query after the prefix
+    P = pages * bs
+    table = pool.allocator.block_table(ids[0])
+    if pages:
+        pk, pv = caches[0].gather_pages(table[:pages])                      # the prefix, copied once
+    else:
+        pk = pool.keys[layer][:0].reshape(1, pool.geometry["H"], 0, pool.geometry["k_dim"])
+        pv = pool.values[layer][:0].reshape(1, pool.geometry["H"], 0, pool.geometry["v_dim"])
+    sk, sv, masks = [], [], []
+    for c, end in zip(caches, offsets):
+        own = pool.allocator.block_table(c.seq_id)[pages:cdiv(end, bs)]
+        k, v = c.gather_pages(own)
+        sk.append(k[:, :, :end - P])
+        sv.append(v[:, :, :end - P])
+        masks.append(mx.arange(end - P)[None] <= mx.arange(end - P - N, end - P)[:, None])   # (N, S_b) causal
+    out = cascade_attention(queries, pk, pv, sk, sv, scale, masks)
+    return out.astype(queries.dtype)
