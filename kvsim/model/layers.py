@@ -30,6 +30,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from ..cache.dispatch import attend_any
 from ..cache.sdpa import sdpa
 
 __all__ = ["WeightInit", "DeviceWeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
@@ -128,7 +129,7 @@ def attend_cached(q: mx.array, k: mx.array, v: mx.array, cache, scale: float, kv
     stores the compute dtype.
     """
     dtype = kv_dtype or k.dtype
-    return cache.attend(q, k.astype(dtype), v.astype(dtype), scale)
+    return attend_any(cache, q, k.astype(dtype), v.astype(dtype), scale)   # mlx-lm's caches have no attend
 
 
 @partial(mx.compile, shapeless=True)
