@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kvsim.model.layers as layers
+import kvsim.cache.base as cache_base
 from kvsim.cache import make_caches
 from kvsim.cache.sdpa import quantized_sdpa, reference_sdpa, sdpa
 from kvsim.model import TOY_KINDS, build_model, reference_mask, toy_spec
@@ -146,7 +146,7 @@ def test_decode_step_hands_attention_no_mask(monkeypatch):
         seen.append(None if mask is None else mask.dtype)
         return sdpa(q, k, v, mask, scale)
 
-    monkeypatch.setattr(layers, "sdpa", spy)
+    monkeypatch.setattr(cache_base, "sdpa", spy)   # the dense caches' attend calls it (cache dispatch)
     for kind in ("gqa", "sliding", "chunked"):
         model, seen[:] = build_model(toy_spec(kind)), []
         caches = make_caches(model.spec)

@@ -31,6 +31,11 @@ Contract
   exactly its window, the current chunk, a recurrent state), else ``visibility_mask(N)``. No mask
   is what lets a fused attention kernel run its fast decode path; kvsim never returns
   ``"causal"``.
+- Attention dispatch: a model calls ``cache.attend(queries, keys, values, scale)`` (several rows, one
+  cache each: :func:`kvsim.cache.dispatch.attend_batched`) and the cache picks how to read what it
+  stores (``attention_path`` names it): dense K/V -> SDPA with the mask from :meth:`make_mask`
+  (KVCache, RotatingKVCache, ChunkedKVCache keep their window semantics that way); quantized ->
+  ``mx.quantized_matmul`` attention; paged -> the block-table read. The model never changes.
 - Bad input: ``update_and_fetch`` validates everything first and raises ValueError naming the field
   and what is expected; the cache is unchanged. Shapes and dtype are fixed by the first update.
 - Persistence: ``state`` is a tuple of arrays (only filled tokens), ``meta_state`` a tuple of
@@ -46,6 +51,7 @@ import copy
 import mlx.core as mx
 
 from ..calc.units import DEFAULT_STEP, dtype_key, positive_int
+from .sdpa import sdpa
 
 # kvsim's float dtype names -> MLX dtypes, built once: {"fp32": mx.float32, "bf16": ..., "fp16": ...}
 MX_DTYPES = {dtype_key(d): d for d in (mx.float32, mx.bfloat16, mx.float16)}
@@ -143,6 +149,17 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
     return got
 
 
+def check_queries(queries, keys) -> None:
+    """Queries (B, H_q, S, D) that fit keys (B, H_kv, S, D): checked before a cache stores anything."""
+    if not isinstance(queries, mx.array) or not isinstance(keys, mx.array) or queries.ndim != 4 or keys.ndim != 4:
+        raise ValueError(f"queries and keys must be 4-D mx.arrays (B, H, S, D), got "
+                         f"{getattr(queries, 'shape', type(queries).__name__)} and {getattr(keys, 'shape', type(keys).__name__)}")
+    B, Hq, S, D = queries.shape
+    if (B, S, D) != (keys.shape[0], keys.shape[2], keys.shape[3]) or Hq % keys.shape[1]:
+        raise ValueError(f"queries must be (B, a multiple of {keys.shape[1]} heads, S, D) with B, S, D of the keys "
+                         f"{tuple(keys.shape)}, got {tuple(queries.shape)}")
+
+
 def grow_buffer(buf, slots: int, like=None):
     """``buf`` with ``slots`` zero token slots appended on axis 2 (a fresh buffer if buf is None).
 
@@ -165,10 +182,23 @@ class BaseCache:
 
     step: int = DEFAULT_STEP
     offset: int = 0
+    attention_path: str = "dense sdpa"  # how attend() reads this layout (subclasses name theirs)
 
     # ------------------------------------------------------------ storage
     def update_and_fetch(self, keys, values):
         raise NotImplementedError
+
+    def attend(self, queries: mx.array, keys: mx.array, values: mx.array, scale: float | None = None) -> mx.array:
+        """Store the S new keys/values and return the S queries' attention over what they may see.
+
+        softmax(scale · q kᵀ | mask) v with mask = :meth:`make_mask` (asked before the update: None
+        for a decode step that sees every key returned, the fused kernel's fast path) over what
+        ``update_and_fetch`` returns. queries (B, H_q, S, D) -> (B, H_q, S, D_v).
+        """
+        check_queries(queries, keys)                     # before anything is stored
+        mask = self.make_mask(queries.shape[2], window_size=None, return_array=False)
+        k, v = self.update_and_fetch(keys, values)
+        return sdpa(queries, k, v, mask, scale)
 
     @property
     def capacity(self) -> int:

@@ -32,12 +32,25 @@ import mlx.core as mx
 
 from ..calc.memory import allocated_slots
 from ..calc.units import BITS, DEFAULT_STEP, GROUP_SIZES
-from .base import BaseCache, check_kv, check_step, dtype_from_name, dtype_name
+from .base import BaseCache, check_kv, check_queries, check_step, dtype_from_name, dtype_name
 from .quantized_parts import QuantizedKV, QuantizedTensor, append_rows, grow_rows
+from .sdpa import quantized_sdpa
 
 
 class QuantizedKVCache(BaseCache):
     """K/V quantized with ``mx.quantize`` (bits, group_size); optional exact recent tokens and window."""
+
+    attention_path = "quantized sdpa"
+
+    def attend(self, queries: mx.array, keys: mx.array, values: mx.array, scale: float | None = None) -> mx.array:
+        """Store the new rows quantized, then attend with ``mx.quantized_matmul`` straight from the packed
+        data (:func:`kvsim.cache.sdpa.quantized_sdpa`; scales in the dtype written)."""
+        check_queries(queries, keys)                     # before anything is stored
+        mask = self.make_mask(queries.shape[2], window_size=None, return_array=False)
+        fetched = self.update_and_fetch(keys, values)
+        return quantized_sdpa(queries, fetched.keys, fetched.values, mask, scale,
+                              group_size=fetched.group_size, bits=fetched.bits,
+                              recent_keys=fetched.recent_keys, recent_values=fetched.recent_values)
 
     def __init__(self, bits: int = 8, group_size: int = 64, step: int = DEFAULT_STEP,
                  full_precision_tokens: int = 0, max_size: int | None = None):

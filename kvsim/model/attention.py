@@ -16,7 +16,10 @@ Contract
 - ``cache=None`` is the no-cache baseline: the layer sees the whole sequence and builds its own
   causal / window / chunk mask (:func:`~kvsim.model.layers.reference_mask`).
 - ``cache`` may be a :class:`~kvsim.model.layers.Rows`: row r is a separate sequence with its own
-  cache; projections run batched, attention runs per row (row isolation).
+  cache; projections run batched, attention runs per row (row isolation) through
+  :func:`kvsim.cache.dispatch.attend_batched`.
+- The layer never reads a cache's storage itself: it calls ``cache.attend`` and the cache picks dense
+  SDPA, quantized or paged block-table attention (:meth:`kvsim.cache.base.BaseCache.attend`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import mlx.core as mx
 import mlx.nn as nn
 
+from ..cache.dispatch import attend_batched
 from ..calc.config import LayerSpec, ModelSpec
 from .layers import Rows, WeightInit, attend, attend_cached, reference_mask, rope
 
@@ -96,7 +100,5 @@ class Attention(nn.Module):
         offsets = mx.array([c.offset for c in rows.caches])
         q = rope(q, self.rope_dims, self.rope_base, offsets)   # per-row positions
         k = rope(k, self.rope_dims, self.rope_base, offsets)
-        outs = []
-        for r, cache in enumerate(rows.caches):
-            outs.append(attend_cached(q[r:r + 1], k[r:r + 1], v[r:r + 1], cache, self.scale, kv_dtype))
-        return mx.concatenate(outs, axis=0)
+        dtype = kv_dtype or k.dtype
+        return attend_batched(q, k.astype(dtype), v.astype(dtype), rows.caches, self.scale)

@@ -13,10 +13,11 @@ Contract
   query's chunk of C tokens (j // C == i // C). Caches build the same masks themselves.
 - :class:`Rows` marks one layer's caches for a batch whose rows are separate sequences
   (one cache object per row, each at its own offset), as the CachePool hands them out.
-- :func:`attend` / :func:`attend_cached` run MLX's fused attention (:func:`kvsim.cache.sdpa.sdpa`);
-  the mask comes from the cache, which answers None when every key it returns is visible (a decode
-  step over a full cache, the current chunk, a ring holding exactly its window), so decode takes
-  the fused kernel's no-mask path. :func:`kvsim.cache.sdpa.reference_sdpa` is the same function
+- :func:`attend` runs MLX's fused attention (:func:`kvsim.cache.sdpa.sdpa`) with a given mask;
+  :func:`attend_cached` hands the queries and new K/V to ``cache.attend``, and the cache decides
+  how to read its storage (:meth:`kvsim.cache.base.BaseCache.attend`): a dense cache asks its own
+  mask (None when every key it returns is visible: a decode step over a full cache, the current
+  chunk, a ring holding exactly its window, so decode takes the fused kernel's no-mask path). :func:`kvsim.cache.sdpa.reference_sdpa` is the same function
   written out (what the lessons show); tests check the two agree.
 """
 
@@ -29,8 +30,8 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from ..cache.quantized_parts import QuantizedKV
-from ..cache.sdpa import quantized_sdpa, sdpa
+from ..cache.dispatch import attend_any
+from ..cache.sdpa import sdpa
 
 __all__ = ["WeightInit", "DeviceWeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
            "attend_cached"]
@@ -120,23 +121,15 @@ def attend(q: mx.array, keys: mx.array, values: mx.array, scale: float, mask) ->
 
 
 def attend_cached(q: mx.array, k: mx.array, v: mx.array, cache, scale: float, kv_dtype=None) -> mx.array:
-    """Store k, v (B, n_kv_heads, L, ·) in ``cache`` as ``kv_dtype`` and attend over everything it returns.
+    """Store k, v (B, n_kv_heads, L, ·) in ``cache`` as ``kv_dtype`` and let the cache attend: ``cache.attend``.
 
-    The mask comes from the cache BEFORE the update (None when every returned key is visible: the
-    fused kernel's fast decode path); a QuantizedKVCache returns a QuantizedKV
-    (packed data + optional full-precision recent tokens) and is attended with quantized_sdpa
-    (its scales take the dtype written: ``kv_dtype``, or the compute dtype when None).
+    The cache picks the read path by how it stores its state (dense SDPA with its own mask: None for
+    a decode step, the fused kernel's fast path; ``mx.quantized_matmul`` for a QuantizedKVCache; the
+    block table for a PagedKVCache), so this code is the same for every layout. ``kv_dtype`` None
+    stores the compute dtype.
     """
-    # (L, keys the update returns), or None when every key is visible (a decode step: no mask)
-    mask = cache.make_mask(q.shape[2], window_size=None, return_array=False)   # mlx-lm's signature too
     dtype = kv_dtype or k.dtype
-    fetched = cache.update_and_fetch(k.astype(dtype), v.astype(dtype))
-    if isinstance(fetched, QuantizedKV):
-        return quantized_sdpa(q, fetched.keys, fetched.values, mask, scale,
-                              group_size=fetched.group_size, bits=fetched.bits,
-                              recent_keys=fetched.recent_keys, recent_values=fetched.recent_values)
-    keys, values = fetched
-    return sdpa(q, keys, values, mask, scale)
+    return attend_any(cache, q, k.astype(dtype), v.astype(dtype), scale)   # mlx-lm's caches have no attend
 
 
 @partial(mx.compile, shapeless=True)

@@ -12,7 +12,15 @@ Contract
   * ``absorbed``: W_uk is folded into the query, q̃_h = W_uk,hᵀ q_nope,h (length r), so the scores
     are q̃_h·latent + q_pe·k_pe and the output is W_uv,h (Σ p · latent): attention runs over the
     latent itself and the per-head K/V are never built (how DeepSeek decodes);
-  * ``auto`` (default): absorbed for one new token, materialized otherwise (mlx-lm's choice).
+  * ``auto`` (default): decided per call by :func:`kvsim.calc.mla_paths.use_absorbed_mla` (the
+    seed's ``use_absorbed_mla``): the cheaper of the two on the H200's roofline for this layer's
+    widths, L query tokens and C cached tokens (decode and a short verify block after a long cache
+    read the latent; a cold prefill at DeepSeek-V3 sizes materializes). ``machine`` (FLOP/s, bytes/s)
+    replaces the H200 in that decision; ``last_path`` records the path the last call took.
+- ``split_kv`` (default 1 = off; the seed's ``MLXCEL_MLA_SPLIT_KV``): the absorbed path cuts the
+  latent range into that many chunks, attends per chunk and merges the partials by log-sum-exp
+  (:func:`kvsim.cache.partials.merge_partials`, the split-K merge); dense latents only (a
+  quantized latent is read unsplit).
 - The absorbed path is written with explicit matmuls, not ``mx.fast.scaled_dot_product_attention``:
   the fused decode kernels cover head dims up to 128 (CUDA) or 256 (Metal), not a 512-wide latent
   head, so MLX would compose the same matmuls anyway (and an H200 measurement of the fused call
@@ -33,9 +41,11 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from ..cache.partials import finish_partial, merge_partials, softmax_stats, split_points
 from ..cache.quantized_parts import QuantizedKV
 from ..cache.sdpa import as_mask, sdpa
 from ..calc.config import LayerSpec, ModelSpec
+from ..calc.mla_paths import MlaDims, use_absorbed_mla
 from .layers import Rows, WeightInit, reference_mask, rms_norm, rope
 
 __all__ = ["MLA", "MLA_PATHS"]
@@ -58,6 +68,10 @@ class MLA(nn.Module):
         self.rope_base, self.eps = spec.rope_theta, spec.rms_norm_eps
         self.scale = (self.nope_dim + self.rope_dim) ** -0.5
         self.path = "auto"
+        self.split_kv = 1            # > 1: the absorbed path splits the latent range (MLXCEL_MLA_SPLIT_KV)
+        self.last_path = None        # the path the last call took
+        self.machine = None          # (FLOP/s, bytes/s) "auto" decides for; None = the measured H200
+        self.dims = MlaDims(self.n_heads, self.kv_lora_rank, self.rope_dim, self.nope_dim, self.v_head_dim)
         H, qk = self.n_heads, self.nope_dim + self.rope_dim
         if self.q_lora_rank:
             self.wq_a = init.linear(self.q_lora_rank, hidden_size)
@@ -112,12 +126,43 @@ class MLA(nn.Module):
             mask = cache.make_mask(L, window_size=None, return_array=False)   # before the update: (L, T)
             dtype = kv_dtype or latent.dtype
             parts = _parts(cache.update_and_fetch(latent.astype(dtype), k_pe.astype(dtype)))
-        path = self.path if self.path != "auto" else ("absorbed" if L == 1 else "materialized")
+        path = self.path if self.path != "auto" else self.choose_path(L, offset, latent.dtype.size)
+        self.last_path = path
         if path == "absorbed":
+            if self.split_kv > 1 and len(parts) == 1 and parts[0][2] is None:
+                return self.absorbed_split(q_nope, q_pe, parts[0][0], parts[0][1], mask, self.split_kv)
             return self.absorbed(q_nope, q_pe, parts, mask)
         latents = mx.concatenate([_dense(lat, qz) for lat, _, qz in parts], axis=2)
         k_pes = mx.concatenate([_dense(kpe, qz) for _, kpe, qz in parts], axis=2)
         return self.materialized(q_nope, q_pe, latents, k_pes, mask)
+
+    def choose_path(self, query_tokens: int, cached_tokens: int, dtype_bytes: int = 2) -> str:
+        """'absorbed' or 'materialized' for a call of L query tokens after C cached ones (calc's cost model)."""
+        absorbed = use_absorbed_mla(self.dims, query_tokens, cached_tokens, dtype_bytes, self.machine)
+        return "absorbed" if absorbed else "materialized"
+
+    def absorbed_split(self, q_nope, q_pe, latent, k_pe, mask, splits):
+        """The absorbed attention over the latent cut into ``splits`` chunks of keys, one partial
+        (out over the latent, log-sum-exp) per chunk, merged by :func:`kvsim.cache.partials.merge_partials`.
+
+        Per chunk [a, b): s = q̃·latent[a:b]ᵀ + q_pe·k_pe[a:b]ᵀ, out_lat = softmax(s) latent[a:b];
+        the merged out_lat then goes through W_uv, as in :meth:`absorbed_explicit`.
+        """
+        B, H, L, _ = q_nope.shape
+        w_uk, w_uv = self._w_uk_uv()
+        q_lat = ((q_nope * self.scale) @ w_uk).astype(mx.float32)       # (B,H,L,r)
+        q_rot = (q_pe * self.scale).astype(mx.float32)
+        T = latent.shape[2]
+        mask = as_mask(mask, L, T)
+        cuts = split_points(T, min(splits, T))
+        parts = []
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            lat = latent[:, :, a:b].astype(mx.float32)                    # (B,1,n,r): read once for all heads
+            s = q_lat @ lat.swapaxes(-1, -2) + q_rot @ k_pe[:, :, a:b].astype(mx.float32).swapaxes(-1, -2)
+            m, p, l, empty = softmax_stats(s, None if mask is None else mask[..., a:b])
+            parts.append(finish_partial(p @ lat, m, l, empty))            # ((B,H,L,r), (B,H,L))
+        out_lat = merge_partials(parts)[0].astype(q_nope.dtype)
+        return out_lat @ w_uv.swapaxes(-1, -2)                            # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
 
     def materialized(self, q_nope, q_pe, latents, k_pes, mask):
         """Expand per-head K (B,H,T,nope+rope) and V (B,H,T,v) from the latent, then attend."""
