@@ -1,0 +1,182 @@
+"""A decode step with its fixed-shape parts compiled: the same logits as ``model(tokens, caches)``,
+fewer kernel launches and less Python per step.
+
+Contract
+- ``compiled_step(model, fuse_projections=True)`` -> :class:`CompiledStep`; ``step(tokens (B, L),
+  caches, kv_dtype=None)`` returns the logits (B, L, vocab) of ``model(tokens, caches, kv_dtype)``
+  (fp32: allclose 1e-5; greedy tokens identical, tested in tests/test_compiled_step.py).
+- What is compiled (``mx.compile``, one trace per input shape, so one per layer shape): for every
+  attention or MLA block, ``mixer_in`` = RMSNorm, the query/key/value projections and RoPE at the
+  cache's offset, passed as an array (a new offset re-uses the trace); ``mixer_out`` = the output
+  projection, the residual, RMSNorm, the SwiGLU FFN and the second residual; and the final norm
+  with the LM head. What stays eager: the cache update and attention (their shapes grow every
+  step) — the same :func:`~kvsim.model.layers.attend_cached` and MLA absorbed/materialized code the
+  eager model runs.
+- ``fuse_projections``: the query, key and value weights of a layer are stored as row views of one
+  (H·D + 2·H_kv·D, hidden) matrix, and the FFN's gate and up as views of one (2·I, hidden) matrix,
+  so a step runs 4 weight products per layer instead of 7. The model's own ``wq``/``wk``/``wv``/
+  ``gate``/``up`` become those views (same values, no extra memory), so the eager model still works.
+- Batches of separate sequences (one :class:`~kvsim.model.layers.Rows` of caches per layer, as
+  ``batched_generate`` decodes) run the compiled parts over the whole batch, RoPE at each row's own
+  offset, and attention row by row (row isolation). Blocks the compiled step does not cover
+  (recurrent mixers, MLA over Rows) run their eager ``Block.__call__``: the result is the same.
+- The eager ``Model.__call__`` stays the readable reference; ``benchmarks/bench_roofline.py`` times both.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from ..model.attention import Attention
+from ..model.layers import Rows, attend_cached
+from ..model.mla import MLA
+
+__all__ = ["CompiledStep", "compiled_step"]
+
+
+def compiled_step(model, fuse_projections: bool = True) -> "CompiledStep":
+    """A step function equal to ``model(tokens, caches, kv_dtype)`` with its fixed-shape parts compiled."""
+    return CompiledStep(model, fuse_projections)
+
+
+def _fuse_rows(module, names: tuple[str, ...]) -> mx.array:
+    """Concatenate ``module``'s weights ``names`` along rows and re-store each as a view of the result."""
+    weights = [getattr(module, n) for n in names]
+    fused = mx.concatenate(weights, axis=0)
+    mx.eval(fused)
+    start = 0
+    for n, w in zip(names, weights):
+        setattr(module, n, fused[start:start + w.shape[0]])
+        start += w.shape[0]
+    return fused
+
+
+# --- compiled pieces; every constant that shapes the trace is an argument of the factory (lru_cache) ---
+
+@lru_cache(maxsize=None)
+def _attention_in(eps: float, heads: int, kv_heads: int, head_dim: int, v_head_dim: int, rope_dims: int,
+                  rope_base: float):
+    """x (B, L, hidden), offset (int array) -> q (B, H, L, D), k (B, H_kv, L, D), v (B, H_kv, L, D_v)."""
+    splits = (heads * head_dim, heads * head_dim + kv_heads * head_dim)
+
+    def f(x, norm_w, wqkv, offset):
+        B, L, _ = x.shape
+        qkv = mx.fast.rms_norm(x, norm_w, eps) @ wqkv.T
+        q, k, v = mx.split(qkv, splits, axis=-1)
+        q = q.reshape(B, L, heads, head_dim).transpose(0, 2, 1, 3)
+        k = k.reshape(B, L, kv_heads, head_dim).transpose(0, 2, 1, 3)
+        v = v.reshape(B, L, kv_heads, v_head_dim).transpose(0, 2, 1, 3)
+        if rope_dims:
+            q = mx.fast.rope(q, rope_dims, traditional=False, base=rope_base, scale=1.0, offset=offset)
+            k = mx.fast.rope(k, rope_dims, traditional=False, base=rope_base, scale=1.0, offset=offset)
+        return q, k, v
+
+    return mx.compile(f)
+
+
+@lru_cache(maxsize=None)
+def _block_out(eps: float, intermediate: int):
+    """x, attention output (B, H, L, D_v) -> x + o·wo; then + FFN(RMSNorm(.)), the SwiGLU on one gate|up product."""
+
+    def f(x, attn, wo, ffn_norm_w, w_gate_up, w_down):
+        B, L, _ = x.shape
+        h = x + attn.transpose(0, 2, 1, 3).reshape(B, L, -1) @ wo.T
+        gate, up = mx.split(mx.fast.rms_norm(h, ffn_norm_w, eps) @ w_gate_up.T, [intermediate], axis=-1)
+        return h + (nn.silu(gate) * up) @ w_down.T
+
+    return mx.compile(f)
+
+
+@lru_cache(maxsize=None)
+def _head(eps: float):
+    return mx.compile(lambda x, norm_w, lm_head: mx.fast.rms_norm(x, norm_w, eps) @ lm_head.T)
+
+
+@lru_cache(maxsize=None)
+def _mla_in(eps: float, heads: int, q_lora_rank: int, nope: int, rope_dim: int, kv_lora_rank: int,
+            rope_base: float):
+    """x -> q_nope (B,H,L,nope), q_pe (B,H,L,rope) roped, latent (B,1,L,r) normed, k_pe (B,1,L,rope) roped."""
+
+    def f(x, norm_w, wq_a, q_norm, wq_b, wkv_a, kv_norm, offset):
+        B, L, _ = x.shape
+        h = mx.fast.rms_norm(x, norm_w, eps)
+        q = (mx.fast.rms_norm(h @ wq_a.T, q_norm, eps) @ wq_b.T) if q_lora_rank else h @ wq_b.T
+        q = q.reshape(B, L, heads, nope + rope_dim).transpose(0, 2, 1, 3)
+        kv = h @ wkv_a.T
+        latent = mx.fast.rms_norm(kv[..., :kv_lora_rank], kv_norm, eps)[:, None]
+        rot = dict(traditional=False, base=rope_base, scale=1.0, offset=offset)
+        k_pe = mx.fast.rope(kv[..., kv_lora_rank:][:, None], rope_dim, **rot)
+        return q[..., :nope], mx.fast.rope(q[..., nope:], rope_dim, **rot), latent, k_pe
+
+    return mx.compile(f)
+
+
+class CompiledStep:
+    """``model``'s forward pass with compiled fixed-shape parts; see the module contract."""
+
+    def __init__(self, model, fuse_projections: bool = True):
+        self.model = model
+        self.weights = [self._layer_weights(b, fuse_projections) for b in model.blocks]
+
+    @staticmethod
+    def _layer_weights(block, fuse: bool) -> dict | None:
+        """The arrays the compiled pieces of ``block`` take, or None when the block runs eagerly."""
+        mixer, ffn = block.mixer, block.ffn
+        if not isinstance(mixer, (Attention, MLA)):
+            return None
+        gate_up = _fuse_rows(ffn, ("gate", "up")) if fuse else mx.concatenate([ffn.gate, ffn.up], axis=0)
+        w = {"gate_up": gate_up}
+        if isinstance(mixer, Attention):
+            names = ("wq", "wk", "wv")
+            w["qkv"] = _fuse_rows(mixer, names) if fuse else mx.concatenate([getattr(mixer, n) for n in names])
+        mx.eval(w)
+        return w
+
+    def __call__(self, tokens: mx.array, caches, kv_dtype=None) -> mx.array:
+        m = self.model
+        if tokens.ndim != 2:
+            raise ValueError(f"tokens must be (B, L) token ids, got shape {tuple(tokens.shape)}")
+        if len(caches) != len(m.blocks):
+            raise ValueError(f"caches must hold one entry per layer ({len(m.blocks)}), got {len(caches)}")
+        x = m.embed[tokens]
+        for block, cache, w in zip(m.blocks, caches, self.weights):
+            if w is None or cache is None or (isinstance(cache, Rows) and isinstance(block.mixer, MLA)):
+                x = block(x, cache, kv_dtype)
+            elif isinstance(block.mixer, MLA):
+                x = self._mla_block(block, x, cache, kv_dtype, w)
+            else:
+                x = self._attention_block(block, x, cache, kv_dtype, w)
+        return _head(m.spec.rms_norm_eps)(x, m.norm, m.lm_head)
+
+    @staticmethod
+    def _attention_block(block, x, cache, kv_dtype, w):
+        a = block.mixer
+        pre = _attention_in(block.eps, a.n_heads, a.n_kv_heads, a.head_dim, a.v_head_dim, a.rope_dims,
+                            a.rope_base)
+        if isinstance(cache, Rows):                                   # row r: its own sequence and offset
+            if len(cache) != x.shape[0]:
+                raise ValueError(f"Rows holds {len(cache)} caches but the batch has {x.shape[0]} rows")
+            q, k, v = pre(x, block.mixer_norm, w["qkv"], mx.array([c.offset for c in cache.caches]))
+            out = mx.concatenate([attend_cached(q[r:r + 1], k[r:r + 1], v[r:r + 1], c, a.scale, kv_dtype)
+                                  for r, c in enumerate(cache.caches)], axis=0)
+        else:
+            q, k, v = pre(x, block.mixer_norm, w["qkv"], mx.array(cache.offset))
+            out = attend_cached(q, k, v, cache, a.scale, kv_dtype)    # eager: the cache grows
+        return _block_out(block.eps, block.ffn.gate.shape[0])(x, out, a.wo, block.ffn_norm, w["gate_up"],
+                                                              block.ffn.down)
+
+    @staticmethod
+    def _mla_block(block, x, cache, kv_dtype, w):
+        a = block.mixer
+        pre = _mla_in(block.eps, a.n_heads, a.q_lora_rank, a.nope_dim, a.rope_dim, a.kv_lora_rank, a.rope_base)
+        wq_a = a.wq_a if a.q_lora_rank else a.wkv_a          # unused placeholders when there is no q_lora
+        q_norm = a.q_norm if a.q_lora_rank else a.kv_norm
+        wq_b = a.wq_b if a.q_lora_rank else a.wq
+        q_nope, q_pe, latent, k_pe = pre(x, block.mixer_norm, wq_a, q_norm, wq_b, a.wkv_a, a.kv_norm,
+                                         mx.array(cache.offset))
+        out = a.attend_roped(q_nope, q_pe, latent, k_pe, cache, kv_dtype)   # eager: the cache grows
+        return _block_out(block.eps, block.ffn.gate.shape[0])(x, out, a.wo, block.ffn_norm, w["gate_up"],
+                                                              block.ffn.down)
