@@ -25,6 +25,16 @@ def greedy(forward, model, steps: int, **cache_kw):
 CASES = [(kind, True) for kind in TOY_KINDS] + [("gqa", False), ("mla", False)]
 
 
+@pytest.mark.parametrize("kind", ["gqa", "mla", "jamba"])
+def test_unchained_step_equals_eager(kind):
+    eager_model = build_model(toy_spec(kind), seed=3)
+    want_tokens, want = greedy(lambda t, c: eager_model(t, c), eager_model, 6)
+    model = build_model(toy_spec(kind), seed=3)
+    got_tokens, got = greedy(compiled_step(model, chain=False), model, 6)
+    assert got_tokens == want_tokens
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kind, fuse", CASES)
 def test_compiled_step_equals_eager(kind, fuse):
     eager_model = build_model(toy_spec(kind), seed=3)
