@@ -21,6 +21,12 @@ Contract
   ``batched_generate`` decodes) run the compiled parts over the whole batch, RoPE at each row's own
   offset, and attention row by row (row isolation). Blocks the compiled step does not cover
   (recurrent mixers, MLA over Rows) run their eager ``Block.__call__``: the result is the same.
+- The step holds the weights the model has when it is built (looked up once: attribute access on an
+  ``nn.Module`` costs host time every step); build a new step after changing the model's weights.
+- Host time matters: MLX builds a step's graph in Python before any kernel runs, so on a GPU that
+  time adds to the step (``benchmarks/bench_step_breakdown.py`` measures it: about 1 ms of a 6.5 ms
+  Llama 3 8B step on an H200); the compiled pieces, one RoPE offset array per distinct offset and the
+  weights looked up once are what make the compiled step's graph cheaper to build.
 - The eager ``Model.__call__`` stays the readable reference; ``benchmarks/bench_roofline.py`` times both.
 """
 
@@ -159,6 +165,9 @@ class CompiledStep:
         self.weights = [self._layer_weights(b, fuse_projections) for b in model.blocks]
         self.in_keys = [self._in_key(b) if w else None for b, w in zip(model.blocks, self.weights)]
         self.out_keys = [(b.eps, b.ffn.gate.shape[0]) if w else None for b, w in zip(model.blocks, self.weights)]
+        # the weights each compiled call takes, looked up once (nn.Module attribute access is slow per step)
+        self.in_weights = [self._in_weights(i) if w else None for i, w in enumerate(self.weights)]
+        self.out_weights = [self._out_weights(i) if w else None for i, w in enumerate(self.weights)]
 
     @staticmethod
     def _layer_weights(block, fuse: bool) -> dict | None:
@@ -181,20 +190,26 @@ class CompiledStep:
             return ("mla", block.eps, a.n_heads, a.q_lora_rank, a.nope_dim, a.rope_dim, a.kv_lora_rank, a.rope_base)
         return ("attention", block.eps, a.n_heads, a.n_kv_heads, a.head_dim, a.v_head_dim, a.rope_dims, a.rope_base)
 
-    def _in_args(self, i: int, cache) -> tuple:
-        """Block i's input-part arrays: its norm, its projection weights, the offset(s) RoPE starts at."""
+    def _in_weights(self, i: int) -> tuple:
+        """Block i's input-part weights: its norm and its projection weights."""
         block, a = self.model.blocks[i], self.model.blocks[i].mixer
-        offset = mx.array([c.offset for c in cache.caches] if isinstance(cache, Rows) else cache.offset)
         if isinstance(a, MLA):
             wq_a = a.wq_a if a.q_lora_rank else a.wkv_a          # unused placeholders without q_lora
             q_norm = a.q_norm if a.q_lora_rank else a.kv_norm
             wq_b = a.wq_b if a.q_lora_rank else a.wq
-            return (block.mixer_norm, wq_a, q_norm, wq_b, a.wkv_a, a.kv_norm, offset)
-        return (block.mixer_norm, self.weights[i]["qkv"], offset)
+            return (block.mixer_norm, wq_a, q_norm, wq_b, a.wkv_a, a.kv_norm)
+        return (block.mixer_norm, self.weights[i]["qkv"])
 
-    def _out_args(self, i: int) -> tuple:
+    def _out_weights(self, i: int) -> tuple:
         block = self.model.blocks[i]
         return (block.mixer.wo, block.ffn_norm, self.weights[i]["gate_up"], block.ffn.down)
+
+    def _in_args(self, i: int, cache, offsets: dict) -> tuple:
+        """Block i's input-part arrays: its weights and the offset(s) RoPE starts at (one array per value)."""
+        key = tuple(c.offset for c in cache.caches) if isinstance(cache, Rows) else cache.offset
+        if key not in offsets:
+            offsets[key] = mx.array(list(key) if isinstance(key, tuple) else key)
+        return (*self.in_weights[i], offsets[key])
 
     def _covered(self, i: int, cache) -> bool:
         """Does block i run compiled with this cache? (not for recurrent mixers, no cache, MLA over Rows)"""
@@ -207,19 +222,19 @@ class CompiledStep:
             raise ValueError(f"tokens must be (B, L) token ids, got shape {tuple(tokens.shape)}")
         if len(caches) != len(m.blocks):
             raise ValueError(f"caches must hold one entry per layer ({len(m.blocks)}), got {len(caches)}")
-        x, pending, n = m.embed[tokens], None, len(m.blocks)
+        x, pending, n, offsets = m.embed[tokens], None, len(m.blocks), {}
         for i, (block, cache) in enumerate(zip(m.blocks, caches)):
             if not self._covered(i, cache):
                 x, pending = block(x, cache, kv_dtype), None
                 continue
             if pending is None:                                   # block i's input part, on its own
-                pending = _compiled_in(self.in_keys[i])(x, *self._in_args(i, cache))
+                pending = _compiled_in(self.in_keys[i])(x, *self._in_args(i, cache, offsets))
             attn = self._attend(block.mixer, cache, pending, kv_dtype)   # eager: the cache grows
             if self.chain and i + 1 < n and self._covered(i + 1, caches[i + 1]):
                 x, *pending = _compiled_out_in(self.out_keys[i], self.in_keys[i + 1])(
-                    x, attn, *self._out_args(i), *self._in_args(i + 1, caches[i + 1]))
+                    x, attn, *self.out_weights[i], *self._in_args(i + 1, caches[i + 1], offsets))
             else:
-                x, pending = _compiled_out(self.out_keys[i])(x, attn, *self._out_args(i)), None
+                x, pending = _compiled_out(self.out_keys[i])(x, attn, *self.out_weights[i]), None
         return _head(m.spec.rms_norm_eps)(x, m.norm, m.lm_head)
 
     @staticmethod
