@@ -53,7 +53,7 @@ from kvsim.measure.roofline import (
     quantized_kernels,
     point_bytes_needed,
 )
-from kvsim.decode.compiled import compiled_step
+from kvsim.model.compiled import compiled_step
 from kvsim.measure.step_time import weights_read_bytes
 from kvsim.measure.twins import mlx_lm_version, twin
 
@@ -370,7 +370,7 @@ def main():
     ap.add_argument("--out", help="also write the results into this folder")
     ap.add_argument("--budget-s", type=float, default=None, help="start no new point after this many seconds")
     ap.add_argument("--no-mlx-lm", action="store_true", help="kvsim alone")
-    ap.add_argument("--no-compiled", action="store_true", help="no compiled kvsim step (kvsim.decode.compiled)")
+    ap.add_argument("--no-compiled", action="store_true", help="no compiled kvsim step (kvsim.model.compiled)")
     ap.add_argument("--only", default=None, help="comma-separated substrings: run only variants whose label matches")
     ap.add_argument("--repeats", type=int, default=None, help="timed steps per point (default 8 GPU, 5/7 CPU)")
     args = ap.parse_args()

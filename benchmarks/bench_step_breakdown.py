@@ -2,7 +2,7 @@
 
 Measured in one process, steps interleaved, best of N, per context T:
 - ``step_eager``: kvsim's eager step (``model(tokens, caches)``); ``step_compiled``: the compiled step
-  (:mod:`kvsim.decode.compiled`); ``step_mlx_lm``: mlx-lm's own model and caches on the same weights;
+  (:mod:`kvsim.model.compiled`); ``step_mlx_lm``: mlx-lm's own model and caches on the same weights;
 - ``gemv_eager`` / ``gemv_compiled``: the weight matrix-vector products alone, every layer's fused QKV,
   output, gate|up and down products chained (no attention, no norms), eager and under ``mx.compile``;
 - ``build_eager`` / ``build_compiled`` / ``build_mlx_lm``: the time to build one step's graph in Python,
@@ -28,7 +28,7 @@ import mlx.core as mx
 
 from kvsim.calc import memory
 from kvsim.calc.registry import load_model
-from kvsim.decode.compiled import compiled_step
+from kvsim.model.compiled import compiled_step
 from kvsim.measure.roofline import device_limits, device_summary, fitted_model, interleaved_times
 from kvsim.measure.step_time import fill_caches, weights_read_bytes
 from kvsim.measure.twins import mlx_lm_version, twin

@@ -1,10 +1,10 @@
-"""The compiled decode step (kvsim.decode.compiled) equals the eager model: logits allclose, greedy tokens identical."""
+"""The compiled decode step (kvsim.model.compiled) equals the eager model: logits allclose, greedy tokens identical."""
 
 import mlx.core as mx
 import numpy as np
 import pytest
 
-from kvsim.decode.compiled import compiled_step
+from kvsim.model.compiled import compiled_step
 from kvsim.model import TOY_KINDS, build_model, toy_spec
 
 PROMPT = [3, 17, 42, 5, 99, 7, 11, 64, 2, 8, 31]
@@ -121,3 +121,14 @@ def test_compiled_step_over_rows_equals_eager(kind):
         got = step(tokens, per_layer(rows_c))
         np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5, atol=1e-5)
         tokens = mx.argmax(want[:, -1:], axis=-1)
+
+
+@pytest.mark.parametrize("kind", ["gqa", "mla", "sliding"])
+def test_generate_compiled_equals_eager(kind):
+    from kvsim.decode import generate
+    model = build_model(toy_spec(kind), seed=6)
+    eager = generate(model, PROMPT, 10, compiled=False)
+    comp = generate(model, PROMPT, 10, compiled=True)
+    assert comp.tokens == eager.tokens
+    np.testing.assert_allclose(np.array(comp.logits), np.array(eager.logits), rtol=1e-5, atol=1e-5)
+    assert model.compiled_step() is model.compiled_step()           # built once, kept

@@ -114,7 +114,7 @@ def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=Non
 
     ``interleave=False`` (when two cache sets do not fit in memory) times kvsim, frees its caches,
     then times the twin. ``kv_dtype`` 'q8', 'q4', ...: quantized caches on both sides (group 64).
-    ``compiled``: a :func:`kvsim.decode.compiled.compiled_step` of ``model``, timed as a third side
+    ``compiled``: a :func:`kvsim.model.compiled.compiled_step` of ``model``, timed as a third side
     ("kvsim-compiled", its own caches).
     """
     tokens = mx.array([[1]] * batch)

@@ -37,9 +37,9 @@ from functools import lru_cache
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..model.attention import Attention
-from ..model.layers import Rows, attend_cached
-from ..model.mla import MLA
+from .attention import Attention
+from .layers import Rows, attend_cached
+from .mla import MLA
 
 __all__ = ["CompiledStep", "compiled_step"]
 
