@@ -43,14 +43,17 @@ from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.registry import load_model
 from kvsim.measure import bandwidth
 from kvsim.measure.roofline import (
+    batched_point,
     decode_point,
     device_limits,
     device_summary,
     fitted_model,
     mla_kernels,
     on_roofline,
+    quantized_kernels,
     point_bytes_needed,
 )
+from kvsim.model.compiled import compiled_step
 from kvsim.measure.step_time import weights_read_bytes
 from kvsim.measure.twins import mlx_lm_version, twin
 
@@ -88,7 +91,9 @@ def plan(gpu: bool, quick: bool) -> dict:
                 Variant("MQA (Llama 3 8B, 1 KV head)", "llama-3-8b", 1, full, contexts),
                 Variant("MHA (Llama 3 8B, 32 KV heads)", "llama-3-8b", 32, full, contexts),
                 Variant("GQA-8, 8-bit KV (q8)", "llama-3-8b", None, full, contexts, "q8")]
+    quant_contexts = (32 * K, 128 * K) if gpu else (4 * K,)
     return {"variants": variants, "batches": batches, "batch_context": batch_ctx, "repeats": repeats,
+            "quant_contexts": quant_contexts,
             "copy_bytes": copy_bytes, "matmul_n": matmul_n}
 
 
@@ -131,7 +136,7 @@ class Run:
     def __init__(self, args, gpu: bool):
         self.args, self.gpu, self.start = args, gpu, time.perf_counter()
         self.res = {"meta": {}, "device": {}, "calibration": {}, "variants": {}, "batch_sweep": None,
-                    "mla_kernels": [], "errors": [], "skipped": []}
+                    "mla_kernels": [], "quantized_kernels": [], "errors": [], "skipped": []}
 
     def left_s(self) -> float:
         return self.args.budget_s - (time.perf_counter() - self.start)
@@ -176,14 +181,15 @@ def calibrate(run: Run, p: dict, dtype: str):
           f"({dtype}), balance {now['machine_balance_flop_per_byte']:.1f} FLOP/B", flush=True)
 
 
-def measure(run: Run, model, tw, context: int, batch: int, repeats: int, where: str, kv_dtype=None):
-    """One point: both sets of caches if they fit, else one after the other, else skipped."""
+def measure(run: Run, model, tw, context: int, batch: int, repeats: int, where: str, kv_dtype=None,
+            compiled=None, batched: bool = False):
+    """One point: every side's caches if they fit, else one side after the other, else skipped."""
     if run.left_s() <= 0:
         run.res["skipped"].append({"where": where, "why": "time budget"})
         return None
     mx.clear_cache()
     avail = device_summary()["memory_available_bytes"]
-    sets = 2 if tw is not None else 1
+    sets = 1 + (tw is not None) + (compiled is not None)
     if point_bytes_needed(model, context, batch, repeats, sets, kv_dtype) > 0.9 * avail:
         if sets == 1 or point_bytes_needed(model, context, batch, repeats, 1, kv_dtype) > 0.9 * avail:
             run.res["skipped"].append({"where": where, "why": f"memory ({avail / 2**30:.0f} GiB available)"})
@@ -193,7 +199,11 @@ def measure(run: Run, model, tw, context: int, batch: int, repeats: int, where: 
     else:
         interleave = True
     try:
-        point = decode_point(model, context, batch, repeats, tw, interleave=interleave, kv_dtype=kv_dtype)
+        if batched:
+            point = batched_point(model, context, batch, repeats, tw, compiled, interleave=interleave)
+        else:
+            point = decode_point(model, context, batch, repeats, tw, interleave=interleave, kv_dtype=kv_dtype,
+                                 compiled=compiled)
     except Exception as err:                                     # noqa: BLE001 - one point must not end the run
         run.fail(where, err)
         return None
@@ -202,7 +212,8 @@ def measure(run: Run, model, tw, context: int, batch: int, repeats: int, where: 
     cal = run.res["calibration"]
     point.update(on_roofline(point, cal["copy_bytes_per_s"], cal["matmul_flops_per_s"]))   # again at save
     ms, ratio = point["step_ms"], point.get("kvsim_over_mlx_lm")
-    print(f"  {where}: kvsim {ms['kvsim']:.2f} ms" + (f", mlx-lm {ms['mlx-lm']:.2f} ms, ratio {ratio:.2f}"
+    print(f"  {where}: kvsim {ms['kvsim']:.2f} ms" + (f", compiled {ms['kvsim-compiled']:.2f} ms"
+          if 'kvsim-compiled' in ms else "") + (f", mlx-lm {ms['mlx-lm']:.2f} ms, ratio {ratio:.2f}"
           if ratio else "") + f", floor {point['floor_ms']:.2f} ms ({point['kvsim_over_floor']:.2f}x)", flush=True)
     return point
 
@@ -214,6 +225,8 @@ def run_variant(run: Run, v: Variant, p: dict, dtype: str):
     try:
         mx.clear_cache()
         model = build(v, dtype, device_summary()["memory_available_bytes"])
+        # before the twin: the fused projections become views that kvsim, compiled kvsim and mlx-lm all read
+        cstep = None if run.args.no_compiled else compiled_step(model)
         tw = twin(model) if not run.args.no_mlx_lm else None
     except Exception as err:                                     # noqa: BLE001
         run.fail(f"build {v.label}", err)
@@ -222,14 +235,17 @@ def run_variant(run: Run, v: Variant, p: dict, dtype: str):
     print(f"{v.label}: {entry['geometry']['num_layers']} layers, weights read "
           f"{entry['geometry']['weights_read_bytes'] / 1e9:.2f} GB", flush=True)
     for T in v.contexts:
-        point = measure(run, model, tw, T, 1, p["repeats"], f"{v.label} @ {T}", v.kv_dtype)
+        point = measure(run, model, tw, T, 1, p["repeats"], f"{v.label} @ {T}", v.kv_dtype, cstep)
         if point:
             entry["points"].append(point)
         run.save()
     if v.model == "llama-3-8b" and v.kv_heads is None and v.kv_dtype is None:   # batch sweep: GQA's model
-        sweep = run.res["batch_sweep"] = {"variant": v.label, "context_tokens": p["batch_context"], "points": []}
+        sweep = run.res["batch_sweep"] = {"variant": v.label, "context_tokens": p["batch_context"], "points": [],
+                                          "what": "kvsim: one cache per sequence, Rows per layer (batched_generate's "
+                                                  "step); mlx-lm: BatchKVCache (BatchGenerator's cache)"}
         for B in p["batches"]:
-            point = measure(run, model, tw, p["batch_context"], B, p["repeats"], f"{v.label} @ {p['batch_context']} B={B}")
+            point = measure(run, model, tw, p["batch_context"], B, p["repeats"],
+                            f"{v.label} @ {p['batch_context']} B={B}", compiled=cstep, batched=True)
             if point:
                 sweep["points"].append(point)
             run.save()
@@ -241,7 +257,15 @@ def run_variant(run: Run, v: Variant, p: dict, dtype: str):
                 except Exception as err:                          # noqa: BLE001
                     run.fail(f"mla kernels @ {T}", err)
         run.save()
-    del model, tw
+    if v.model == "llama-3-8b" and v.kv_heads is None and v.kv_dtype == "q8":   # the quantized KV kernels
+        for T in p["quant_contexts"]:
+            if run.left_s() > 0:
+                try:
+                    run.res["quantized_kernels"].append(quantized_kernels(T, p["repeats"], dtype=model.dtype))
+                except Exception as err:                          # noqa: BLE001
+                    run.fail(f"quantized kernels @ {T}", err)
+        run.save()
+    del model, tw, cstep
     gc.collect()
     mx.clear_cache()
 
@@ -249,17 +273,21 @@ def run_variant(run: Run, v: Variant, p: dict, dtype: str):
 def _row(label, pt) -> str:
     ms = pt["step_ms"]
     twin_ms = f"{ms['mlx-lm']:.2f}" if "mlx-lm" in ms else "–"
+    comp_ms = f"{ms['kvsim-compiled']:.2f}" if "kvsim-compiled" in ms else "–"
+    comp = f"**{pt['compiled_over_mlx_lm']:.2f}**" if "compiled_over_mlx_lm" in pt else "–"
     ratio = f"**{pt['kvsim_over_mlx_lm']:.2f}**" if "kvsim_over_mlx_lm" in pt else "–"
     ratio_med = f"{pt['kvsim_over_mlx_lm_paired']:.2f}" if "kvsim_over_mlx_lm_paired" in pt else "–"
     over = f"{pt['mlx_lm_over_floor']:.2f}" if "mlx_lm_over_floor" in pt else "–"
     mark = "" if pt["interleaved"] else " †"
-    return (f"| {label} | {pt['context_tokens']:,} | {pt['batch']} | {ms['kvsim']:.2f} | {twin_ms} | {ratio}{mark} "
+    return (f"| {label} | {pt['context_tokens']:,} | {pt['batch']} | {ms['kvsim']:.2f} | {comp_ms} | {twin_ms} "
+            f"| {ratio}{mark} | {comp} "
             f"| {ratio_med} | {pt['read_bytes'] / 1e9:.3f} | {pt['floor_ms']:.2f} | {pt['kvsim_over_floor']:.2f} "
             f"| {over} | {pt['intensity_flop_per_byte']:.2f} | {pt['achieved_bytes_per_s'] / 1e9:.1f} |")
 
 
-HEADER = ["| variant | context | B | kvsim ms | mlx-lm ms | kvsim / mlx-lm | (paired) | read GB | floor ms "
-          "| kvsim / floor | mlx-lm / floor | FLOP/B | kvsim GB/s |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+HEADER = ["| variant | context | B | kvsim ms | compiled ms | mlx-lm ms | kvsim / mlx-lm | compiled / mlx-lm | (paired) "
+          "| read GB | floor ms | kvsim / floor | mlx-lm / floor | FLOP/B | kvsim GB/s |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 def summary(res: dict) -> str:
@@ -271,10 +299,17 @@ def summary(res: dict) -> str:
     paired = [pt["kvsim_over_mlx_lm_paired"] for pt in pts]
     worst = max(pts, key=lambda pt: pt["kvsim_over_mlx_lm"])
     geo = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))          # noqa: E731
-    return (f"kvsim / mlx-lm over {len(pts)} points: geometric mean {geo(best):.3f} of the best-of ratios, "
+    text = (f"kvsim / mlx-lm over {len(pts)} points: geometric mean {geo(best):.3f} of the best-of ratios, "
             f"{geo(paired):.3f} of the paired ones (median over rounds of the two back-to-back steps); "
             f"worst best-of {max(best):.2f} ({worst['context_tokens']:,} tokens, "
             f"{next(k for k, v in res['variants'].items() if worst in v['points'])}), worst paired {max(paired):.2f}.")
+    comp = [pt for pt in pts if "compiled_over_mlx_lm" in pt]
+    if comp:
+        c_best = [pt["compiled_over_mlx_lm"] for pt in comp]
+        c_paired = [pt["compiled_over_mlx_lm_paired"] for pt in comp]
+        text += (f" Compiled kvsim / mlx-lm over {len(comp)} points: geometric mean {geo(c_best):.3f} best-of, "
+                 f"{geo(c_paired):.3f} paired; worst best-of {max(c_best):.2f}, worst paired {max(c_paired):.2f}.")
+    return text
 
 
 def markdown(res: dict) -> str:
@@ -304,6 +339,21 @@ def markdown(res: dict) -> str:
                   "|---|" + "---|" * len(ways)]
         lines += [f"| {k['context_tokens']:,} | " + " | ".join(f"{k['step_ms'][w]:.3f}" for w in ways) + " |"
                   for k in res["mla_kernels"]]
+    if res.get("quantized_kernels"):
+        ways = list(res["quantized_kernels"][0]["step_ms"])
+        lines += ["", "## Quantized KV: one layer's decode attention (ms; 32 query heads, 8 KV heads, head dim 128)", "",
+                  "| context | " + " | ".join(ways) + " |", "|---|" + "---|" * len(ways)]
+        lines += [f"| {k['context_tokens']:,} | " + " | ".join(f"{k['step_ms'][w]:.3f}" for w in ways) + " |"
+                  for k in res["quantized_kernels"]]
+        errs = res["quantized_kernels"][0]["errors"]
+        if errs:
+            lines += ["", "Ways with no kernel on this device: " + "; ".join(f"{w} ({e})" for w, e in errs.items())]
+    if res.get("batch_sweep") and res["batch_sweep"]["points"] and "tokens_per_s" in res["batch_sweep"]["points"][0]:
+        sides = list(res["batch_sweep"]["points"][0]["tokens_per_s"])
+        lines += ["", "Tokens per second in the batch sweep: " + res["batch_sweep"].get("what", ""), "",
+                  "| B | " + " | ".join(sides) + " |", "|---|" + "---|" * len(sides)]
+        lines += [f"| {pt['batch']} | " + " | ".join(f"{pt['tokens_per_s'][k]:,.0f}" for k in sides) + " |"
+                  for pt in res["batch_sweep"]["points"]]
     if any(not pt["interleaved"] for v in res["variants"].values() for pt in v["points"]) or any(
             not pt["interleaved"] for pt in (res.get("batch_sweep") or {"points": []})["points"]):
         lines += ["", "† kvsim and mlx-lm timed one after the other (two cache sets do not fit in memory)."]
@@ -320,6 +370,8 @@ def main():
     ap.add_argument("--out", help="also write the results into this folder")
     ap.add_argument("--budget-s", type=float, default=None, help="start no new point after this many seconds")
     ap.add_argument("--no-mlx-lm", action="store_true", help="kvsim alone")
+    ap.add_argument("--no-compiled", action="store_true", help="no compiled kvsim step (kvsim.model.compiled)")
+    ap.add_argument("--only", default=None, help="comma-separated substrings: run only variants whose label matches")
     ap.add_argument("--repeats", type=int, default=None, help="timed steps per point (default 8 GPU, 5/7 CPU)")
     args = ap.parse_args()
     gpu = args.device == "gpu"
@@ -343,7 +395,8 @@ def main():
         raise
     run.save()
     for v in p["variants"]:
-        run_variant(run, v, p, dtype)
+        if args.only is None or any(o.strip() in v.label for o in args.only.split(",")):
+            run_variant(run, v, p, dtype)
     try:
         calibrate(run, p, dtype)                               # again at the end: keep the faster
     except Exception as err:                                     # noqa: BLE001

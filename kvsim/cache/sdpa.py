@@ -24,6 +24,11 @@ Contract
   or an additive float array; shape (L, T) or (B|1, H_q|1, L, T). The string ``"causal"`` (what
   mlx-lm's caches answer for a multi-token chunk) means query i, at position T - L + i, sees keys
   0 … T - L + i; it is turned into that bool array.
+- ``dequantized_sdpa(...)``: the same attention on quantized K/V by another road: dequantize the
+  packed data to the query's dtype, then :func:`sdpa`. It reads the packed bytes once but writes and
+  reads a dense copy, so it is slower than a quantized kernel; it exists because MLX 0.32.4's CUDA
+  backend has no ``quantized_matmul`` kernel for the decode shape (measured on an H200:
+  ``benchmarks/results/roofline_cuda*.md``, "Quantized KV").
 - Softmax runs with ``precise=True`` (float32 accumulation even for bf16/fp16 inputs).
 """
 
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-__all__ = ["sdpa", "reference_sdpa", "quantized_sdpa", "as_mask"]
+__all__ = ["sdpa", "reference_sdpa", "quantized_sdpa", "dequantized_sdpa", "as_mask"]
 
 
 def _check_dense(q: mx.array, k: mx.array, v: mx.array) -> None:
@@ -166,3 +171,24 @@ def quantized_sdpa(q: mx.array, q_keys, q_values, mask: mx.array | None = None,
         recent = probs[..., n_quant:] @ recent_values[:, :, None]
         out = recent if out is None else out + recent
     return _ungroup(out)
+
+
+def dequantized_sdpa(q: mx.array, q_keys, q_values, mask: mx.array | None = None,
+                     scale: float | None = None, *, group_size: int = 64, bits: int = 8,
+                     recent_keys: mx.array | None = None,
+                     recent_values: mx.array | None = None) -> mx.array:
+    """:func:`quantized_sdpa`'s result as sdpa(q, dequantize(Kq) ‖ K_recent, dequantize(Vq) ‖ V_recent).
+
+    Same arguments and shapes as :func:`quantized_sdpa`; the dense copy is in q's dtype.
+    """
+    keys, values = [], []
+    if q_keys is not None and q_keys[0].shape[2]:
+        keys.append(mx.dequantize(*q_keys, group_size=group_size, bits=bits).astype(q.dtype))
+        values.append(mx.dequantize(*q_values, group_size=group_size, bits=bits).astype(q.dtype))
+    if recent_keys is not None and recent_keys.shape[2]:
+        keys.append(recent_keys.astype(q.dtype))
+        values.append(recent_values.astype(q.dtype))
+    if not keys:
+        raise ValueError("attention needs at least one cached token, got none")
+    cat = (lambda xs: xs[0] if len(xs) == 1 else mx.concatenate(xs, axis=2))
+    return sdpa(q, cat(keys), cat(values), mask, scale)

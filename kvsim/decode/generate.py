@@ -193,8 +193,12 @@ def prefill(model, prompt: list[int], caches, kv_dtype=None, pad_multiple: int |
 def generate(model, prompt, max_new_tokens: int, caches="auto", *, temperature: float = 0.0,
              seed: int = 0, kv_dtype: str | None = None, group_size: int = 64,
              full_precision_tokens: int = 0, scale_dtype: str | None = None, step: int = DEFAULT_STEP,
-             pad_multiple: int | None = None, trace: bool = True) -> Generation:
-    """Prefill + decode (``caches="auto"`` or a list) or the no-cache baseline (``caches=None``)."""
+             pad_multiple: int | None = None, trace: bool = True, compiled: bool | None = None) -> Generation:
+    """Prefill + decode (``caches="auto"`` or a list) or the no-cache baseline (``caches=None``).
+
+    ``compiled``: decode steps through ``model.compiled_step()`` (same logits); None = on a GPU only,
+    where it is measured faster (benchmarks/results/roofline_cuda.md); on a CPU it is not (step_breakdown_cpu.md).
+    """
     prompt = prompt_list(prompt, model.spec.vocab_size)
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
@@ -206,11 +210,14 @@ def generate(model, prompt, max_new_tokens: int, caches="auto", *, temperature: 
             raise ValueError(f"caches must be 'auto', None or a list of caches, got {caches!r}")
         caches = make_caches(model.spec, kv_dtype=kv_dtype, step=step, dtype=state_dtype,
                              group_size=group_size, full_precision_tokens=full_precision_tokens)
+    if compiled is None:
+        compiled = mx.default_device() == mx.gpu
+    forward = model.compiled_step() if compiled and caches is not None else model
     keys = mx.random.split(mx.random.key(seed), max_new_tokens) if temperature else [None] * max_new_tokens
     out, logits_seen, steps, fed = [], [], [], 0
     for i in range(max_new_tokens):
         start = time.perf_counter()
-        logits, n_fed = _step_logits(model, prompt, out, caches, written, pad_multiple)
+        logits, n_fed = _step_logits(model, prompt, out, caches, written, pad_multiple, forward)
         mx.eval(logits)
         out.append(pick_token(logits, temperature, keys[i]))
         seconds = time.perf_counter() - start
@@ -222,14 +229,15 @@ def generate(model, prompt, max_new_tokens: int, caches="auto", *, temperature: 
     return Generation(prompt, out, mx.stack(logits_seen), fed, caches is not None, steps, caches)
 
 
-def _step_logits(model, prompt: list[int], out: list[int], caches, written, pad_multiple):
+def _step_logits(model, prompt: list[int], out: list[int], caches, written, pad_multiple, forward=None):
     """Logits (vocab,) for the next token and the positions fed to get them.
 
-    No cache: the whole sequence again. With caches: the prompt first (prefill), then the last token.
+    No cache: the whole sequence again. With caches: the prompt first (prefill), then the last token
+    through ``forward`` (the model, or its compiled step).
     """
     if caches is None:
         seq = prompt + out
         return model(mx.array([seq]))[0, -1], len(seq)
     if not out:
         return prefill(model, prompt, caches, written, pad_multiple), len(prompt)
-    return model(mx.array([[out[-1]]]), caches, written)[0, -1], 1
+    return (forward or model)(mx.array([[out[-1]]]), caches, written)[0, -1], 1

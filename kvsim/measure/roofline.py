@@ -39,6 +39,7 @@ from typing import Callable
 import mlx.core as mx
 
 from ..cache.base import mx_dtype
+from ..cache.sdpa import dequantized_sdpa, quantized_sdpa, sdpa
 from ..calc import memory, roofline
 from ..calc.units import positive_int
 from ..decode import kv_dtype_spec
@@ -48,7 +49,7 @@ from .bandwidth import measure_device_bandwidth, measure_matmul_throughput
 from .step_time import fill_caches, matmul_params, weights_read_bytes
 
 __all__ = ["device_summary", "device_limits", "fitted_model", "interleaved_times", "decode_point",
-           "mla_kernels", "on_roofline", "point_bytes_needed"]
+           "batched_point", "mla_kernels", "quantized_kernels", "on_roofline", "point_bytes_needed"]
 
 
 def _backend() -> str:
@@ -108,11 +109,13 @@ def point_bytes_needed(model, context: int, batch: int, steps: int, sets: int, k
 
 
 def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=None, seed: int = 0,
-                 interleave: bool = True, kv_dtype: str | None = None) -> dict:
+                 interleave: bool = True, kv_dtype: str | None = None, compiled=None) -> dict:
     """Best/median decode step of ``model`` (and its mlx-lm ``twin``) at ``context`` cached tokens.
 
     ``interleave=False`` (when two cache sets do not fit in memory) times kvsim, frees its caches,
     then times the twin. ``kv_dtype`` 'q8', 'q4', ...: quantized caches on both sides (group 64).
+    ``compiled``: a :func:`kvsim.model.compiled.compiled_step` of ``model``, timed as a third side
+    ("kvsim-compiled", its own caches).
     """
     tokens = mx.array([[1]] * batch)
     spec = kv_dtype_spec(kv_dtype, model)
@@ -127,9 +130,57 @@ def decode_point(model, context: int, batch: int = 1, repeats: int = 8, twin=Non
         fill_caches(model, caches, context, kv_dtype=kv_dtype, seed=seed, batch=batch)
         return lambda: twin.model(tokens, cache=caches)
 
-    setups = {"kvsim": kvsim_step, **({"mlx-lm": twin_step} if twin is not None else {})}
+    def compiled_setup():
+        caches = model.make_caches(kv_dtype=kv_dtype)
+        fill_caches(model, caches, context, kv_dtype=kv_dtype, seed=seed, batch=batch)
+        return lambda: compiled(tokens, caches)
+
+    setups = {"kvsim": kvsim_step, **({"kvsim-compiled": compiled_setup} if compiled is not None else {}),
+              **({"mlx-lm": twin_step} if twin is not None else {})}
     times = _time_setups(setups, repeats, interleave)
     return _point(model, spec, context, batch, repeats, interleave, times)
+
+
+def batched_point(model, context: int, batch: int, repeats: int = 8, twin=None, compiled=None, seed: int = 0,
+                  interleave: bool = True) -> dict:
+    """One step of ``batch`` separate sequences at ``context`` tokens each, kvsim's way beside mlx-lm's.
+
+    kvsim: one cache per sequence, one :class:`~kvsim.model.layers.Rows` per layer (what
+    :func:`kvsim.decode.batched_generate` feeds the model; attention row by row), eager and, if given,
+    ``compiled``. mlx-lm: its ``BatchKVCache`` (what its ``BatchGenerator`` decodes with: one (B, H, T, D)
+    buffer per layer, left padding 0, an explicit mask). Returns :func:`decode_point`'s fields plus
+    tokens per second per side.
+    """
+    from ..model.layers import Rows
+    tokens = mx.array([[1]] * batch)
+
+    def rows_setup(fn):
+        def setup():
+            per_seq = [model.make_caches() for _ in range(batch)]
+            for r, caches in enumerate(per_seq):
+                fill_caches(model, caches, context, seed=seed + r)
+            layers = [Rows([per_seq[r][i] for r in range(batch)]) for i in range(len(model.blocks))]
+            return lambda: fn(tokens, layers)
+        return setup
+
+    def twin_setup():
+        batch_cache = mlx_lm_batch_cache()
+        caches = [batch_cache([0] * batch) for _ in model.blocks]
+        fill_caches(model, caches, context, seed=seed, batch=batch)
+        return lambda: twin.model(tokens, cache=caches)
+
+    setups = {"kvsim": rows_setup(model), **({"kvsim-compiled": rows_setup(compiled)} if compiled else {}),
+              **({"mlx-lm": twin_setup} if twin is not None else {})}
+    times = _time_setups(setups, repeats, interleave)
+    point = _point(model, kv_dtype_spec(None, model), context, batch, repeats, interleave, times)
+    point["tokens_per_s"] = {k: batch / (ms / 1e3) for k, ms in point["step_ms"].items()}
+    return point
+
+
+def mlx_lm_batch_cache():
+    """mlx-lm's ``BatchKVCache`` class (its batched generation's cache)."""
+    from .twins import mlx_lm_module
+    return mlx_lm_module("models.cache").BatchKVCache
 
 
 def _time_setups(setups: dict, repeats: int, interleave: bool) -> dict[str, list[float]]:
@@ -159,6 +210,10 @@ def _point(model, spec, context, batch, repeats, interleave, times) -> dict:
         # each round's two steps ran back to back: the median of their ratios shrugs off slow phases
         point["kvsim_over_mlx_lm_paired"] = statistics.median(
             k / m for k, m in zip(times["kvsim"], times["mlx-lm"]))
+        if "kvsim-compiled" in times:
+            point["compiled_over_mlx_lm"] = point["step_ms"]["kvsim-compiled"] / point["step_ms"]["mlx-lm"]
+            point["compiled_over_mlx_lm_paired"] = statistics.median(
+                k / m for k, m in zip(times["kvsim-compiled"], times["mlx-lm"]))
     return point
 
 
@@ -187,6 +242,38 @@ def mla_kernels(mixer, context: int, repeats: int = 8, seed: int = 0) -> dict:
                                lambda: mixer.absorbed_explicit(q_nope, q_pe, [(latent, k_pe, None)], None),
                                "mx.fast (rope scores as additive mask)": fused}, repeats)
     return {"context_tokens": context, "step_ms": {k: 1e3 * min(v) for k, v in times.items()}}
+
+
+QUANT_LAYOUTS = ((8, 32), (8, 64), (8, 128), (4, 32), (4, 64), (4, 128))
+
+
+def quantized_kernels(context: int, repeats: int = 8, heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
+                      dtype=mx.bfloat16, layouts=QUANT_LAYOUTS, seed: int = 0) -> dict:
+    """One layer's decode attention over ``context`` tokens: dense K/V beside quantized K/V read two ways.
+
+    Ways: 'dense' (:func:`kvsim.cache.sdpa.sdpa` on ``dtype`` K/V), and per (bits, group) layout
+    'matmul q{bits} g{group}' (:func:`~kvsim.cache.sdpa.quantized_sdpa`, ``mx.quantized_matmul`` on the
+    packed data) and 'dequantize q{bits} g{group}' (:func:`~kvsim.cache.sdpa.dequantized_sdpa`). A way that
+    fails on this device is recorded under 'errors' with MLX's message. Returns best ms per way.
+    """
+    keys = [mx.random.uniform(-1, 1, (1, kv_heads, context, head_dim), key=mx.random.key(seed + i)).astype(dtype)
+            for i in range(2)]
+    q = mx.random.uniform(-1, 1, (1, heads, 1, head_dim), key=mx.random.key(seed + 2)).astype(dtype)
+    ways, errors = {"dense": lambda: sdpa(q, keys[0], keys[1], None, head_dim ** -0.5)}, {}
+    for bits, group in layouts:
+        kq, vq = (mx.quantize(x, group_size=group, bits=bits) for x in keys)
+        kw = dict(group_size=group, bits=bits)
+        for name, fn in ((f"matmul q{bits} g{group}", quantized_sdpa), (f"dequantize q{bits} g{group}",
+                                                                         dequantized_sdpa)):
+            way = (lambda fn=fn, kq=kq, vq=vq, kw=kw: fn(q, kq, vq, None, head_dim ** -0.5, **kw))
+            try:
+                mx.eval(way())
+                ways[name] = way
+            except (RuntimeError, ValueError) as err:            # no kernel for this shape on this device
+                errors[name] = f"{type(err).__name__}: {err}"[:300]
+    times = interleaved_times(ways, repeats)
+    return {"context_tokens": context, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+            "dtype": str(dtype), "step_ms": {k: 1e3 * min(v) for k, v in times.items()}, "errors": errors}
 
 
 def on_roofline(point: dict, bytes_per_s: float, flops_per_s: float) -> dict:

@@ -116,10 +116,15 @@ class MLA(nn.Module):
         return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
 
     def _attend(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype):
-        L = q_nope.shape[2]
         offset = 0 if cache is None else cache.offset
         q_pe = rope(q_pe, self.rope_dim, self.rope_base, offset)
         k_pe = rope(k_pe, self.rope_dim, self.rope_base, offset)
+        return self.attend_roped(q_nope, q_pe, latent, k_pe, cache, kv_dtype)
+
+    def attend_roped(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype=None):
+        """Attention once RoPE is applied: store (latent, k_pe) in ``cache``, then the absorbed or
+        materialized path; (B,H,L,·) queries -> (B,H,L,v)."""
+        L = q_nope.shape[2]
         if cache is None:
             mask, parts = reference_mask(L, L), [(latent, k_pe, None)]
         else:

@@ -104,6 +104,14 @@ class Model(nn.Module):
             x = block(x, None if caches is None else caches[i], kv_dtype)
         return rms_norm(x, self.norm, self.spec.rms_norm_eps) @ self.lm_head.T
 
+    def compiled_step(self):
+        """This model's decode step with its fixed-shape parts compiled (:mod:`kvsim.model.compiled`),
+        built on first use and kept: ``model.compiled_step()(tokens, caches)`` equals ``model(tokens, caches)``."""
+        if getattr(self, "_compiled_step", None) is None:
+            from .compiled import compiled_step
+            self._compiled_step = compiled_step(self)
+        return self._compiled_step
+
     def make_caches(self, **kwargs) -> list:
         """One cache per layer for this model's spec (kvsim.cache.make_caches)."""
         from ..cache import make_caches
