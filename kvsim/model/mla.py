@@ -124,7 +124,7 @@ class MLA(nn.Module):
     def attend_roped(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype=None):
         """Attention once RoPE is applied: store (latent, k_pe) in ``cache``, then the absorbed or
         materialized path; (B,H,L,·) queries -> (B,H,L,v)."""
-        L = q_nope.shape[2]
+        L, offset = q_nope.shape[2], 0 if cache is None else cache.offset   # tokens cached before this call
         if cache is None:
             mask, parts = reference_mask(L, L), [(latent, k_pe, None)]
         else:
