@@ -53,7 +53,8 @@ CORE_CALC = {
     "capacity", "config", "counterfactual", "engines", "explain", "families", "families_recurrent",
     "hardware", "hf_config", "hybrid", "layer_fields", "memory", "mlx_lm_rules", "phases", "progress",
     "quant_bytes", "registry", "report", "roofline", "tables", "tokens_fed", "units", "weights",
-    "weights_common", "weights_recurrent", "window_bytes",
+    "weights_common", "weights_recurrent", "window_bytes", "search", "extras", "mla_paths", "paged_read",
+    "pool_bytes", "padded_prefill",
 }
 PURE_FOLDERS = ("calc", "serving")
 HEAVY = ("mlx", "matplotlib", "ipywidgets")

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .registry import measured_machine
 from .units import nonnegative_int, positive_int
 
 __all__ = ["MlaDims", "mla_call_costs", "use_absorbed_mla", "crossover_query_tokens", "h200_machine",
@@ -80,12 +81,9 @@ def mla_call_costs(dims: MlaDims, query_tokens: int, cached_tokens: int, dtype_b
     return {"absorbed": absorbed, "materialized": materialized}
 
 
-@lru_cache(maxsize=1)
 def h200_machine() -> tuple[float, float]:
     """(matmul FLOP/s, copy bytes/s) measured on the H200 (data/h200/roofline_cuda.json)."""
-    from .h200 import load_run
-    run = load_run()
-    return run.flops_per_s, run.bytes_per_s
+    return measured_machine("h200")
 
 
 def _seconds(cost: dict, machine) -> float:

@@ -8,6 +8,8 @@ Contract
   that are not primary-verified, and published parameter counts.
 - ``data_dir()`` finds the data in a source checkout (repo-root ``data/``) or in an installed
   wheel (``kvsim/_data``, where the build force-includes ``data/``).
+- ``measured_machine("h200")``: (matmul FLOP/s, copy bytes/s) of a device measured by
+  ``benchmarks/bench_roofline.py``, read from ``data/<name>/roofline_cuda.json``'s calibration.
 - Parsed specs are cached; they are frozen dataclasses with a deeply frozen ``config``, so sharing
   them is safe.
 """
@@ -31,6 +33,13 @@ def data_dir() -> Path:
             return candidate
     raise FileNotFoundError(
         f"kvsim data not found: looked for registry.json in {_PACKAGE / '_data'} and {_PACKAGE.parent / 'data'}")
+
+
+@lru_cache(maxsize=None)
+def measured_machine(name: str = "h200") -> tuple[float, float]:
+    """(matmul FLOP/s, copy bytes/s) measured on device ``name`` (data/<name>/roofline_cuda.json)."""
+    calibration = json.loads((data_dir() / name / "roofline_cuda.json").read_text())["calibration"]
+    return float(calibration["matmul_flops_per_s"]), float(calibration["copy_bytes_per_s"])
 
 
 @lru_cache(maxsize=1)
