@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_engine(p):
     p.add_argument("--engine", choices=engines.ENGINES, default="kvsim",
-                   help="whose caches: kvsim's (default) or mlx-lm 0.32's (generate_step)")
+                   help="whose caches: kvsim's (default), mlx-lm 0.32's (generate_step) or transformers 5.24's (generate)")
     p.add_argument("--prompt-tokens", type=_pos_int("--prompt-tokens"),
                    help="prompt length P (then tokens = P + decode steps)")
     p.add_argument("--prefill-step", type=_pos_int("--prefill-step"),
@@ -149,6 +149,9 @@ def _add_engine(p):
     p.add_argument("--quantized-kv-start", type=_nonneg_int("--quantized-kv-start"),
                    help="mlx-lm with a qN --kv-dtype: quantize from this cache length "
                         f"(default {MLX_LM_QUANTIZED_KV_START})")
+    p.add_argument("--cache", choices=("dynamic", "static"), help="transformers: DynamicCache (default) or StaticCache")
+    p.add_argument("--max-cache-len", type=_pos_int("--max-cache-len"),
+                   help="transformers --cache static: slots per full layer (default prompt + decode steps)")
 
 
 def _kv_dtype(args):
@@ -185,6 +188,10 @@ def _sizing(args) -> dict:
 def _engine_options(args) -> dict | None:
     """The engine_bytes keywords of ``calc``, or None when no engine option was given (then T is the tokens)."""
     mlx = args.engine == "mlx-lm"
+    if args.engine != "transformers" and (args.cache is not None or args.max_cache_len is not None):
+        raise UsageError("--cache and --max-cache-len apply to --engine transformers")
+    if args.max_cache_len is not None and args.cache != "static":
+        raise UsageError("--max-cache-len needs --cache static (a DynamicCache grows)")
     if args.decode_steps is not None and args.prompt_tokens is None:
         raise UsageError("--decode-steps needs --prompt-tokens (tokens = prompt + decode steps)")
     if not mlx and args.prompt_tokens is None:
@@ -204,7 +211,8 @@ def _engine_options(args) -> dict | None:
                 prefill_step=args.prefill_step or MLX_LM_PREFILL_STEP, kv_dtype=_kv_dtype(args),
                 state_dtype=args.state_dtype, batch=args.batch, tp=args.tp,
                 quantized_kv_start=(MLX_LM_QUANTIZED_KV_START if args.quantized_kv_start is None
-                                    else args.quantized_kv_start))
+                                    else args.quantized_kv_start),
+                cache=args.cache or "dynamic", max_cache_len=args.max_cache_len)
 
 
 def _engine_block(spec, options) -> dict:
