@@ -19,17 +19,18 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # The exact pytest arguments of each stage. tests/test_notebooks.py reads NBVAL_ARGS and UI_ARGS from this file
 # to prove that every notebook (lessons and notebooks/solutions/) is collected by the nbval run and every lesson by
 # the browser run.
-UNIT_ARGS := tests -m "not ui and not slow" -n auto --maxprocesses 8
+UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocesses 8
+ENGINES_ARGS := tests -m "engines and not ui" -n auto --maxprocesses 8
 ENV_ARGS := tests -m "slow and not ui"
 NBVAL_ARGS := -n auto --maxprocesses 8 --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
 UI_ARGS := tests/ui -m ui --screenshot only-on-failure --output test-artifacts/playwright
 
-.PHONY: help lab test install install-lab test-unit test-env test-notebooks test-ui browser notebooks bench clean
+.PHONY: help lab test install install-lab test-unit test-engines test-env test-notebooks test-ui browser notebooks bench clean
 
 help:
 	@echo "make lab            create .venv, install kvsim[notebooks], launch JupyterLab on notebooks/ ($(HOST):$(PORT))"
 	@echo "make test           create/update .venv and run every test: unit, notebooks (nbval), real browser"
-	@echo "make test-unit | test-env | test-notebooks | test-ui   one stage of make test (test-unit: fast feedback)"
+	@echo "make test-unit | test-engines | test-env | test-notebooks | test-ui   one stage of make test (test-unit: fast feedback)"
 	@echo "make notebooks      re-execute every notebook (lessons and solutions/) in place and sync the jupytext pairs"
 	@echo "make bench          run the benchmark scripts in benchmarks/"
 	@echo "variables: PYTHON=$(PYTHON) VENV=$(VENV) HOST=$(HOST) PORT=$(PORT); KVSIM_REQUIRE_BROWSER=1 fails when chromium is missing"
@@ -59,7 +60,7 @@ lab: $(LAB_STAMP) $(LAB_OVERRIDES)
 # Every stage runs even if an earlier one failed; the summary names the failed stages and the exit status is 1.
 test: $(TEST_STAMP)
 	@failed=""; summary=""; \
-	for stage in test-unit test-env test-notebooks test-ui; do \
+	for stage in test-unit test-engines test-env test-notebooks test-ui; do \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$stage; then result=ok; else result=FAILED; failed="$$failed $$stage"; fi; \
 	  summary="$$summary\n  $$stage: $$result ($$(( $$(date +%s) - start )) s)"; \
@@ -69,21 +70,25 @@ test: $(TEST_STAMP)
 	echo "all stages passed"; echo "==========================================================="
 
 test-unit: $(TEST_STAMP)
-	@echo "==> [1/4] unit + property tests: pytest $(UNIT_ARGS)"
+	@echo "==> [1/5] unit + property tests: pytest $(UNIT_ARGS)"
 	$(PY) -m pytest $(UNIT_ARGS)
 
+test-engines: $(TEST_STAMP)
+	@echo "==> [2/5] real engines (transformers + torch CPU on tiny models): pytest $(ENGINES_ARGS)"
+	$(PY) -m pytest $(ENGINES_ARGS)
+
 test-env: $(TEST_STAMP)
-	@echo "==> [2/4] environment.yml installs into a fresh venv: pytest $(ENV_ARGS)"
+	@echo "==> [3/5] environment.yml installs into a fresh venv: pytest $(ENV_ARGS)"
 	$(PY) -m pytest $(ENV_ARGS)
 
 test-notebooks: $(TEST_STAMP)
-	@echo "==> [3/4] notebooks under strict nbval: pytest $(NBVAL_ARGS)"
+	@echo "==> [4/5] notebooks under strict nbval: pytest $(NBVAL_ARGS)"
 	@if ! find notebooks -name '*.ipynb' -not -path '*/.*' | grep -q .; then \
 	  echo "!!! no notebooks under notebooks/ yet: nothing for nbval to run"; exit 0; fi; \
 	$(PY) -m pytest $(NBVAL_ARGS)
 
 test-ui: $(TEST_STAMP) browser
-	@echo "==> [4/4] real browser: pytest $(UI_ARGS)"
+	@echo "==> [5/5] real browser: pytest $(UI_ARGS)"
 	$(PY) -m pytest $(UI_ARGS)
 
 # Debian's chromium (no Playwright browser download). Installed here only as root on Debian; otherwise the
