@@ -70,3 +70,38 @@ def test_engine_bytes_sums_the_transformers_rows():
     rows = measured("gemma2", "fp32", PROMPT, STEPS)
     assert eb.total_bytes == sum(v for _, v, _ in rows) and eb.storage_bytes == sum(s for _, _, s in rows)
     assert eb.feeds == (PROMPT,) + (1,) * STEPS
+
+
+def _real_configs():
+    from kvsim.calc.registry import data_dir, model_names
+    paths = [data_dir() / "models" / "families" / f for f in sorted(os.listdir(data_dir() / "models" / "families"))
+             if f.endswith(".json") and f != "SOURCES.json"]
+    return [("registry", n) for n in model_names()] + [("file", str(p)) for p in paths]
+
+
+@pytest.mark.parametrize("where, name", _real_configs(), ids=lambda x: os.path.basename(str(x)))
+def test_real_config_layer_classes_and_windows_equal_the_dynamic_cache_transformers_builds(where, name):
+    """Every real config: the cache-layer classes and windows DynamicCache(config=...) builds (no model run)."""
+    import json
+
+    from kvsim.calc.registry import data_dir, load_model, model_info
+    from kvsim.calc.engines_transformers import transformers_layer
+    path = data_dir() / model_info(name)["file"] if where == "registry" else name
+    raw = json.loads(open(path).read())
+    spec = load_model(name) if where == "registry" else from_hf_config(raw)
+    if "model_type" not in raw:  # a state-spaces mamba_ssm config: transformers reads its own Mamba2Config
+        pytest.skip("mamba_ssm config: no model_type for transformers")
+    if spec.config.get("use_cache") is False:  # generate keeps no cache at all
+        assert all(r.cache == "" and r.total_bytes == 0 for r in transformers_rows(spec, 8, 0))
+        return
+    model_type = {"kimi_k2": "deepseek_v3"}.get(raw["model_type"], raw["model_type"])
+    args = {k: v for k, v in raw.items() if k != "model_type"}
+    if "text_config" in args:
+        args = {**args, "text_config": dict(args["text_config"])}
+    config = transformers.AutoConfig.for_model(model_type, **args).get_text_config()
+    cache = transformers.DynamicCache(config=config)
+    got = [(type(x).__name__, getattr(x, "sliding_window", None)) for x in cache.layers]
+    rows = transformers_rows(spec, 8, 0)
+    layers = [transformers_layer(spec, x, i) for i, x in enumerate(spec.layers)]
+    want = [(r.cache, x.window_tokens if r.cache.endswith("SlidingWindowLayer") else None) for r, x in zip(rows, layers)]
+    assert got == want

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .config import LayerSpec, ModelSpec
+from .families import FAMILIES, WINDOW_EVERY_LAYER
 from .units import DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, positive_int
 
 CACHES = ("dynamic", "static")
@@ -63,8 +64,17 @@ def _model_dtype(dtype) -> str:
     return key
 
 
-def transformers_layer(spec: ModelSpec, layer: LayerSpec) -> LayerSpec:
-    """The layer as transformers builds it: Jamba unwindowed, Falcon-40B's K/V expanded to every head."""
+def transformers_layer(spec: ModelSpec, layer: LayerSpec, index: int) -> LayerSpec:
+    """The layer as transformers builds it: Jamba unwindowed, Falcon-40B's K/V expanded to every head, and a
+    ``layer_types`` sliding layer whose window kvsim dropped (W ≥ max_position_embeddings) windowed again."""
+    types, window = spec.config.get("layer_types"), spec.config.get("sliding_window")
+    if layer.kind == "full" and isinstance(window, int) and window > 0 and spec.config.get("use_sliding_window") is not False:
+        if isinstance(types, (list, tuple)):
+            windowed = index < len(types) and types[index] == "sliding_attention"
+        else:  # no layer_types: these families window every layer (get_layer_types_and_kwargs)
+            windowed = FAMILIES.get(spec.model_type) in WINDOW_EVERY_LAYER
+        if windowed:
+            return replace(layer, kind="sliding", sliding_window=window)
     if spec.model_type == "jamba" and layer.kind == "sliding":
         return replace(layer, kind="full", sliding_window=None)
     if (spec.model_type == "falcon" and spec.config.get("new_decoder_architecture")
@@ -130,7 +140,7 @@ def transformers_rows(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0
         return tuple(TransformersLayerBytes(i, x.kind, "", 0, 0, 0) for i, x in enumerate(spec.layers))
     rows = []
     for i, declared in enumerate(spec.layers):
-        layer = transformers_layer(spec, declared)
+        layer = transformers_layer(spec, declared, i)
         per_token = layer.elements_per_token * b
         view, held = (0, 0) if layer.kind in ("recurrent", "none") else _attention_tokens(layer, t, last, cache, max_len)
         state = state_bytes(layer, b)

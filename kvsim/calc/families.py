@@ -128,6 +128,8 @@ FAMILIES = {
     **decoder.FAMILIES,  # families read with their checkpoints' own key names (kvsim.calc.families_decoder)
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
+# parsers that window every layer when the config has sliding_window and no layer_types, as transformers does
+WINDOW_EVERY_LAYER = (_dense, decoder.window_every_layer)
 
 # Fields the official config.json omits because transformers' config class supplies them.
 # Gemma3TextConfig defaults (transformers configuration_gemma3.py): gemma-3-4b-it's text_config

@@ -86,7 +86,7 @@ def standard_decoder(cfg):
     return [attention_layer(cfg) for _ in range(n)]
 
 
-def _window_every_layer(cfg):
+def window_every_layer(cfg):
     """layer_types if given, else every layer sliding when sliding_window is set (starcoder2, ministral)."""
     n, w = config_int(cfg, "num_hidden_layers"), sliding_window(cfg)
     return typed_layers(cfg, n, w, lambda i: "sliding_attention" if w else "full_attention")
@@ -137,7 +137,7 @@ FAMILIES = {
     **dict.fromkeys(("phi", "stablelm", "nemotron", "gemma", "glm", "glm4", "glm4_moe", "granite", "granitemoe",
                      "granitemoeshared", "olmo", "olmoe", "ernie4_5", "ernie4_5_moe", "seed_oss", "internlm3",
                      "helium", "arcee", "apertus", "hunyuan_v1_dense", "hunyuan_v1_moe", "persimmon", "minimax_m2",
-                     "bitnet", "starcoder2", "ministral"), _window_every_layer),
+                     "bitnet", "starcoder2", "ministral"), window_every_layer),
     "olmo3": _pattern(lambda cfg, i: (i + 1) % 4 != 0),
     "exaone4": _pattern(_exaone4_sliding),
     "smollm3": _pattern(_smollm3_sliding),
