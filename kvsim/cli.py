@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .calc import engines, memory, report, units
 from .calc.config import ModelSpec
+from .calc.families import SUPPORTED_MODEL_TYPES, spec_notes
 from .calc.units import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_STEP,
@@ -254,6 +255,8 @@ def run(argv) -> int:
             print(json.dumps({**s, **(e or {}), **({"capacity": cap} if cap else {})}, indent=2))
         else:
             print(report.calc_text(s, cap))
+            if spec.model_type not in SUPPORTED_MODEL_TYPES:  # the one-line assumption for an unknown model_type
+                print(f"  note: {spec_notes(spec)[0]}")
             if e:
                 print(engines.format_engine_summary(e, s["kv_dtype"] in units.QUANT_BITS))
             if args.explain:

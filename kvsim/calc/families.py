@@ -128,6 +128,13 @@ FAMILIES = {
     **decoder.FAMILIES,  # families read with their checkpoints' own key names (kvsim.calc.families_decoder)
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
+
+
+def spec_notes(spec) -> list[str]:
+    """One line per assumption and per cache-neutral feature of a parsed spec (:func:`families_decoder.notes`)."""
+    return decoder.notes(spec.model_type, spec.config, known=spec.model_type in FAMILIES)
+
+
 # parsers that window every layer when the config has sliding_window and no layer_types, as transformers does
 WINDOW_EVERY_LAYER = (_dense, decoder.window_every_layer)
 

@@ -10,7 +10,7 @@ Contract
   :data:`FAMILY_DEFAULTS` holds the transformers class defaults that decide the cache when a config
   omits them (mpt's ``use_cache`` false, Falcon's and gpt_bigcode's ``multi_query`` true ...).
 - A ``model_type`` kvsim does not know is read by :func:`standard_decoder` when the standard keys are
-  there (every layer full attention); :func:`notes` gives that assumption as one line, and one line per
+  there (every layer full attention); :func:`notes` (``kvsim.calc.families.spec_notes`` for a spec) gives that assumption as one line, and one line per
   feature that does not change the cache (MoE, ALiBi, partial rotary, NoPE, sinks, masked-only local
   layers, MTP layers not built, ``use_cache: false``, Falcon-40B's K/V expanded by transformers).
 - Errors are :class:`~kvsim.calc.config.ConfigError` naming the field.
@@ -162,7 +162,9 @@ def notes(model_type: str, cfg: Mapping, known: bool = True) -> list[str]:
     if cfg.get("alibi") or model_type == "bloom" or (isinstance(cfg.get("attn_config"), Mapping)
                                                        and cfg["attn_config"].get("alibi")):
         out.append("ALiBi: positions are a bias on the scores; nothing extra is cached")
-    if any(cfg.get(k) not in (None, 1, 1.0) for k in _PARTIAL_ROTARY_KEYS):
+    rope = {**{k: v for key in ("rope_scaling", "rope_parameters") if isinstance(cfg.get(key), Mapping)
+               for k, v in cfg[key].items()}, **cfg}
+    if any(rope.get(k) not in (None, 1, 1.0) for k in _PARTIAL_ROTARY_KEYS):
         out.append("partial rotary: K is cached after RoPE at its full head size")
     if model_type == "smollm3" or cfg.get("no_rope_layers") is not None:
         out.append("NoPE layers: K is cached without RoPE, same bytes")

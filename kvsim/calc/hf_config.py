@@ -120,7 +120,7 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` dict."""
     cfg = text_config(cfg)
     model_type = _model_type(cfg)
-    if model_type not in FAMILIES and not (model_type and _standard_decoder_keys(cfg)):
+    if model_type not in FAMILIES and not (isinstance(model_type, str) and _standard_decoder_keys(cfg)):
         what = "config is missing model_type" if model_type is None else f"model_type {model_type!r} is not supported"
         raise ConfigError(f"{what}, and the config lacks the standard decoder keys ({', '.join(_STANDARD_KEYS)}); "
                           f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
