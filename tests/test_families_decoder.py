@@ -20,7 +20,10 @@ SOURCES = json.loads((FAMILY_DIR / "SOURCES.json").read_text())
 def test_every_family_config_loads_and_names_its_checkpoint(stem):
     spec = load_config(FAMILY_DIR / f"{stem}.json")
     assert spec.model_type == SOURCES[stem]["model_type"] and "/" in SOURCES[stem]["checkpoint"]
-    assert spec.num_hidden_layers > 0 and all(x.elements_per_token > 0 for x in spec.layers)
+    assert spec.num_hidden_layers > 0
+    # every layer caches something, except Gemma 3n's KV-sharing consumers
+    assert sum(x.kind == "none" for x in spec.layers) == spec.config.get("num_kv_shared_layers", 0)
+    assert all(x.elements_per_token > 0 for x in spec.layers if x.kind != "none")
 
 
 @pytest.mark.parametrize("stem, layers, kv_heads, head_dim", [
@@ -31,6 +34,13 @@ def test_checkpoint_key_names_are_read(stem, layers, kv_heads, head_dim):
     spec = load_config(FAMILY_DIR / f"{stem}.json")
     first = spec.layers[0]
     assert (spec.num_hidden_layers, first.num_key_value_heads, first.head_dim) == (layers, kv_heads, head_dim)
+
+
+def test_gemma3n_kv_shared_layers_hold_nothing_in_every_view():
+    spec = load_config(FAMILY_DIR / "gemma3n_text.json")
+    assert spec.kinds == {"sliding": 16, "full": 4, "none": 15}
+    rows = transformers_rows(spec, 1000, 10)
+    assert [r.cache for r in rows[20:]] == ["DummyLayer"] * 15 and all(r.total_bytes == 0 for r in rows[20:])
 
 
 def test_gpt2_style_keys_and_mha():

@@ -31,7 +31,7 @@ OVERRIDES = {
         "hidden_size": 5120, "num_hidden_layers": 92, "num_attention_heads": 96, "num_key_value_heads": 8,
         "head_dim": 128, "num_nextn_predict_layers": 1, "vocab_size": 151552, "partial_rotary_factor": 0.5}),
 }
-SKIP_DEFAULTS = ("bloom", "glm4_moe")  # their class defaults describe no checkpoint: only the override is written
+SKIP_DEFAULTS = ("bloom", "glm4_moe", "gemma3n")  # no checkpoint in the defaults (bloom, glm4_moe: the override is written), or multimodal (gemma3n: its text part is gemma3n_text)
 
 
 def checkpoint_of(cls) -> str:

@@ -1,6 +1,6 @@
 """Decoder families read with the key names their own checkpoints write (pure Python): GPT-2 style
 ``n_layer`` / ``n_head`` / ``n_embd``, MPT / DBRX ``n_layers`` / ``d_model`` / ``attn_config``, Falcon's
-``multi_query`` / ``num_kv_heads``, and the llama-like families whose ``layer_types`` transformers derives.
+``multi_query`` / ``num_kv_heads``, Gemma 3n's KV sharing (``num_kv_shared_layers``), and the llama-like families whose ``layer_types`` transformers derives.
 
 Contract
 - :func:`standard_keys` returns the config with the standard names (``num_hidden_layers``,
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .config import ConfigError, config_int
+from .config import ConfigError, LayerSpec, config_int
 from .layer_fields import attention_layer, layer_types_or, sliding_window, typed_layers
 
 _GPT = {"num_hidden_layers": ("n_layer",), "num_attention_heads": ("n_head",), "hidden_size": ("n_embd", "n_embed"),
@@ -42,6 +42,9 @@ FAMILY_DEFAULTS = {
     "gpt_bigcode": {"multi_query": True},
     "ministral": {"sliding_window": 4096}, "olmo3": {"sliding_window": 4096},
     "exaone4": {"sliding_window": 4096, "sliding_window_pattern": 4},
+    "gemma3n_text": {  # Gemma3nTextConfig (google/gemma-3n-E4B)
+        "sliding_window": 512, "num_kv_shared_layers": 15, "head_dim": 256, "num_key_value_heads": 2,
+        "num_attention_heads": 8, "vocab_size": 262400},
 }
 
 
@@ -71,6 +74,9 @@ def standard_keys(cfg: Mapping, model_type: str) -> dict:
                 if out.get(name) is not None:
                     out[std] = out[name]
                     break
+    widths = out.get("intermediate_size")
+    if isinstance(widths, (list, tuple)) and widths and all(isinstance(x, int) for x in widths):
+        out["intermediate_size"] = max(widths)  # per-layer FFN widths (Gemma 3n): the widest; no cache effect
     if model_type == "jetmoe" and out.get("num_attention_heads") is None:
         out["num_attention_heads"] = (config_int(out, "num_key_value_heads")
                                       * config_int(out, "num_experts_per_tok", default=2))
@@ -129,7 +135,15 @@ def _qwen_moe(every_other: bool):
     return _pattern(sliding)
 
 
-_full_unless_layer_types = _pattern(lambda cfg, i: False)
+def gemma3n(cfg):
+    """Gemma 3n text: layer_types (default: full every 5th), and the last num_kv_shared_layers layers reuse
+    the K/V of the last earlier layer of their type: they keep nothing (kind none; transformers' DummyLayer)."""
+    n, w = config_int(cfg, "num_hidden_layers"), config_int(cfg, "sliding_window")
+    shared = cfg.get("num_kv_shared_layers", 0)
+    if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared < n:
+        raise ConfigError(f"num_kv_shared_layers must be an integer in [0, {n}) (num_hidden_layers), got {shared!r}")
+    layers = typed_layers(cfg, n, w, lambda i: "full_attention" if (i + 1) % 5 == 0 else "sliding_attention")
+    return [LayerSpec(kind="none") if i >= n - shared else x for i, x in enumerate(layers)]
 
 FAMILIES = {
     **dict.fromkeys(("gpt2", "gptj", "codegen", "gpt_bigcode", "bloom", "falcon", "gpt_neo", "mpt", "dbrx",
@@ -143,6 +157,7 @@ FAMILIES = {
     "smollm3": _pattern(_smollm3_sliding),
     "dots1": _pattern(lambda cfg, i: i >= cfg.get("max_window_layers", 62)),
     "qwen2_moe": _qwen_moe(True), "qwen3_moe": _qwen_moe(False),
+    "gemma3n_text": gemma3n,  # a gemma3n config is read through its text_config (model_type gemma3n_text)
 }
 
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok")
@@ -176,6 +191,9 @@ def notes(model_type: str, cfg: Mapping, known: bool = True) -> list[str]:
     if cfg.get("num_nextn_predict_layers"):
         out.append(f"{cfg['num_nextn_predict_layers']} MTP layer(s) (num_nextn_predict_layers) are not built "
                    "by transformers: no cache")
+    if cfg.get("num_kv_shared_layers"):
+        out.append(f"KV sharing: the last {cfg['num_kv_shared_layers']} layers (num_kv_shared_layers) read the K/V of "
+                   "an earlier layer of their type and keep none (transformers' DummyLayer)")
     if cfg.get("use_cache") is False:
         out.append("use_cache is false: transformers' generate keeps no cache and re-feeds the sequence")
     if model_type == "falcon" and cfg.get("new_decoder_architecture"):
