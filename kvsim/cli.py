@@ -5,7 +5,9 @@ Contract
   ``kvsim compare MODEL MODEL ...`` prints a side-by-side table (:func:`kvsim.calc.tables.format_table`).
 - ``kvsim calc MODEL --engine mlx-lm --prompt-tokens P --prefill-step S --decode-steps D`` adds what
   an engine's caches hold after that prompt and decode (:func:`kvsim.calc.engines.engine_bytes`;
-  ``--engine kvsim`` is kvsim's own caches); in ``--json`` ``allocated_bytes`` is then the engine's.
+  ``--engine kvsim`` is kvsim's own caches; ``--engine transformers`` what ``generate``'s DynamicCache, or with
+  ``--cache static --max-cache-len N`` its StaticCache, holds); in ``--json`` ``allocated_bytes`` is then the
+  engine's. A config whose model_type kvsim does not know is read as full attention with a one-line note.
 - ``kvsim measure MODEL`` (an MLX model folder or a config.json) runs the tokens through mlx-lm with
   its own caches and prints measured bytes per layer beside the prediction
   (:mod:`kvsim.measure.mlx_lm_bytes`, imported inside that command; without mlx-lm: exit 2).
