@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from kvsim.calc.engines import engine_bytes  # noqa: E402
-from kvsim.calc.engines_transformers import transformers_rows  # noqa: E402
+from kvsim.calc.engines_transformers import UNCACHED_MODEL_TYPES, transformers_rows  # noqa: E402
 from kvsim.calc.hf_config import from_hf_config  # noqa: E402
 from kvsim.measure import transformers_bytes as tb  # noqa: E402
 from tests.transformers_configs import CONFIGS, transformers_config  # noqa: E402
@@ -45,8 +45,12 @@ def predicted(name, dtype, prompt, steps, cache="dynamic", max_cache_len=None):
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_dynamic_cache_bytes_equal_transformers_per_layer(name, dtype):
     got, want = measured(name, dtype, PROMPT, STEPS), predicted(name, dtype, PROMPT, STEPS)
-    if from_hf_config(CONFIGS[name]).config.get("use_cache") is False:  # mpt's class default
+    spec = from_hf_config(CONFIGS[name])
+    if spec.config.get("use_cache") is False:  # mpt's class default: generate keeps no cache
         assert got == [] and all(b == 0 for _, b, _ in want)
+        return
+    if spec.model_type in UNCACHED_MODEL_TYPES:  # the cache is built but its attention never writes it
+        assert got == want and all(b == 0 for _, b, _ in got)
         return
     assert got == want
     assert any(b for _, b, _ in got)  # the cache holds something: the comparison can fail

@@ -31,6 +31,7 @@ OVERRIDES = {
         "hidden_size": 5120, "num_hidden_layers": 92, "num_attention_heads": 96, "num_key_value_heads": 8,
         "head_dim": 128, "num_nextn_predict_layers": 1, "vocab_size": 151552, "partial_rotary_factor": 0.5}),
 }
+MLA_FAMILIES = ("minicpm3", "glm4_moe_lite")  # parsed by kvsim.calc.families' MLA parser
 SKIP_DEFAULTS = ("bloom", "glm4_moe", "gemma3n")  # no checkpoint in the defaults (bloom, glm4_moe: the override is written), or multimodal (gemma3n: its text part is gemma3n_text)
 
 
@@ -67,4 +68,4 @@ def main(model_types):
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kvsim.calc.families_decoder import FAMILIES
-    main(sys.argv[1:] or sorted(FAMILIES))
+    main(sys.argv[1:] or sorted([*FAMILIES, *MLA_FAMILIES]))

@@ -22,7 +22,7 @@ Contract
   * layers that keep nothing (MLP / MoE blocks, KV-shared consumers): ``DummyLayer``, 0 B.
   * family rules from the config: Jamba is never windowed (its ``layer_types`` are all full);
     Falcon's new decoder architecture expands K/V to every query head before caching;
-    ``use_cache: false`` keeps no cache at all.
+    ``use_cache: false`` keeps no cache at all; openai-gpt's attention never writes the cache it is given.
 - Bad input (unknown cache, max_cache_len below P + D, a quantized dtype): InputError.
 """
 
@@ -35,6 +35,8 @@ from .families import FAMILIES, WINDOW_EVERY_LAYER
 from .units import DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, positive_int
 
 CACHES = ("dynamic", "static")
+# families whose attention never writes the cache generate builds: it stays empty, each step re-feeds all tokens
+UNCACHED_MODEL_TYPES = ("openai-gpt",)
 # conv columns transformers keeps per recurrent family, as an offset from the kernel K (kvsim's
 # state_shapes store K − 1 columns): K for the Mamba mixers and Gated DeltaNet, K − 1 for RG-LRU
 _CONV_EXTRA_COLUMNS = {"mamba": 1, "mamba2": 1, "gated_deltanet": 1, "rg_lru": 0}
@@ -142,7 +144,8 @@ def transformers_rows(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0
     for i, declared in enumerate(spec.layers):
         layer = transformers_layer(spec, declared, i)
         per_token = layer.elements_per_token * b
-        view, held = (0, 0) if layer.kind in ("recurrent", "none") else _attention_tokens(layer, t, last, cache, max_len)
+        empty = layer.kind in ("recurrent", "none") or spec.model_type in UNCACHED_MODEL_TYPES
+        view, held = (0, 0) if empty else _attention_tokens(layer, t, last, cache, max_len)
         state = state_bytes(layer, b)
         # RecurrentGemma's conv1d_state is a K − 1 view over K columns
         extra = (b * layer.state_shapes[0][1][1]

@@ -125,6 +125,7 @@ FAMILIES = {
     "kimi_k2": _deepseek, "cohere": _dense, "cohere2": _cohere2, "olmo2": _dense, "phimoe": _dense,
     "granitemoehybrid": recurrent.granitemoehybrid, "nemotron_h": recurrent.nemotron_h,
     "falcon_h1": recurrent.falcon_h1,
+    "minicpm3": _deepseek, "glm4_moe_lite": _deepseek,  # MLA: transformers caches the latent, as for V3
     **decoder.FAMILIES,  # families read with their checkpoints' own key names (kvsim.calc.families_decoder)
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))

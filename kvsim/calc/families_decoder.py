@@ -30,6 +30,9 @@ _MPT = {"num_hidden_layers": ("n_layers",), "num_attention_heads": ("n_heads",),
 # standard key -> the family's own key names, first present wins
 ALIASES = {
     "gpt2": _GPT, "gptj": _GPT, "codegen": _GPT, "gpt_bigcode": _GPT, "bloom": _GPT,
+    "openai-gpt": _GPT, "ctrl": _GPT,
+    "xglm": {"num_hidden_layers": ("num_layers",), "num_attention_heads": ("attention_heads",),
+             "hidden_size": ("d_model",)},
     "falcon": {"hidden_size": ("n_embed",)},  # FalconConfig reads no n_layer / n_head (old RW files)
     "gpt_neo": {"num_hidden_layers": ("num_layers",), "num_attention_heads": ("num_heads",)},
     "mpt": _MPT, "dbrx": _MPT,
@@ -40,7 +43,8 @@ FAMILY_DEFAULTS = {
     "mpt": {"use_cache": False},  # MptConfig.use_cache defaults to False: generate keeps no cache
     "falcon": {"multi_query": True, "new_decoder_architecture": False},
     "gpt_bigcode": {"multi_query": True},
-    "ministral": {"sliding_window": 4096}, "olmo3": {"sliding_window": 4096},
+    "ministral": {"sliding_window": 4096}, "olmo3": {"sliding_window": 4096}, "granite_swa": {"sliding_window": 128},
+    "afmoe": {"sliding_window": 1024}, "vaultgemma": {"sliding_window": 4096}, "cwm": {"sliding_window": 8192},
     "exaone4": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "gemma3n_text": {  # Gemma3nTextConfig (google/gemma-3n-E4B)
         "sliding_window": 512, "num_kv_shared_layers": 15, "head_dim": 256, "num_key_value_heads": 2,
@@ -147,11 +151,16 @@ def gemma3n(cfg):
 
 FAMILIES = {
     **dict.fromkeys(("gpt2", "gptj", "codegen", "gpt_bigcode", "bloom", "falcon", "gpt_neo", "mpt", "dbrx",
-                     "gpt_neox", "opt", "jetmoe"), standard_decoder),
+                     "gpt_neox", "opt", "jetmoe", "openai-gpt", "ctrl", "xglm", "biogpt"), standard_decoder),
     **dict.fromkeys(("phi", "stablelm", "nemotron", "gemma", "glm", "glm4", "glm4_moe", "granite", "granitemoe",
                      "granitemoeshared", "olmo", "olmoe", "ernie4_5", "ernie4_5_moe", "seed_oss", "internlm3",
                      "helium", "arcee", "apertus", "hunyuan_v1_dense", "hunyuan_v1_moe", "persimmon", "minimax_m2",
-                     "bitnet", "starcoder2", "ministral"), window_every_layer),
+                     "bitnet", "starcoder2", "ministral", "flex_olmo"), window_every_layer),
+    # config classes that derive layer_types (sliding = True) when the config has none
+    "granite_swa": _pattern(lambda cfg, i: i % 4 != 0),
+    "cwm": _pattern(lambda cfg, i: i % 4 != 0),
+    "vaultgemma": _pattern(lambda cfg, i: bool((i + 1) % 2)),
+    "afmoe": _pattern(lambda cfg, i: bool((i + 1) % config_int(cfg, "global_attn_every_n_layers", default=4))),
     "olmo3": _pattern(lambda cfg, i: (i + 1) % 4 != 0),
     "exaone4": _pattern(_exaone4_sliding),
     "smollm3": _pattern(_smollm3_sliding),
@@ -194,6 +203,9 @@ def notes(model_type: str, cfg: Mapping, known: bool = True) -> list[str]:
     if cfg.get("num_kv_shared_layers"):
         out.append(f"KV sharing: the last {cfg['num_kv_shared_layers']} layers (num_kv_shared_layers) read the K/V of "
                    "an earlier layer of their type and keep none (transformers' DummyLayer)")
+    if model_type == "openai-gpt":
+        out.append("openai-gpt's attention takes no cache in transformers: its layers stay empty and every step "
+                   "re-feeds the sequence")
     if cfg.get("use_cache") is False:
         out.append("use_cache is false: transformers' generate keeps no cache and re-feeds the sequence")
     if model_type == "falcon" and cfg.get("new_decoder_architecture"):
