@@ -56,6 +56,15 @@ def measured_equal(model_type: str) -> str:
     return "yes"
 
 
+def tested_by(model_type: str) -> str:
+    """Without --measure: the tiny configs tests/test_engines_transformers.py checks this model type with."""
+    from tests.transformers_configs import CONFIGS
+    names = [n for n, c in CONFIGS.items() if c["model_type"] == model_type]
+    text = {"gemma3": "gemma3_text", "llama4": "llama4_text"}.get(model_type)
+    return (f"tested: {', '.join(names)}" if names else
+            f"text part tested as {text}" if text else "no tiny config")
+
+
 def main(measure: bool) -> None:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -76,7 +85,7 @@ def main(measure: bool) -> None:
             if name else None
         kinds = ", ".join(f"{n} {k}" for k, n in spec.kinds.items()) if spec else ""
         notes = "; ".join(n.split(":")[0] for n in spec_notes(spec)) if spec else ""
-        print(f"| {t} | {src} | {kinds} | {notes} | {measured_equal(t) if measure else 'run with --measure'} |")
+        print(f"| {t} | {src} | {kinds} | {notes} | {measured_equal(t) if measure else tested_by(t)} |")
     print(f"\nkvsim reads {len(read)} of the {len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} causal-LM model types of "
           f"transformers {__import__('transformers').__version__} (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES); "
           f"kvsim also reads {', '.join(sorted(set(SUPPORTED_MODEL_TYPES) - set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)))}, "
