@@ -100,8 +100,8 @@ CONFIGS = {
     "mpt_use_cache": {**GPT, "model_type": "mpt", "n_layers": 2, "n_heads": 4, "d_model": 64, "max_seq_len": 256,
                       "use_cache": True},
     "dbrx": {**GPT, "model_type": "dbrx", "n_layers": 2, "n_heads": 4, "d_model": 64, "max_seq_len": 256,
-             "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}, "ffn_config": {"ffn_hidden_size": 64, "moe_num_experts": 2,
-                                                             "moe_top_k": 1}},
+             "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+             "ffn_config": {"ffn_hidden_size": 64, "moe_num_experts": 2, "moe_top_k": 1}},
     "falcon": {**GPT, "model_type": "falcon", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64,
                "multi_query": True, "new_decoder_architecture": False},
     "falcon_40b": {**GPT, "model_type": "falcon", "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -180,7 +180,8 @@ CONFIGS = {
 }
 
 # "head_dim" / "num_attention_heads": None above mean "no such key" (transformers' classes read a present None as None)
-CONFIGS = {name: {k: v for k, v in cfg.items() if not (k in ("head_dim", "num_attention_heads") and v is None)} for name, cfg in CONFIGS.items()}
+CONFIGS = {name: {k: v for k, v in cfg.items() if not (k in ("head_dim", "num_attention_heads") and v is None)}
+           for name, cfg in CONFIGS.items()}
 
 # transformers' class for a model type kvsim reads under another name
 TRANSFORMERS_MODEL_TYPE = {"kimi_k2": "deepseek_v3"}  # Kimi K2's checkpoint runs DeepSeek-V3's code

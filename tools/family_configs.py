@@ -32,7 +32,9 @@ OVERRIDES = {
         "head_dim": 128, "num_nextn_predict_layers": 1, "vocab_size": 151552, "partial_rotary_factor": 0.5}),
 }
 MLA_FAMILIES = ("minicpm3", "glm4_moe_lite")  # parsed by kvsim.calc.families' MLA parser
-SKIP_DEFAULTS = ("bloom", "glm4_moe", "gemma3n")  # no checkpoint in the defaults (bloom, glm4_moe: the override is written), or multimodal (gemma3n: its text part is gemma3n_text)
+# no checkpoint in the defaults (bloom, glm4_moe: the override is written), or multimodal (gemma3n: its text
+# part is gemma3n_text)
+SKIP_DEFAULTS = ("bloom", "glm4_moe", "gemma3n")
 
 
 def checkpoint_of(cls) -> str:

@@ -70,7 +70,8 @@ def transformers_layer(spec: ModelSpec, layer: LayerSpec, index: int) -> LayerSp
     """The layer as transformers builds it: Jamba unwindowed, Falcon-40B's K/V expanded to every head, and a
     ``layer_types`` sliding layer whose window kvsim dropped (W ≥ max_position_embeddings) windowed again."""
     types, window = spec.config.get("layer_types"), spec.config.get("sliding_window")
-    if layer.kind == "full" and isinstance(window, int) and window > 0 and spec.config.get("use_sliding_window") is not False:
+    windows = isinstance(window, int) and window > 0 and spec.config.get("use_sliding_window") is not False
+    if layer.kind == "full" and windows:
         if isinstance(types, (list, tuple)):
             windowed = index < len(types) and types[index] == "sliding_attention"
         else:  # no layer_types: these families window every layer (get_layer_types_and_kwargs)

@@ -1,6 +1,7 @@
 """Decoder families read with the key names their own checkpoints write (pure Python): GPT-2 style
 ``n_layer`` / ``n_head`` / ``n_embd``, MPT / DBRX ``n_layers`` / ``d_model`` / ``attn_config``, Falcon's
-``multi_query`` / ``num_kv_heads``, Gemma 3n's KV sharing (``num_kv_shared_layers``), and the llama-like families whose ``layer_types`` transformers derives.
+``multi_query`` / ``num_kv_heads``, Gemma 3n's KV sharing (``num_kv_shared_layers``), and the llama-like
+families whose ``layer_types`` transformers derives.
 
 Contract
 - :func:`standard_keys` returns the config with the standard names (``num_hidden_layers``,
@@ -10,7 +11,8 @@ Contract
   :data:`FAMILY_DEFAULTS` holds the transformers class defaults that decide the cache when a config
   omits them (mpt's ``use_cache`` false, Falcon's and gpt_bigcode's ``multi_query`` true ...).
 - A ``model_type`` kvsim does not know is read by :func:`standard_decoder` when the standard keys are
-  there (every layer full attention); :func:`notes` (``kvsim.calc.families.spec_notes`` for a spec) gives that assumption as one line, and one line per
+  there (every layer full attention); :func:`notes` (``kvsim.calc.families.spec_notes`` for a spec) gives
+  that assumption as one line, and one line per
   feature that does not change the cache (MoE, ALiBi, partial rotary, NoPE, sinks, masked-only local
   layers, MTP layers not built, ``use_cache: false``, Falcon-40B's K/V expanded by transformers).
 - Errors are :class:`~kvsim.calc.config.ConfigError` naming the field.
