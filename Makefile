@@ -19,7 +19,8 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # The exact pytest arguments of each stage. tests/test_notebooks.py reads NBVAL_ARGS and UI_ARGS from this file
 # to prove that every notebook (lessons and notebooks/solutions/) is collected by the nbval run and every lesson by
 # the browser run.
-UNIT_ARGS := tests -m "not ui and not slow" -n auto --maxprocesses 8
+UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocesses 8
+ENGINES_ARGS := tests -m "engines and not ui" -n auto --maxprocesses 8
 ENV_ARGS := tests -m "slow and not ui"
 NBVAL_ARGS := -n auto --maxprocesses 8 --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
 UI_ARGS := tests/ui -m ui --screenshot only-on-failure --output test-artifacts/playwright
@@ -32,15 +33,15 @@ VIEW_TESTS := tests/test_widgets.py $(sort $(wildcard tests/lessons/test_l*.py))
 # the no-crop test), the renderer against stock Agg, the lessons' view tests. The version-blind mechanics (control
 # defaults, static page, redraw = fresh draw, the notebook cell) ran in the unit stage; skipping them here keeps
 # this stage short. (3.8's mathtext calls pyparsing's old camelCase names: pyparsing 3.2 warns, harmlessly.)
-MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow" -n auto --maxprocesses 8 -W ignore::DeprecationWarning \
+MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow and not engines" -n auto --maxprocesses 8 -W ignore::DeprecationWarning \
   -k "not (every_control or controls_start or static_page or fresh_draw or real_notebook)"
 
-.PHONY: help lab test install install-lab test-unit test-mpl-oldest test-env test-notebooks test-ui browser notebooks bench clean
+.PHONY: help lab test install install-lab test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui browser notebooks bench clean
 
 help:
 	@echo "make lab            create .venv, install kvsim[lessons], launch JupyterLab on notebooks/ ($(HOST):$(PORT))"
 	@echo "make test           create/update .venv and run every test: unit, notebooks (nbval), real browser"
-	@echo "make test-unit | test-mpl-oldest | test-env | test-notebooks | test-ui   one stage of make test (test-unit: fast feedback)"
+	@echo "make test-unit | test-mpl-oldest | test-engines | test-env | test-notebooks | test-ui   one stage of make test"
 	@echo "make notebooks      re-execute every notebook (lessons and solutions/) in place and sync the jupytext pairs"
 	@echo "make bench          run the benchmark scripts in benchmarks/"
 	@echo "variables: PYTHON=$(PYTHON) VENV=$(VENV) HOST=$(HOST) PORT=$(PORT); KVSIM_REQUIRE_BROWSER=1 fails when chromium is missing"
@@ -70,7 +71,7 @@ lab: $(LAB_STAMP) $(LAB_OVERRIDES)
 # Every stage runs even if an earlier one failed; the summary names the failed stages and the exit status is 1.
 test: $(TEST_STAMP)
 	@failed=""; summary=""; \
-	for stage in test-unit test-mpl-oldest test-env test-notebooks test-ui; do \
+	for stage in test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui; do \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$stage; then result=ok; else result=FAILED; failed="$$failed $$stage"; fi; \
 	  summary="$$summary\n  $$stage: $$result ($$(( $$(date +%s) - start )) s)"; \
@@ -80,7 +81,7 @@ test: $(TEST_STAMP)
 	echo "all stages passed"; echo "==========================================================="
 
 test-unit: $(TEST_STAMP)
-	@echo "==> [1/5] unit + property tests: pytest $(UNIT_ARGS)"
+	@echo "==> [1/6] unit + property tests: pytest $(UNIT_ARGS)"
 	$(PY) -m pytest $(UNIT_ARGS)
 
 $(MPL_OLDEST_DIR)/.installed: | $(PY)
@@ -88,23 +89,27 @@ $(MPL_OLDEST_DIR)/.installed: | $(PY)
 	@touch $@
 
 test-mpl-oldest: $(TEST_STAMP) $(MPL_OLDEST_DIR)/.installed
-	@echo "==> [2/5] view tests on the oldest supported matplotlib ($(MPL_OLDEST)): pytest $(MPL_OLDEST_ARGS)"
+	@echo "==> [2/6] view tests on the oldest supported matplotlib ($(MPL_OLDEST)): pytest $(MPL_OLDEST_ARGS)"
 	PYTHONPATH=$(abspath $(MPL_OLDEST_DIR)) $(PY) -c 'import matplotlib, sys; v = matplotlib.__version__; \
 	  print("matplotlib", v, "from", matplotlib.__file__); sys.exit(0 if v.startswith("3.8.") else "not 3.8")'
 	PYTHONPATH=$(abspath $(MPL_OLDEST_DIR)) $(PY) -m pytest $(MPL_OLDEST_ARGS)
 
+test-engines: $(TEST_STAMP)
+	@echo "==> [3/6] real engines (transformers + torch CPU on tiny models): pytest $(ENGINES_ARGS)"
+	$(PY) -m pytest $(ENGINES_ARGS)
+
 test-env: $(TEST_STAMP)
-	@echo "==> [3/5] environment.yml installs into a fresh venv: pytest $(ENV_ARGS)"
+	@echo "==> [4/6] environment.yml installs into a fresh venv: pytest $(ENV_ARGS)"
 	$(PY) -m pytest $(ENV_ARGS)
 
 test-notebooks: $(TEST_STAMP)
-	@echo "==> [4/5] notebooks under strict nbval: pytest $(NBVAL_ARGS)"
+	@echo "==> [5/6] notebooks under strict nbval: pytest $(NBVAL_ARGS)"
 	@if ! find notebooks -name '*.ipynb' -not -path '*/.*' | grep -q .; then \
 	  echo "!!! no notebooks under notebooks/ yet: nothing for nbval to run"; exit 0; fi; \
 	$(PY) -m pytest $(NBVAL_ARGS)
 
 test-ui: $(TEST_STAMP) browser
-	@echo "==> [5/5] real browser: pytest $(UI_ARGS)"
+	@echo "==> [6/6] real browser: pytest $(UI_ARGS)"
 	$(PY) -m pytest $(UI_ARGS)
 
 # Debian's chromium (no Playwright browser download). Installed here only as root on Debian; otherwise the

@@ -5,7 +5,9 @@ Contract
   ``kvsim compare MODEL MODEL ...`` prints a side-by-side table (:func:`kvsim.calc.tables.format_table`).
 - ``kvsim calc MODEL --engine mlx-lm --prompt-tokens P --prefill-step S --decode-steps D`` adds what
   an engine's caches hold after that prompt and decode (:func:`kvsim.calc.engines.engine_bytes`;
-  ``--engine kvsim`` is kvsim's own caches); in ``--json`` ``allocated_bytes`` is then the engine's.
+  ``--engine kvsim`` is kvsim's own caches; ``--engine transformers`` what ``generate``'s DynamicCache, or with
+  ``--cache static --max-cache-len N`` its StaticCache, holds); in ``--json`` ``allocated_bytes`` is then the
+  engine's. A config whose model_type kvsim does not know is read as full attention with a one-line note.
 - ``kvsim measure MODEL`` (an MLX model folder or a config.json) runs the tokens through mlx-lm with
   its own caches and prints measured bytes per layer beside the prediction
   (:mod:`kvsim.measure.mlx_lm_bytes`, imported inside that command; without mlx-lm: exit 2).
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from .calc import engines, memory, report, units
 from .calc.config import ModelSpec
+from .calc.families import SUPPORTED_MODEL_TYPES, spec_notes
 from .calc.units import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_STEP,
@@ -140,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_engine(p):
     p.add_argument("--engine", choices=engines.ENGINES, default="kvsim",
-                   help="whose caches: kvsim's (default) or mlx-lm 0.32's (generate_step)")
+                   help="whose caches: kvsim's (default), mlx-lm 0.32's (generate_step) or transformers 5.24's (generate)")
     p.add_argument("--prompt-tokens", type=_pos_int("--prompt-tokens"),
                    help="prompt length P (then tokens = P + decode steps)")
     p.add_argument("--prefill-step", type=_pos_int("--prefill-step"),
@@ -149,6 +152,9 @@ def _add_engine(p):
     p.add_argument("--quantized-kv-start", type=_nonneg_int("--quantized-kv-start"),
                    help="mlx-lm with a qN --kv-dtype: quantize from this cache length "
                         f"(default {MLX_LM_QUANTIZED_KV_START})")
+    p.add_argument("--cache", choices=("dynamic", "static"), help="transformers: DynamicCache (default) or StaticCache")
+    p.add_argument("--max-cache-len", type=_pos_int("--max-cache-len"),
+                   help="transformers --cache static: slots per full layer (default prompt + decode steps)")
 
 
 def _kv_dtype(args):
@@ -185,6 +191,10 @@ def _sizing(args) -> dict:
 def _engine_options(args) -> dict | None:
     """The engine_bytes keywords of ``calc``, or None when no engine option was given (then T is the tokens)."""
     mlx = args.engine == "mlx-lm"
+    if args.engine != "transformers" and (args.cache is not None or args.max_cache_len is not None):
+        raise UsageError("--cache and --max-cache-len apply to --engine transformers")
+    if args.max_cache_len is not None and args.cache != "static":
+        raise UsageError("--max-cache-len needs --cache static (a DynamicCache grows)")
     if args.decode_steps is not None and args.prompt_tokens is None:
         raise UsageError("--decode-steps needs --prompt-tokens (tokens = prompt + decode steps)")
     if not mlx and args.prompt_tokens is None:
@@ -204,7 +214,8 @@ def _engine_options(args) -> dict | None:
                 prefill_step=args.prefill_step or MLX_LM_PREFILL_STEP, kv_dtype=_kv_dtype(args),
                 state_dtype=args.state_dtype, batch=args.batch, tp=args.tp,
                 quantized_kv_start=(MLX_LM_QUANTIZED_KV_START if args.quantized_kv_start is None
-                                    else args.quantized_kv_start))
+                                    else args.quantized_kv_start),
+                cache=args.cache or "dynamic", max_cache_len=args.max_cache_len)
 
 
 def _engine_block(spec, options) -> dict:
@@ -246,6 +257,8 @@ def run(argv) -> int:
             print(json.dumps({**s, **(e or {}), **({"capacity": cap} if cap else {})}, indent=2))
         else:
             print(report.calc_text(s, cap))
+            if spec.model_type not in SUPPORTED_MODEL_TYPES:  # the one-line assumption for an unknown model_type
+                print(f"  note: {spec_notes(spec)[0]}")
             if e:
                 print(engines.format_engine_summary(e, s["kv_dtype"] in units.QUANT_BITS))
             if args.explain:

@@ -1,4 +1,4 @@
-"""What an engine's caches hold after a prompt and some decode steps: kvsim's or mlx-lm 0.32's (pure).
+"""What an engine's caches hold after a prompt and some decode steps: kvsim's, mlx-lm 0.32's or transformers 5.24's (pure).
 
 Contract
 - :func:`engine_bytes` sizes the caches of a sequence for ``engine`` "kvsim" (kvsim's caches: the
@@ -11,6 +11,9 @@ Contract
   mlx_lm_bytes takes mlx-lm's own settings (model dtype, kv_bits, kv_group_size, quantized_kv_start).
 - Where mlx-lm refuses (kv_bits on a sliding-window model, 5 or 6 bits a fresh QuantizedKVCache cannot
   hold) or a setting has no mlx-lm meaning (batch, tp, fp8): :class:`~kvsim.calc.units.InputError`.
+- "transformers": the caches ``generate`` leaves (:mod:`kvsim.calc.engines_transformers`), ``DynamicCache``
+  or with ``cache="static"`` a ``StaticCache`` of ``max_cache_len`` slots; its EngineBytes also carries
+  ``storage_bytes``, what the sliding views pin (``held_storage_bytes`` in the summary).
 - :func:`engine_summary` is the JSON block ``kvsim calc --engine`` prints; :func:`format_engine_summary` its text.
 """
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import memory
+from . import engines_transformers, memory
 from .config import Kind, ModelSpec
 from .mlx_lm_rules import (
     EngineCache,
@@ -42,7 +45,7 @@ from .units import (
     positive_int,
 )
 
-ENGINES = ("kvsim", "mlx-lm")
+ENGINES = ("kvsim", "mlx-lm", "transformers")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class EngineBytes:
     feeds: tuple[int, ...]
     layers: tuple[LayerBytes, ...]
     quantized: bool = False
+    storage_bytes: int | None = None  # transformers: the storage its tensors pin (None: = total_bytes)
 
     @property
     def tokens(self) -> int:
@@ -165,12 +169,17 @@ def kvsim_bytes(spec: ModelSpec, feeds, kv_dtype="bf16", state_dtype="bf16", bat
 
 def engine_bytes(spec: ModelSpec, engine: str = "kvsim", *, prompt_tokens: int, prefill_step: int = MLX_LM_PREFILL_STEP,
                  decode_steps: int = 0, kv_dtype="bf16", state_dtype="bf16", batch: int = 1, tp: int = 1,
-                 quantized_kv_start: int = MLX_LM_QUANTIZED_KV_START) -> EngineBytes:
+                 quantized_kv_start: int = MLX_LM_QUANTIZED_KV_START, cache: str = "dynamic",
+                 max_cache_len: int | None = None) -> EngineBytes:
     """One engine's caches after a P-token prompt fed in steps of S and D decode steps (generate_step's feeds).
 
     kvsim: :func:`kvsim_bytes`. mlx-lm: :func:`mlx_lm_bytes` with ``kv_dtype`` read as mlx-lm's settings
     (a float dtype is the model dtype; qN is kv_bits N with ``scale_dtype`` as the model dtype).
+    transformers: :func:`~kvsim.calc.engines_transformers.transformers_rows` (``kv_dtype`` the model dtype,
+    ``cache`` "dynamic" or "static" with ``max_cache_len``; generate's feeds are P, then D single tokens).
     """
+    if engine == "transformers":
+        return _transformers(spec, prompt_tokens, decode_steps, kv_dtype, batch, tp, cache, max_cache_len)
     feeds = generate_step_feeds(prompt_tokens, prefill_step, decode_steps)
     if engine == "kvsim":
         return kvsim_bytes(spec, feeds, kv_dtype, state_dtype, batch, tp)
@@ -184,6 +193,18 @@ def engine_bytes(spec: ModelSpec, engine: str = "kvsim", *, prompt_tokens: int, 
     if dt.quantized:
         return mlx_lm_bytes(spec, feeds, dt.scale_dtype, dt.bits, dt.group_size, quantized_kv_start)
     return mlx_lm_bytes(spec, feeds, _float_dtype(dt.name))
+
+
+def _transformers(spec, prompt_tokens, decode_steps, kv_dtype, batch, tp, cache, max_cache_len) -> EngineBytes:
+    for name, value in (("batch", batch), ("tp", tp)):
+        if value != 1:
+            raise InputError(f"{name} must be 1 for engine transformers (generate runs one sequence on one "
+                             f"device here), got {value}")
+    dt = memory.parse_kv_dtype(kv_dtype)
+    rows = engines_transformers.transformers_rows(spec, prompt_tokens, decode_steps, dt.name, cache, max_cache_len)
+    feeds = (prompt_tokens,) + (1,) * decode_steps
+    layers = tuple(LayerBytes(r.index, r.kind, r.cache, r.kv_bytes, r.state_bytes) for r in rows)
+    return EngineBytes("transformers", feeds, layers, storage_bytes=sum(r.storage_bytes for r in rows))
 
 
 def cache_classes(eb: EngineBytes) -> dict[str, int]:
@@ -204,6 +225,7 @@ def engine_summary(eb: EngineBytes, prompt_tokens: int, prefill_step: int, decod
         "allocated_state_bytes": eb.state_bytes, "allocated_total_bytes": eb.total_bytes,
         "engine_layers": [{"index": r.index, "kind": r.kind, "cache": r.cache, "allocated_bytes": r.kv_bytes,
                            "allocated_state_bytes": r.state_bytes} for r in eb.layers],
+        **({} if eb.storage_bytes is None else {"held_storage_bytes": eb.storage_bytes}),
     }
 
 
@@ -217,6 +239,9 @@ def format_engine_summary(e: dict, asked_quantized: bool = False) -> str:
              f"({format_bytes(e['allocated_total_bytes'])})"]
     if e["allocated_state_bytes"]:
         lines.append(f"    K/V {e['allocated_bytes']:,} B + recurrent state {e['allocated_state_bytes']:,} B")
+    if e.get("held_storage_bytes", e["allocated_total_bytes"]) != e["allocated_total_bytes"]:
+        lines.append(f"    storage held behind the sliding views: {e['held_storage_bytes']:,} B "
+                     f"({format_bytes(e['held_storage_bytes'])})")
     if asked_quantized and e["engine"] == "mlx-lm" and not e["quantized"]:
         lines.append("  (K/V stay unquantized: mlx-lm quantizes once the cache holds --quantized-kv-start tokens)")
     return "\n".join(lines)

@@ -2,7 +2,8 @@
 
 Contract: :func:`explain` returns an :class:`Explanation` whose ``text`` (for the CLI's
 ``--explain``) and ``latex`` (for lessons) show one line per group of identical layers, then the
-totals. Every number comes from :mod:`kvsim.calc.memory`; this module only formats.
+totals, then one note per assumption or cache-neutral feature (:func:`~kvsim.calc.families.spec_notes`:
+MoE, ALiBi, partial rotary, NoPE ...). Every number comes from :mod:`kvsim.calc.memory`; this module only formats.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 
 from . import memory, units
 from .config import LayerSpec, ModelSpec
+from .families import spec_notes
 
 
 @dataclass
@@ -121,6 +123,7 @@ def explain(spec: ModelSpec, tokens: int, batch: int = 1, kv_dtype="bf16", tp: i
     ex.text_lines.append(f"  M_token = {_n(per_token)} B ({units.format_bytes(per_token)}) per token per sequence")
     ex.text_lines.append(f"  KV at T={_n(tokens)}, B={batch}: {_n(kv)} B = {units.format_bytes(kv)}"
                          + (f"; + recurrent state {units.format_bytes(state)}" if state else ""))
+    ex.text_lines.extend(f"  note: {n}" for n in spec_notes(spec))  # what leaves the cache unchanged
     ex.latex_lines.append(f"M_{{\\text{{token}}}} &= {_tex(per_token)}\\,\\text{{B}}")
     ex.latex_lines.append(f"M_{{\\text{{total}}}}(T={_tex(tokens)}, B={batch}) &= {_tex(kv + state)}\\,\\text{{B}}")
     return ex

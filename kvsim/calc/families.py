@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import families_decoder as decoder
 from . import families_recurrent as recurrent
 from .config import ConfigError, LayerSpec, config_int
 from .layer_fields import (
@@ -124,8 +125,19 @@ FAMILIES = {
     "kimi_k2": _deepseek, "cohere": _dense, "cohere2": _cohere2, "olmo2": _dense, "phimoe": _dense,
     "granitemoehybrid": recurrent.granitemoehybrid, "nemotron_h": recurrent.nemotron_h,
     "falcon_h1": recurrent.falcon_h1,
+    "minicpm3": _deepseek, "glm4_moe_lite": _deepseek,  # MLA: transformers caches the latent, as for V3
+    **decoder.FAMILIES,  # families read with their checkpoints' own key names (kvsim.calc.families_decoder)
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
+
+
+def spec_notes(spec) -> list[str]:
+    """One line per assumption and per cache-neutral feature of a parsed spec (:func:`families_decoder.notes`)."""
+    return decoder.notes(spec.model_type, spec.config, known=spec.model_type in FAMILIES)
+
+
+# parsers that window every layer when the config has sliding_window and no layer_types, as transformers does
+WINDOW_EVERY_LAYER = (_dense, decoder.window_every_layer)
 
 # Fields the official config.json omits because transformers' config class supplies them.
 # Gemma3TextConfig defaults (transformers configuration_gemma3.py): gemma-3-4b-it's text_config
@@ -134,7 +146,7 @@ _GEMMA3_TEXT_DEFAULTS = {
     "vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
     "max_position_embeddings": 131072, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256,
 }
-FAMILY_DEFAULTS = {"gemma3": _GEMMA3_TEXT_DEFAULTS, "gemma3_text": _GEMMA3_TEXT_DEFAULTS}
+FAMILY_DEFAULTS = {"gemma3": _GEMMA3_TEXT_DEFAULTS, "gemma3_text": _GEMMA3_TEXT_DEFAULTS, **decoder.FAMILY_DEFAULTS}
 
 # tie_word_embeddings when the config leaves it out: True in these families (Gemma's and Mamba's
 # transformers classes, mamba_ssm's MambaConfig), False in all others

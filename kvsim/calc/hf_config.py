@@ -4,6 +4,10 @@ Contract
 - ``from_hf_config(dict)`` turns a config as users download it into a ModelSpec: one LayerSpec per
   decoder layer (the family's pattern, :mod:`kvsim.calc.families`), the model-wide sizes, and the
   typed fields the MLX model reads, each parsed and validated here once (defaults: ModelSpec's docstring).
+- A ``model_type`` kvsim does not know is read as full attention on every layer when the config has the
+  standard decoder keys (:func:`~kvsim.calc.families_decoder.notes` names the assumption); without
+  them it is refused. Families whose checkpoints write other names (``n_layer``, ``d_model`` ...) get
+  the standard ones added (:func:`~kvsim.calc.families_decoder.standard_keys`).
 - Unknown keys are ignored; a nested ``text_config`` (Gemma 3, Llama 4) is used when present, and the
   outer ``model_type`` is kept as ``outer_model_type`` (engines pick their model class by it: mlx-lm's
   ``llama4`` chunks its attention, its text-only ``llama4_text`` does not).
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from .config import ConfigError, ModelSpec, config_int
 from .families import FAMILIES, FAMILY_DEFAULTS, SUPPORTED_MODEL_TYPES, TIED_BY_DEFAULT
+from .families_decoder import standard_decoder, standard_keys
 
 
 def text_config(cfg: Mapping) -> Mapping:
@@ -103,19 +108,28 @@ def _typed_fields(cfg: Mapping, model_type: str) -> dict:
     }
 
 
+_STANDARD_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "vocab_size")
+
+
+def _standard_decoder_keys(cfg: Mapping) -> bool:
+    """An unknown model_type is read (as full attention everywhere) only when it has the standard keys."""
+    return all(cfg.get(k) is not None for k in _STANDARD_KEYS)
+
+
 def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` dict."""
     cfg = text_config(cfg)
     model_type = _model_type(cfg)
-    if model_type not in FAMILIES:
+    if model_type not in FAMILIES and not (isinstance(model_type, str) and _standard_decoder_keys(cfg)):
         what = "config is missing model_type" if model_type is None else f"model_type {model_type!r} is not supported"
-        raise ConfigError(f"{what}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+        raise ConfigError(f"{what}, and the config lacks the standard decoder keys ({', '.join(_STANDARD_KEYS)}); "
+                          f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
     # absent fields take the transformers class defaults; present ones (even null) are kept
-    cfg = {**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}
+    cfg = standard_keys({**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}, model_type)
     return ModelSpec(
         name=name or cfg.get("_name_or_path") or model_type,
         model_type=model_type,
-        layers=tuple(FAMILIES[model_type](cfg)),
+        layers=tuple(FAMILIES.get(model_type, standard_decoder)(cfg)),
         hidden_size=config_int(cfg, "hidden_size", "d_model"),
         num_attention_heads=config_int(cfg, "num_attention_heads", default=0) or 0,
         vocab_size=config_int(cfg, "vocab_size"),

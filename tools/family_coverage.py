@@ -1,0 +1,96 @@
+"""Which of transformers' causal-LM model types kvsim reads, and whether transformers' own cache equals kvsim's.
+
+Prints one row per model type of ``transformers.models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``
+that kvsim reads (model type, the real config it is checked on, layer kinds and notes), then the count of types
+read. With ``--measure`` it also runs the tiny random-weight model of each family (tests/transformers_configs.py)
+through ``generate`` in fp32 and bf16 and prints whether every layer's bytes equal
+:func:`kvsim.calc.engines_transformers.transformers_rows` (what tests/test_engines_transformers.py asserts).
+
+    PYTHONPATH=. python tools/family_coverage.py [--measure]
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def real_configs() -> dict:
+    """model_type -> the real config file (registry first, then data/models/families)."""
+    from kvsim.calc.registry import data_dir, model_info, model_names
+    out = {}
+    for name in model_names():
+        raw = json.loads((data_dir() / model_info(name)["file"]).read_text())
+        for t in (raw.get("model_type"), (raw.get("text_config") or {}).get("model_type")):
+            if t:
+                out.setdefault(t, f"{name} ({model_info(name)['hf_repo']})")
+    sources = json.loads((data_dir() / "models" / "families" / "SOURCES.json").read_text())
+    for stem, src in sorted(sources.items()):
+        out.setdefault(src["model_type"], f"families/{stem}.json ({src['checkpoint']})")
+    return out
+
+
+def measured_equal(model_type: str) -> str:
+    """'yes' when every tiny config of this model type matches transformers per layer in fp32 and bf16."""
+    from kvsim.calc.engines_transformers import transformers_rows
+    from kvsim.calc.hf_config import from_hf_config
+    from kvsim.measure import transformers_bytes as tb
+    from tests.transformers_configs import CONFIGS, transformers_config
+    names = [n for n, c in CONFIGS.items() if c["model_type"] == model_type]
+    if not names:
+        return "no tiny config"
+    for name in names:
+        for dtype in ("fp32", "bf16"):
+            model = tb.tiny_model(transformers_config(name), dtype)
+            cache = tb.run_generate(model, 12, 2)
+            got = [tb.layer_bytes(x) for x in tb.cache_layers(cache)]
+            if model_type == "recurrent_gemma":
+                got = [g + m for g, (m, _) in zip(got, tb.module_state_bytes(model))]
+            want = [r.total_bytes for r in transformers_rows(from_hf_config(CONFIGS[name]), 12, 2, dtype)]
+            if got != want and not (got == [] and not any(want)):
+                return f"NO ({name} {dtype})"
+    return "yes"
+
+
+def tested_by(model_type: str) -> str:
+    """Without --measure: the tiny configs tests/test_engines_transformers.py checks this model type with."""
+    from tests.transformers_configs import CONFIGS
+    names = [n for n, c in CONFIGS.items() if c["model_type"] == model_type]
+    text = {"gemma3": "gemma3_text", "llama4": "llama4_text"}.get(model_type)
+    return (f"tested: {', '.join(names)}" if names else
+            f"text part tested as {text}" if text else "no tiny config")
+
+
+def main(measure: bool) -> None:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from kvsim.calc.families import SUPPORTED_MODEL_TYPES, spec_notes
+    from kvsim.calc.hf_config import load_config
+    from kvsim.calc.registry import data_dir, load_model
+    if measure:
+        import transformers
+        transformers.logging.set_verbosity_error()
+    sources = real_configs()
+    read = [t for t in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) if t in SUPPORTED_MODEL_TYPES]
+    print("| model type | real config | layers | notes | transformers measured = kvsim |")
+    print("|---|---|---|---|---|")
+    for t in read:
+        src = sources.get(t, "")
+        name = src.split(" ")[0]
+        spec = (load_config(data_dir() / "models" / name) if name.startswith("families/") else load_model(name)) \
+            if name else None
+        kinds = ", ".join(f"{n} {k}" for k, n in spec.kinds.items()) if spec else ""
+        notes = "; ".join(n.split(":")[0] for n in spec_notes(spec)) if spec else ""
+        print(f"| {t} | {src} | {kinds} | {notes} | {measured_equal(t) if measure else tested_by(t)} |")
+    print(f"\nkvsim reads {len(read)} of the {len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} causal-LM model types of "
+          f"transformers {__import__('transformers').__version__} (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES); "
+          f"kvsim also reads {', '.join(sorted(set(SUPPORTED_MODEL_TYPES) - set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)))}, "
+          "which that mapping does not list.")
+
+
+if __name__ == "__main__":
+    main("--measure" in sys.argv[1:])
