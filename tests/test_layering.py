@@ -54,7 +54,7 @@ CORE_CALC = {
     "hardware", "hf_config", "hybrid", "layer_fields", "memory", "mlx_lm_rules", "phases", "progress",
     "quant_bytes", "registry", "report", "roofline", "tables", "tokens_fed", "units", "weights",
     "weights_common", "weights_recurrent", "window_bytes", "search", "extras", "mla_paths", "paged_read",
-    "pool_bytes", "padded_prefill",
+    "pool_bytes", "padded_prefill", "engines_transformers", "families_decoder",
 }
 PURE_FOLDERS = ("calc", "serving")
 HEAVY = ("mlx", "matplotlib", "ipywidgets")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import LayerSpec, ModelSpec
+from .config import Kind, LayerSpec, ModelSpec
 from .families import FAMILIES, WINDOW_EVERY_LAYER
 from .units import DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, positive_int
 
@@ -81,7 +81,7 @@ def transformers_layer(spec: ModelSpec, layer: LayerSpec, index: int) -> LayerSp
     if spec.model_type == "jamba" and layer.kind == "sliding":
         return replace(layer, kind="full", sliding_window=None)
     if (spec.model_type == "falcon" and spec.config.get("new_decoder_architecture")
-            and layer.kind in ("full", "sliding")):
+            and layer.kind in Kind.KV_HEADS):
         return replace(layer, num_key_value_heads=spec.num_attention_heads)
     return layer
 
@@ -118,7 +118,7 @@ def _class_name(layer: LayerSpec, cache: str) -> str:
         return "DummyLayer"
     if layer.kind == "recurrent":
         return "LinearAttentionLayer"  # RecurrentGemma's stays empty: its state lives on its modules
-    sliding = layer.kind in ("sliding", "chunked")
+    sliding = layer.is_windowed
     if layer.state_shapes:
         return ("LinearAttentionAnd" + ("Static" if static else "")
                 + ("SlidingWindow" if sliding else "Full") + "AttentionLayer")
@@ -145,7 +145,7 @@ def transformers_rows(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0
     for i, declared in enumerate(spec.layers):
         layer = transformers_layer(spec, declared, i)
         per_token = layer.elements_per_token * b
-        empty = layer.kind in ("recurrent", "none") or spec.model_type in UNCACHED_MODEL_TYPES
+        empty = not layer.caches_tokens or spec.model_type in UNCACHED_MODEL_TYPES
         view, held = (0, 0) if empty else _attention_tokens(layer, t, last, cache, max_len)
         state = state_bytes(layer, b)
         # RecurrentGemma's conv1d_state is a K − 1 view over K columns
