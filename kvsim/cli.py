@@ -139,13 +139,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_engine(p):
-    p.add_argument("--engine", choices=engines.ENGINES, default="kvsim",
-                   help="whose caches: kvsim's (default) or mlx-lm 0.32's (generate_step)")
+    p.add_argument("--engine", choices=(*engines.ENGINES, "all"), default="kvsim",
+                   help="whose caches: kvsim's (default), mlx-lm 0.32's (generate_step), vLLM 0.33's (one "
+                        "request), or all of them side by side")
     p.add_argument("--prompt-tokens", type=_pos_int("--prompt-tokens"),
                    help="prompt length P (then tokens = P + decode steps)")
     p.add_argument("--prefill-step", type=_pos_int("--prefill-step"),
                    help=f"mlx-lm: prompt tokens per model call (prefill_step_size, default {MLX_LM_PREFILL_STEP})")
     p.add_argument("--decode-steps", type=_nonneg_int("--decode-steps"), help="decode steps D after the prompt")
+    p.add_argument("--kv-cache-memory", type=_pos_float("--kv-cache-memory"),
+                   help="vllm: KV cache budget in GiB (vLLM's --kv-cache-memory-bytes); prints its maximum concurrency")
+    p.add_argument("--max-num-batched-tokens", type=_pos_int("--max-num-batched-tokens"),
+                   help="vllm: tokens per scheduler step (default 8192, vLLM's API server on an H100/H200)")
+    p.add_argument("--max-model-len", type=_pos_int("--max-model-len"),
+                   help="vllm: max_model_len (default prompt + decode steps)")
     p.add_argument("--quantized-kv-start", type=_nonneg_int("--quantized-kv-start"),
                    help="mlx-lm with a qN --kv-dtype: quantize from this cache length "
                         f"(default {MLX_LM_QUANTIZED_KV_START})")
@@ -185,6 +192,14 @@ def _sizing(args) -> dict:
 def _engine_options(args) -> dict | None:
     """The engine_bytes keywords of ``calc``, or None when no engine option was given (then T is the tokens)."""
     mlx = args.engine == "mlx-lm"
+    vllm_flags = [f for f in ("kv_cache_memory", "max_num_batched_tokens", "max_model_len") if getattr(args, f) is not None]
+    if vllm_flags and args.engine not in ("vllm", "all"):
+        raise UsageError(f"--{vllm_flags[0].replace('_', '-')} needs --engine vllm")
+    if args.engine in ("vllm", "all") and args.prompt_tokens is None:
+        raise UsageError(f"--engine {args.engine} needs --prompt-tokens")
+    if args.engine == "vllm" and (args.state_dtype is not None or args.step != DEFAULT_STEP):
+        raise UsageError("--state-dtype and --step apply to --engine kvsim: vLLM keeps Mamba state in the model "
+                         "dtype (NemotronH's SSM in fp32) and allocates whole blocks")
     if args.decode_steps is not None and args.prompt_tokens is None:
         raise UsageError("--decode-steps needs --prompt-tokens (tokens = prompt + decode steps)")
     if not mlx and args.prompt_tokens is None:
@@ -204,10 +219,30 @@ def _engine_options(args) -> dict | None:
                 prefill_step=args.prefill_step or MLX_LM_PREFILL_STEP, kv_dtype=_kv_dtype(args),
                 state_dtype=args.state_dtype, batch=args.batch, tp=args.tp,
                 quantized_kv_start=(MLX_LM_QUANTIZED_KV_START if args.quantized_kv_start is None
-                                    else args.quantized_kv_start))
+                                    else args.quantized_kv_start),
+                max_num_batched_tokens=args.max_num_batched_tokens or engines_vllm_default(),
+                max_model_len=args.max_model_len,
+                kv_cache_memory=None if args.kv_cache_memory is None else int(args.kv_cache_memory * 2**30))
+
+
+def engines_vllm_default() -> int:
+    from .calc.engines_vllm import VLLM_MAX_NUM_BATCHED_TOKENS
+    return VLLM_MAX_NUM_BATCHED_TOKENS
 
 
 def _engine_block(spec, options) -> dict:
+    if options["engine"] in ("vllm", "all"):
+        from .calc import engines_vllm
+        vllm = dict(max_num_batched_tokens=options.pop("max_num_batched_tokens"),
+                    max_model_len=options.pop("max_model_len"), kv_cache_memory_bytes=options.pop("kv_cache_memory"))
+        if options["engine"] == "all":
+            from .calc.engines_all import engine_table
+            return engine_table(spec, options["prompt_tokens"], options["decode_steps"], options["kv_dtype"].name,
+                                options["tp"], vllm)
+        return engines_vllm.vllm_summary(spec, options["prompt_tokens"], options["decode_steps"],
+                                         options["kv_dtype"].name, options["tp"], **vllm)
+    for key in ("max_num_batched_tokens", "max_model_len", "kv_cache_memory"):
+        options.pop(key)
     eb = engines.engine_bytes(spec, **options)
     return engines.engine_summary(eb, options["prompt_tokens"], options["prefill_step"], options["decode_steps"])
 
@@ -246,7 +281,13 @@ def run(argv) -> int:
             print(json.dumps({**s, **(e or {}), **({"capacity": cap} if cap else {})}, indent=2))
         else:
             print(report.calc_text(s, cap))
-            if e:
+            if e and args.engine == "all":
+                from .calc.engines_all import format_engine_table
+                print(format_engine_table(e))
+            elif e and args.engine == "vllm":
+                from .calc.engines_vllm import format_vllm_summary
+                print(format_vllm_summary(e))
+            elif e:
                 print(engines.format_engine_summary(e, s["kv_dtype"] in units.QUANT_BITS))
             if args.explain:
                 from .calc.explain import explain

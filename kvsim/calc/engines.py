@@ -42,7 +42,7 @@ from .units import (
     positive_int,
 )
 
-ENGINES = ("kvsim", "mlx-lm")
+ENGINES = ("kvsim", "mlx-lm", "vllm")  # vllm: kvsim.calc.engines_vllm
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,11 @@ def engine_bytes(spec: ModelSpec, engine: str = "kvsim", *, prompt_tokens: int, 
     feeds = generate_step_feeds(prompt_tokens, prefill_step, decode_steps)
     if engine == "kvsim":
         return kvsim_bytes(spec, feeds, kv_dtype, state_dtype, batch, tp)
+    if engine == "vllm":  # one request, scheduled by vLLM 0.33 (its prompt chunks, not mlx-lm's feeds)
+        from .engines_vllm import vllm_bytes
+        if batch != 1:
+            raise InputError(f"batch must be 1 for engine vllm (one request), got {batch}")
+        return vllm_bytes(spec, prompt_tokens, decode_steps, memory.parse_kv_dtype(kv_dtype).name, tp)
     if engine != "mlx-lm":
         raise InputError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
     dt = memory.parse_kv_dtype(kv_dtype)
