@@ -8,8 +8,10 @@ Contract (pure arithmetic over kvsim.calc.memory / capacity / hardware / registr
 - Columns, each ⌊budget / bytes of one sequence⌋:
   ``dense``: every sequence reserves the whole context T up front (contiguous max-length
   reservation, 256-token steps; window layers reserve their window);
-  ``paged``: blocks of ``block_size`` when every sequence really reaches T (vLLM's maximum
-  concurrency; window layers hold ⌈W/bs⌉ + 1 blocks);
+  ``paged``: blocks of ``block_size`` when every sequence really reaches T (what sequences hold,
+  window layers ⌈W/bs⌉ + 1 blocks). Not vLLM's logged "Maximum concurrency", which divides by
+  reservation bounds (a window layer reserves W − 1 + 2 × max_num_batched_tokens tokens):
+  :mod:`kvsim.calc.engines_vllm`;
   ``paged_chat``: blocks for sequences whose final lengths follow the simulator's long-tailed
   ``chat`` distribution capped at T (mean over 4,096 seeded samples) - what paging gains when
   requests are shorter than the maximum;
