@@ -6,6 +6,9 @@ Contract
 - ``kvsim calc MODEL --engine mlx-lm --prompt-tokens P --prefill-step S --decode-steps D`` adds what
   an engine's caches hold after that prompt and decode (:func:`kvsim.calc.engines.engine_bytes`;
   ``--engine kvsim`` is kvsim's own caches); in ``--json`` ``allocated_bytes`` is then the engine's.
+- ``--engine vllm`` prints vLLM 0.33's plan for one request (:func:`kvsim.calc.engines_vllm.vllm_summary`:
+  block size, KV-cache groups, blocks held, and with ``--kv-cache-memory`` GiB its maximum concurrency);
+  ``--engine all`` prints every registered engine per layer kind (:mod:`kvsim.calc.engines_all`).
 - ``kvsim measure MODEL`` (an MLX model folder or a config.json) runs the tokens through mlx-lm with
   its own caches and prints measured bytes per layer beside the prediction
   (:mod:`kvsim.measure.mlx_lm_bytes`, imported inside that command; without mlx-lm: exit 2).

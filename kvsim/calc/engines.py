@@ -11,6 +11,9 @@ Contract
   mlx_lm_bytes takes mlx-lm's own settings (model dtype, kv_bits, kv_group_size, quantized_kv_start).
 - Where mlx-lm refuses (kv_bits on a sliding-window model, 5 or 6 bits a fresh QuantizedKVCache cannot
   hold) or a setting has no mlx-lm meaning (batch, tp, fp8): :class:`~kvsim.calc.units.InputError`.
+- "vllm": what vLLM 0.33 holds for one request (:func:`kvsim.calc.engines_vllm.vllm_bytes`, its prompt
+  scheduled in vLLM's chunks, not mlx-lm's feeds); ``kvsim calc --engine all`` tabulates every engine here
+  (:mod:`kvsim.calc.engines_all`).
 - :func:`engine_summary` is the JSON block ``kvsim calc --engine`` prints; :func:`format_engine_summary` its text.
 """
 
