@@ -195,7 +195,8 @@ def _sizing(args) -> dict:
 def _engine_options(args) -> dict | None:
     """The engine_bytes keywords of ``calc``, or None when no engine option was given (then T is the tokens)."""
     mlx = args.engine == "mlx-lm"
-    vllm_flags = [f for f in ("kv_cache_memory", "max_num_batched_tokens", "max_model_len") if getattr(args, f) is not None]
+    vllm_flags = [f for f in ("kv_cache_memory", "max_num_batched_tokens", "max_model_len")
+                  if getattr(args, f) is not None]
     if vllm_flags and args.engine not in ("vllm", "all"):
         raise UsageError(f"--{vllm_flags[0].replace('_', '-')} needs --engine vllm")
     if args.engine in ("vllm", "all") and args.prompt_tokens is None:

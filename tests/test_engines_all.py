@@ -1,4 +1,4 @@
-"""``kvsim calc --engine all``: every registered engine side by side, and docs/engines.md written from the same rules."""
+"""``kvsim calc --engine all``: every registered engine side by side; docs/engines.md written from the same rules."""
 
 from __future__ import annotations
 

@@ -95,7 +95,8 @@ def mamba_state(name, cfg, kind, torch, shape_calc, dtype_calc):
     mdt = torch.bfloat16
     ssm_dt = "float32" if name.startswith("nemotron") else "auto"
     if kind == "mamba1":
-        d_inner = cfg.get("intermediate_size") if name.startswith("falcon") else cfg["mamba_expand"] * cfg["hidden_size"]
+        d_inner = (cfg.get("intermediate_size") if name.startswith("falcon")
+                   else cfg["mamba_expand"] * cfg["hidden_size"])
         shapes = shape_calc.mamba1_state_shape(1, d_inner, cfg.get("state_size") or cfg["mamba_d_state"],
                                                cfg.get("conv_kernel") or cfg["mamba_d_conv"])
         return shapes, dtype_calc.mamba1_state_dtype(mdt, "auto", ssm_dt), None
@@ -146,7 +147,8 @@ def build(name, kv, T, D):
     attn_dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
     quant = KVQuantMode.FP8_PER_TENSOR if kv == "fp8" else KVQuantMode.NONE
     n_kv = cfg.get("num_key_value_heads")
-    d = cfg.get("head_dim") or cfg.get("attention_head_dim") or (cfg.get("hidden_size", 1) // cfg.get("num_attention_heads", 1))
+    d = (cfg.get("head_dim") or cfg.get("attention_head_dim")
+         or cfg.get("hidden_size", 1) // cfg.get("num_attention_heads", 1))
     mla = any(t == "mla" for t, _ in types)
     has_attn = any(t in ("full", "sliding", "chunked", "mla") for t, _ in types)
     mamba_kinds = [t for t, _ in types if t in ("mamba1", "mamba2", "gdn")]
@@ -221,7 +223,8 @@ def build(name, kv, T, D):
     init_none_hash(hash_fn)
     req = Request("r0", list(range(P)), SamplingParams(max_tokens=D + 1), None,
                   block_hasher=get_request_block_hasher(bs_sched, hash_fn))
-    steps = [MAX_NUM_BATCHED_TOKENS] * (P // MAX_NUM_BATCHED_TOKENS) + ([P % MAX_NUM_BATCHED_TOKENS] if P % MAX_NUM_BATCHED_TOKENS else []) + [1] * D
+    m = MAX_NUM_BATCHED_TOKENS  # chunked prefill: the prompt in steps of at most m, then 1-token decode steps
+    steps = [m] * (P // m) + ([P % m] if P % m else []) + [1] * D
     computed, pending = 0, None
     from vllm.v1.request import RequestStatus
     for k, n in enumerate(steps):
