@@ -46,10 +46,11 @@ import math
 from dataclasses import dataclass
 
 from .config import LayerSpec, ModelSpec
-from .units import DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, format_bytes, positive_int
+from .units import DEFAULT_BLOCK_SIZE, DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, format_bytes, positive_int
 
 VLLM_VERSION = "0.33.0"
-VLLM_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE (FLASH_ATTN, TRITON_ATTN, FLASH_ATTN_MLA)
+# config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE (FLASH_ATTN, TRITON_ATTN, FLASH_ATTN_MLA): kvsim's paged default
+VLLM_BLOCK_SIZE = DEFAULT_BLOCK_SIZE
 FLASHMLA_BLOCK_SIZE = 64  # v1/attention/backends/mla/flashmla.py: fp8 MLA on SM90
 # engine/arg_utils.py get_batch_defaults: the API server on a >= 70 GB non-A100 GPU (H100, H200)
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
