@@ -2,8 +2,8 @@
 
 Contract (pure arithmetic over kvsim.calc.memory / capacity / hardware / registry / weights; no MLX)
 - KV budget per rank = memory · utilization − weights / tp (:func:`kvsim.calc.capacity.kv_budget_bytes`);
-  utilization defaults to 0.9 on GPUs (vLLM 0.33's own gpu_memory_utilization is 0.92) and 0.75 on Macs (macOS lets the GPU wire about
-  that much unified memory by default). Tensor parallelism splits KV heads, replicates the MLA
+  utilization defaults to 0.9 on GPUs (vLLM 0.33's own gpu_memory_utilization is 0.92) and 0.75 on
+  Macs (macOS lets the GPU wire about that much unified memory by default). Tensor parallelism splits KV heads, replicates the MLA
   latent (:mod:`kvsim.calc.memory`).
 - Columns, each ⌊budget / bytes of one sequence⌋:
   ``dense``: every sequence reserves the whole context T up front (contiguous max-length
