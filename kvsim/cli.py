@@ -6,7 +6,7 @@ Contract
 - ``kvsim calc MODEL --engine mlx-lm --prompt-tokens P --prefill-step S --decode-steps D`` adds what
   an engine's caches hold after that prompt and decode (:func:`kvsim.calc.engines.engine_bytes`;
   ``--engine kvsim`` is kvsim's own caches); in ``--json`` ``allocated_bytes`` is then the engine's.
-- ``--engine vllm`` prints vLLM 0.33's plan for one request (:func:`kvsim.calc.engines_vllm.vllm_summary`:
+- ``--engine vllm`` prints vLLM 0.33's plan for one request (:func:`kvsim.calc.engines_all.vllm_summary`:
   block size, KV-cache groups, blocks held, and with ``--kv-cache-memory`` GiB its maximum concurrency);
   ``--engine all`` prints every registered engine per layer kind (:mod:`kvsim.calc.engines_all`).
 - ``kvsim measure MODEL`` (an MLX model folder or a config.json) runs the tokens through mlx-lm with
@@ -236,14 +236,14 @@ def engines_vllm_default() -> int:
 
 def _engine_block(spec, options) -> dict:
     if options["engine"] in ("vllm", "all"):
-        from .calc import engines_vllm
+        from .calc import engines_all
         vllm = dict(max_num_batched_tokens=options.pop("max_num_batched_tokens"),
                     max_model_len=options.pop("max_model_len"), kv_cache_memory_bytes=options.pop("kv_cache_memory"))
         if options["engine"] == "all":
-            from .calc.engines_all import engine_table
-            return engine_table(spec, options["prompt_tokens"], options["decode_steps"], options["kv_dtype"].name,
+            return engines_all.engine_table(spec, options["prompt_tokens"], options["decode_steps"],
+                                            options["kv_dtype"].name,
                                 options["tp"], vllm)
-        return engines_vllm.vllm_summary(spec, options["prompt_tokens"], options["decode_steps"],
+        return engines_all.vllm_summary(spec, options["prompt_tokens"], options["decode_steps"],
                                          options["kv_dtype"].name, options["tp"], **vllm)
     for key in ("max_num_batched_tokens", "max_model_len", "kv_cache_memory"):
         options.pop(key)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kvsim.calc import engines
 from kvsim.calc.engines_all import RULES, engine_table, engines_markdown, format_engine_table
-from kvsim.calc.engines_vllm import vllm_bytes
+from kvsim.calc.engines import vllm_bytes
 from kvsim.calc.registry import load_model
 from kvsim.cli import run_cli
 

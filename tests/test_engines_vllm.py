@@ -26,8 +26,8 @@ from kvsim.calc.engines_vllm import (
     layer_specs,
     mamba_blocks_held,
     vllm_plan,
-    vllm_summary,
 )
+from kvsim.calc.engines_all import vllm_summary
 from kvsim.calc.registry import load_model
 from kvsim.calc.units import InputError
 

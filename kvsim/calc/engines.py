@@ -11,7 +11,7 @@ Contract
   mlx_lm_bytes takes mlx-lm's own settings (model dtype, kv_bits, kv_group_size, quantized_kv_start).
 - Where mlx-lm refuses (kv_bits on a sliding-window model, 5 or 6 bits a fresh QuantizedKVCache cannot
   hold) or a setting has no mlx-lm meaning (batch, tp, fp8): :class:`~kvsim.calc.units.InputError`.
-- "vllm": what vLLM 0.33 holds for one request (:func:`kvsim.calc.engines_vllm.vllm_bytes`, its prompt
+- "vllm": what vLLM 0.33 holds for one request (:func:`vllm_bytes` over :mod:`kvsim.calc.engines_vllm`, its prompt
   scheduled in vLLM's chunks, not mlx-lm's feeds); ``kvsim calc --engine all`` tabulates every engine here
   (:mod:`kvsim.calc.engines_all`).
 - :func:`engine_summary` is the JSON block ``kvsim calc --engine`` prints; :func:`format_engine_summary` its text.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import memory
+from . import engines_vllm, memory
 from .config import ModelSpec
 from .mlx_lm_rules import (
     EngineCache,
@@ -178,7 +178,6 @@ def engine_bytes(spec: ModelSpec, engine: str = "kvsim", *, prompt_tokens: int, 
     if engine == "kvsim":
         return kvsim_bytes(spec, feeds, kv_dtype, state_dtype, batch, tp)
     if engine == "vllm":  # one request, scheduled by vLLM 0.33 (its prompt chunks, not mlx-lm's feeds)
-        from .engines_vllm import vllm_bytes
         if batch != 1:
             raise InputError(f"batch must be 1 for engine vllm (one request), got {batch}")
         return vllm_bytes(spec, prompt_tokens, decode_steps, memory.parse_kv_dtype(kv_dtype).name, tp)
@@ -192,6 +191,13 @@ def engine_bytes(spec: ModelSpec, engine: str = "kvsim", *, prompt_tokens: int, 
     if dt.quantized:
         return mlx_lm_bytes(spec, feeds, dt.scale_dtype, dt.bits, dt.group_size, quantized_kv_start)
     return mlx_lm_bytes(spec, feeds, _float_dtype(dt.name))
+
+
+def vllm_bytes(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_dtype="bf16", tp: int = 1,
+               **options) -> EngineBytes:
+    """What vLLM 0.33 holds per layer for one request (:func:`kvsim.calc.engines_vllm.vllm_plan`)."""
+    plan = engines_vllm.vllm_plan(spec, prompt_tokens, decode_steps, kv_dtype, tp, **options)
+    return EngineBytes("vllm", plan.steps, tuple(LayerBytes(*r) for r in engines_vllm.layer_rows(spec, plan)))
 
 
 def cache_classes(eb: EngineBytes) -> dict[str, int]:

@@ -5,6 +5,7 @@ Contract
   what that engine keeps and a source (the engine file and function). ``kvsim calc --engine all`` prints
   them under its table and ``tools/write_engines_doc.py`` writes ``docs/engines.md`` from them
   (:func:`engines_markdown`; ``tests/test_engines_all.py`` checks the committed page equals it).
+- :func:`vllm_summary` is the JSON block of ``kvsim calc --engine vllm``.
 - :func:`engine_table` sizes one request (P prompt tokens, D decode steps) with every engine in
   :data:`kvsim.calc.engines.ENGINES` (plus the variants an engine registers in
   ``engines.ENGINE_VARIANTS``, e.g. a static cache), summing each engine's bytes per layer kind. An engine
@@ -13,7 +14,7 @@ Contract
 
 from __future__ import annotations
 
-from . import engines
+from . import engines, engines_vllm
 from .config import ModelSpec
 from .units import InputError, format_bytes
 
@@ -94,8 +95,7 @@ def engine_table(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_
     for label, name, kwargs in _columns():
         try:
             if name == "vllm":
-                from .engines_vllm import vllm_bytes
-                eb = vllm_bytes(spec, prompt_tokens, decode_steps, kv_dtype, tp,
+                eb = engines.vllm_bytes(spec, prompt_tokens, decode_steps, kv_dtype, tp,
                                 **{k: v for k, v in (vllm_options or {}).items() if v is not None})
             else:
                 eb = engines.engine_bytes(spec, name, prompt_tokens=prompt_tokens, decode_steps=decode_steps,
@@ -131,6 +131,17 @@ def format_engine_table(t: dict) -> str:
         for name, rule in by_engine.items():
             lines.append(f"  {k} · {name}: {rule}")
     return "\n".join(lines)
+
+
+def vllm_summary(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_dtype="bf16", tp: int = 1,
+                 **options) -> dict:
+    """The JSON block of ``kvsim calc --engine vllm``: engine_summary's keys plus the plan's
+    (:func:`kvsim.calc.engines_vllm.plan_fields`)."""
+    plan = engines_vllm.vllm_plan(spec, prompt_tokens, decode_steps, kv_dtype, tp, **options)
+    eb = engines.vllm_bytes(spec, prompt_tokens, decode_steps, kv_dtype, tp, **options)
+    out = engines.engine_summary(eb, prompt_tokens, 0, decode_steps)
+    del out["prefill_step"]
+    return {**out, **engines_vllm.plan_fields(plan)}
 
 
 # ---------------------------------------------------------------- docs/engines.md

@@ -34,8 +34,9 @@ Contract
   sharded (Mamba-2 groups padded to tp when tp does not divide them).
 - fp8 (``--kv-dtype fp8``): 1 B elements, one per-tensor K scale and V scale per attention layer, kept
   outside the page. Grouped qN modes have no vLLM counterpart: :class:`~kvsim.calc.units.InputError`.
-- :func:`vllm_bytes` returns the held bytes per layer as an :class:`~kvsim.calc.engines.EngineBytes`;
-  :func:`vllm_summary` is the JSON block ``kvsim calc --engine vllm`` prints.
+- :func:`layer_rows` gives the held bytes per decoder layer (:func:`kvsim.calc.engines.vllm_bytes` makes
+  them an EngineBytes; this module imports no other engine module); :func:`plan_fields` is the plan's part
+  of the JSON block ``kvsim calc --engine vllm`` prints (:func:`kvsim.calc.engines_all.vllm_summary`).
 - Checked against vLLM 0.33.0's own classes and managers run on a CPU: ``tools/vllm_golden.py`` writes
   ``tests/data/vllm_golden.json``; ``tests/test_engines_vllm.py`` asserts equality.
 """
@@ -463,31 +464,20 @@ def vllm_plan(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_dty
                     in_flight, kv_cache_memory_bytes)
 
 
-def vllm_bytes(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_dtype="bf16", tp: int = 1,
-               **options):
-    """vLLM's held bytes per decoder layer (K/V pages, Mamba state pages) as an EngineBytes."""
-    from .engines import EngineBytes, LayerBytes  # engines imports this module lazily
-
-    plan = vllm_plan(spec, prompt_tokens, decode_steps, kv_dtype, tp, **options)
+def layer_rows(spec: ModelSpec, plan: VllmPlan) -> list[tuple[int, str, str, int, int]]:
+    """(layer, kind, spec classes, K/V bytes held, state bytes held) per decoder layer of ``spec``
+    (:func:`kvsim.calc.engines.vllm_bytes` makes them an EngineBytes)."""
     rows = {i: [layer.kind, [], 0, 0] for i, layer in enumerate(spec.layers)}
     for index, kind, held in plan.layer_held_bytes():
         rows[index][1].append(SPEC_CLASSES[kind])
         rows[index][3 if kind == "mamba" else 2] += held
-    layers = tuple(LayerBytes(i, r[0], "+".join(r[1]), r[2], r[3]) for i, r in rows.items())
-    return EngineBytes("vllm", plan.steps, layers, False)
+    return [(i, r[0], "+".join(r[1]), r[2], r[3]) for i, r in rows.items()]
 
 
-def vllm_summary(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_dtype="bf16", tp: int = 1,
-                 **options) -> dict:
-    """The JSON block of ``kvsim calc --engine vllm``: engine_summary's keys plus the plan."""
-    from .engines import engine_summary
-
-    plan = vllm_plan(spec, prompt_tokens, decode_steps, kv_dtype, tp, **options)
-    eb = vllm_bytes(spec, prompt_tokens, decode_steps, kv_dtype, tp, **options)
-    out = engine_summary(eb, prompt_tokens, 0, decode_steps)
-    del out["prefill_step"]
+def plan_fields(plan: VllmPlan) -> dict:
+    """The plan's part of the JSON block ``kvsim calc --engine vllm`` prints."""
     pages = sorted(set(plan.blocks.pages))
-    out.update({
+    return {
         "vllm_version": VLLM_VERSION,
         "block_size_tokens": plan.blocks.block_size_tokens,
         "mamba_cache_mode": plan.blocks.mamba_cache_mode or None,
@@ -506,8 +496,7 @@ def vllm_summary(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_
         "in_flight_tokens": plan.in_flight_tokens,
         "kv_cache_memory_bytes": plan.kv_cache_memory_bytes, "num_blocks": plan.num_blocks,
         "max_concurrency": plan.max_concurrency,
-    })
-    return out
+    }
 
 
 def format_vllm_summary(e: dict) -> str:
