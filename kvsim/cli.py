@@ -241,10 +241,9 @@ def _engine_block(spec, options) -> dict:
                     max_model_len=options.pop("max_model_len"), kv_cache_memory_bytes=options.pop("kv_cache_memory"))
         if options["engine"] == "all":
             return engines_all.engine_table(spec, options["prompt_tokens"], options["decode_steps"],
-                                            options["kv_dtype"].name,
-                                options["tp"], vllm)
+                                            options["kv_dtype"].name, options["tp"], vllm)
         return engines_all.vllm_summary(spec, options["prompt_tokens"], options["decode_steps"],
-                                         options["kv_dtype"].name, options["tp"], **vllm)
+                                        options["kv_dtype"].name, options["tp"], **vllm)
     for key in ("max_num_batched_tokens", "max_model_len", "kv_cache_memory"):
         options.pop(key)
     eb = engines.engine_bytes(spec, **options)
