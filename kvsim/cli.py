@@ -8,6 +8,9 @@ Contract
   ``--engine kvsim`` is kvsim's own caches; ``--engine transformers`` what ``generate``'s DynamicCache, or with
   ``--cache static --max-cache-len N`` its StaticCache, holds); in ``--json`` ``allocated_bytes`` is then the
   engine's. A config whose model_type kvsim does not know is read as full attention with a one-line note.
+- ``--engine vllm`` prints vLLM 0.33's plan for one request (:func:`kvsim.calc.engines_all.vllm_summary`:
+  block size, KV-cache groups, blocks held, and with ``--kv-cache-memory`` GiB its maximum concurrency);
+  ``--engine all`` prints every registered engine per layer kind (:mod:`kvsim.calc.engines_all`).
 - ``kvsim measure MODEL`` (an MLX model folder or a config.json) runs the tokens through mlx-lm with
   its own caches and prints measured bytes per layer beside the prediction
   (:mod:`kvsim.measure.mlx_lm_bytes`, imported inside that command; without mlx-lm: exit 2).
@@ -142,13 +145,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_engine(p):
-    p.add_argument("--engine", choices=engines.ENGINES, default="kvsim",
-                   help="whose caches: kvsim's (default), mlx-lm 0.32's (generate_step) or transformers 5.24's (generate)")
+    p.add_argument("--engine", choices=(*engines.ENGINES, "all"), default="kvsim",
+                   help="whose caches: kvsim's (default), mlx-lm 0.32's (generate_step), transformers 5.24's "
+                        "(generate), vLLM 0.33's (one request), or all of them side by side")
     p.add_argument("--prompt-tokens", type=_pos_int("--prompt-tokens"),
                    help="prompt length P (then tokens = P + decode steps)")
     p.add_argument("--prefill-step", type=_pos_int("--prefill-step"),
                    help=f"mlx-lm: prompt tokens per model call (prefill_step_size, default {MLX_LM_PREFILL_STEP})")
     p.add_argument("--decode-steps", type=_nonneg_int("--decode-steps"), help="decode steps D after the prompt")
+    p.add_argument("--kv-cache-memory", type=_pos_float("--kv-cache-memory"),
+                   help="vllm: KV cache budget in GiB (vLLM's --kv-cache-memory-bytes); prints its maximum concurrency")
+    p.add_argument("--max-num-batched-tokens", type=_pos_int("--max-num-batched-tokens"),
+                   help="vllm: tokens per scheduler step (default 8192, vLLM's API server on an H100/H200)")
+    p.add_argument("--max-model-len", type=_pos_int("--max-model-len"),
+                   help="vllm: max_model_len (default prompt + decode steps)")
     p.add_argument("--quantized-kv-start", type=_nonneg_int("--quantized-kv-start"),
                    help="mlx-lm with a qN --kv-dtype: quantize from this cache length "
                         f"(default {MLX_LM_QUANTIZED_KV_START})")
@@ -195,6 +205,15 @@ def _engine_options(args) -> dict | None:
         raise UsageError("--cache and --max-cache-len apply to --engine transformers")
     if args.max_cache_len is not None and args.cache != "static":
         raise UsageError("--max-cache-len needs --cache static (a DynamicCache grows)")
+    vllm_flags = [f for f in ("kv_cache_memory", "max_num_batched_tokens", "max_model_len")
+                  if getattr(args, f) is not None]
+    if vllm_flags and args.engine not in ("vllm", "all"):
+        raise UsageError(f"--{vllm_flags[0].replace('_', '-')} needs --engine vllm")
+    if args.engine in ("vllm", "all") and args.prompt_tokens is None:
+        raise UsageError(f"--engine {args.engine} needs --prompt-tokens")
+    if args.engine == "vllm" and (args.state_dtype is not None or args.step != DEFAULT_STEP):
+        raise UsageError("--state-dtype and --step apply to --engine kvsim: vLLM keeps Mamba state in the model "
+                         "dtype (NemotronH's SSM in fp32) and allocates whole blocks")
     if args.decode_steps is not None and args.prompt_tokens is None:
         raise UsageError("--decode-steps needs --prompt-tokens (tokens = prompt + decode steps)")
     if not mlx and args.prompt_tokens is None:
@@ -215,10 +234,29 @@ def _engine_options(args) -> dict | None:
                 state_dtype=args.state_dtype, batch=args.batch, tp=args.tp,
                 quantized_kv_start=(MLX_LM_QUANTIZED_KV_START if args.quantized_kv_start is None
                                     else args.quantized_kv_start),
-                cache=args.cache or "dynamic", max_cache_len=args.max_cache_len)
+                cache=args.cache or "dynamic", max_cache_len=args.max_cache_len,
+                max_num_batched_tokens=args.max_num_batched_tokens or engines_vllm_default(),
+                max_model_len=args.max_model_len,
+                kv_cache_memory=None if args.kv_cache_memory is None else int(args.kv_cache_memory * 2**30))
+
+
+def engines_vllm_default() -> int:
+    from .calc.engines_vllm import VLLM_MAX_NUM_BATCHED_TOKENS
+    return VLLM_MAX_NUM_BATCHED_TOKENS
 
 
 def _engine_block(spec, options) -> dict:
+    if options["engine"] in ("vllm", "all"):
+        from .calc import engines_all
+        vllm = dict(max_num_batched_tokens=options.pop("max_num_batched_tokens"),
+                    max_model_len=options.pop("max_model_len"), kv_cache_memory_bytes=options.pop("kv_cache_memory"))
+        if options["engine"] == "all":
+            return engines_all.engine_table(spec, options["prompt_tokens"], options["decode_steps"],
+                                            options["kv_dtype"].name, options["tp"], vllm)
+        return engines_all.vllm_summary(spec, options["prompt_tokens"], options["decode_steps"],
+                                        options["kv_dtype"].name, options["tp"], **vllm)
+    for key in ("max_num_batched_tokens", "max_model_len", "kv_cache_memory"):
+        options.pop(key)
     eb = engines.engine_bytes(spec, **options)
     return engines.engine_summary(eb, options["prompt_tokens"], options["prefill_step"], options["decode_steps"])
 
@@ -259,7 +297,13 @@ def run(argv) -> int:
             print(report.calc_text(s, cap))
             if spec.model_type not in SUPPORTED_MODEL_TYPES:  # the one-line assumption for an unknown model_type
                 print(f"  note: {spec_notes(spec)[0]}")
-            if e:
+            if e and args.engine == "all":
+                from .calc.engines_all import format_engine_table
+                print(format_engine_table(e))
+            elif e and args.engine == "vllm":
+                from .calc.engines_vllm import format_vllm_summary
+                print(format_vllm_summary(e))
+            elif e:
                 print(engines.format_engine_summary(e, s["kv_dtype"] in units.QUANT_BITS))
             if args.explain:
                 from .calc.explain import explain

@@ -188,8 +188,8 @@ def test_settings_mlx_lm_has_no_meaning_for(kwargs, field):
 
 
 def test_unknown_engine():
-    with pytest.raises(InputError, match="vllm"):
-        engine_bytes(load_model("llama-3-8b"), "vllm", prompt_tokens=10)
+    with pytest.raises(InputError, match="sglang"):  # vllm is registered since issue 17
+        engine_bytes(load_model("llama-3-8b"), "sglang", prompt_tokens=10)
 
 
 # ---------------------------------------------------------------- the command line

@@ -14,6 +14,9 @@ Contract
 - "transformers": the caches ``generate`` leaves (:mod:`kvsim.calc.engines_transformers`), ``DynamicCache``
   or with ``cache="static"`` a ``StaticCache`` of ``max_cache_len`` slots; its EngineBytes also carries
   ``storage_bytes``, what the sliding views pin (``held_storage_bytes`` in the summary).
+- "vllm": what vLLM 0.33 holds for one request (:func:`vllm_bytes` over :mod:`kvsim.calc.engines_vllm`, its prompt
+  scheduled in vLLM's chunks, not mlx-lm's feeds); ``kvsim calc --engine all`` tabulates every engine here
+  (:mod:`kvsim.calc.engines_all`).
 - :func:`engine_summary` is the JSON block ``kvsim calc --engine`` prints; :func:`format_engine_summary` its text.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import engines_transformers, memory
+from . import engines_transformers, engines_vllm, memory
 from .config import Kind, ModelSpec
 from .mlx_lm_rules import (
     EngineCache,
@@ -45,7 +48,7 @@ from .units import (
     positive_int,
 )
 
-ENGINES = ("kvsim", "mlx-lm", "transformers")
+ENGINES = ("kvsim", "mlx-lm", "transformers", "vllm")  # transformers, vllm: kvsim.calc.engines_*
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,10 @@ def engine_bytes(spec: ModelSpec, engine: str = "kvsim", *, prompt_tokens: int, 
     feeds = generate_step_feeds(prompt_tokens, prefill_step, decode_steps)
     if engine == "kvsim":
         return kvsim_bytes(spec, feeds, kv_dtype, state_dtype, batch, tp)
+    if engine == "vllm":  # one request, scheduled by vLLM 0.33 (its prompt chunks, not mlx-lm's feeds)
+        if batch != 1:
+            raise InputError(f"batch must be 1 for engine vllm (one request), got {batch}")
+        return vllm_bytes(spec, prompt_tokens, decode_steps, memory.parse_kv_dtype(kv_dtype).name, tp)
     if engine != "mlx-lm":
         raise InputError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
     dt = memory.parse_kv_dtype(kv_dtype)
@@ -205,6 +212,11 @@ def _transformers(spec, prompt_tokens, decode_steps, kv_dtype, batch, tp, cache,
     feeds = (prompt_tokens,) + (1,) * decode_steps
     layers = tuple(LayerBytes(r.index, r.kind, r.cache, r.kv_bytes, r.state_bytes) for r in rows)
     return EngineBytes("transformers", feeds, layers, storage_bytes=sum(r.storage_bytes for r in rows))
+def vllm_bytes(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_dtype="bf16", tp: int = 1,
+               **options) -> EngineBytes:
+    """What vLLM 0.33 holds per layer for one request (:func:`kvsim.calc.engines_vllm.vllm_plan`)."""
+    plan = engines_vllm.vllm_plan(spec, prompt_tokens, decode_steps, kv_dtype, tp, **options)
+    return EngineBytes("vllm", plan.steps, tuple(LayerBytes(*r) for r in engines_vllm.layer_rows(spec, plan)))
 
 
 def cache_classes(eb: EngineBytes) -> dict[str, int]:

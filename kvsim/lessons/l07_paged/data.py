@@ -20,14 +20,16 @@ Capacity tables: how many sequences fit per model, accelerator and context lengt
 
 Contract (pure arithmetic over kvsim.calc.memory / capacity / hardware / registry / weights; no MLX)
 - KV budget per rank = memory · utilization − weights / tp (:func:`kvsim.calc.capacity.kv_budget_bytes`);
-  utilization defaults to 0.9 on GPUs (vLLM) and 0.75 on Macs (macOS lets the GPU wire about
-  that much unified memory by default). Tensor parallelism splits KV heads, replicates the MLA
+  utilization defaults to 0.9 on GPUs (vLLM 0.33's own gpu_memory_utilization is 0.92) and 0.75 on
+  Macs (macOS lets the GPU wire about that much unified memory by default). Tensor parallelism splits KV heads, replicates the MLA
   latent (:mod:`kvsim.calc.memory`).
 - Columns, each ⌊budget / bytes of one sequence⌋:
   ``dense``: every sequence reserves the whole context T up front (contiguous max-length
   reservation, 256-token steps; window layers reserve their window);
-  ``paged``: blocks of ``block_size`` when every sequence really reaches T (vLLM's maximum
-  concurrency; window layers hold ⌈W/bs⌉ + 1 blocks);
+  ``paged``: blocks of ``block_size`` when every sequence really reaches T (what sequences hold,
+  window layers ⌈W/bs⌉ + 1 blocks). Not vLLM's logged "Maximum concurrency", which divides by
+  reservation bounds (a window layer reserves W − 1 + 2 × max_num_batched_tokens tokens):
+  :mod:`kvsim.calc.engines_vllm`;
   ``paged_chat``: blocks for sequences whose final lengths follow the simulator's long-tailed
   ``chat`` distribution capped at T (mean over 4,096 seeded samples) - what paging gains when
   requests are shorter than the maximum;

@@ -1,0 +1,56 @@
+"""``kvsim calc --engine all``: every registered engine side by side; docs/engines.md written from the same rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvsim.calc import engines
+from kvsim.calc.engines_all import RULES, engine_table, engines_markdown, format_engine_table
+from kvsim.calc.engines import vllm_bytes
+from kvsim.calc.registry import load_model
+from kvsim.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_doc_equals_generated():
+    assert (ROOT / "docs" / "engines.md").read_text(encoding="utf-8") == engines_markdown(), \
+        "docs/engines.md is stale: run python tools/write_engines_doc.py"
+
+
+def test_doc_states_none_of_the_wrong_vllm_claims():
+    doc = engines_markdown()
+    assert "per block |" not in doc and "fp8 / int8 / nvfp4 per block" not in doc
+    assert "656 B is DeepSeek-V3.2's sparse MLA only" in doc
+    assert "windows every layer with `config.sliding_window`" not in doc
+    assert "2 × `max_num_batched_tokens`" in doc
+
+
+def test_table_has_every_registered_engine_and_sums_its_layers():
+    spec = load_model("gemma-3-27b")
+    t = engine_table(spec, 8000, 192)
+    assert [c["engine"] for c in t["engines"]][: len(engines.ENGINES)] == list(engines.ENGINES) or \
+        {c["engine"] for c in t["engines"]} >= set(engines.ENGINES)
+    vllm = next(c for c in t["engines"] if c["engine"] == "vllm")
+    eb = vllm_bytes(spec, 8000, 192)
+    assert vllm["total_bytes"] == eb.total_bytes
+    assert vllm["bytes_by_kind"]["sliding"] == sum(r.total_bytes for r in eb.layers if r.kind == "sliding")
+    assert set(t["rules"]) == {"full", "sliding"} and all(set(r) == {e for e in engines.ENGINES if e in RULES}
+                                                          for r in t["rules"].values())
+    text = format_engine_table(t)
+    assert "sliding · vllm:" in text and "total" in text
+
+
+def test_refusing_engine_gets_its_reason():
+    t = engine_table(load_model("recurrentgemma-2b"), 1000, 10)
+    vllm = next(c for c in t["engines"] if c["engine"] == "vllm")
+    assert "RecurrentGemma" in vllm["refused"]
+
+
+def test_cli_engine_all_and_vllm():
+    out = run_cli("calc llama-4-scout --engine all --prompt-tokens 9000 --decode-steps 10", 120)
+    assert "chunked ×36" in out and "chunked · mlx-lm" in out
+    out = run_cli("calc deepseek-v3 --engine vllm --prompt-tokens 8000 --kv-dtype fp8 --kv-cache-memory 40", 120)
+    assert "block 64 tokens" in out and "maximum concurrency" in out
+    out = run_cli("calc llama-3-8b --max-model-len 100", 60)
+    assert "needs --engine vllm" in out
