@@ -35,6 +35,7 @@ MAX_LAYERS = 4096  # decoder layers (and entries of a per-layer pattern); real m
 MAX_COUNT = 2**31 - 1  # any other count or dimension in a config.json
 MAX_FLOAT_INT = 2**53  # an integral float is exact up to here
 MAX_BYTES = 2**63 - 1  # the most bytes kvsim sizes (int64); more is refused, never wrapped
+MAX_TOKENS = 2**53  # the most tokens (or token slots) any argument may give
 
 
 class ConfigError(InputError):
@@ -93,8 +94,8 @@ def finite_number(name: str, value, low: float = 0.0, high: float = math.inf, lo
 def check_bytes(name: str, value: int, error=InputError) -> int:
     """``value`` (a byte count, Python int) if it is at most :data:`MAX_BYTES`; else one line saying so."""
     if value > MAX_BYTES:
-        raise error(f"{name} would be {value:.3e} bytes, more than 2^63 - 1, the most kvsim sizes; "
-                    "use fewer tokens or a smaller batch")
+        raise error(f"{name} would take {float(value):.3e} bytes; accepted: at most 2^63 - 1 bytes "
+                    "(use fewer tokens or a smaller batch)")
     return value
 
 
