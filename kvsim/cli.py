@@ -64,6 +64,8 @@ def _at_least(name, low, kind=int, inclusive=True, high=MAX_TOKENS):
     naming ``name`` and the accepted range (:mod:`kvsim.calc.validate`'s limits)."""
     if kind is int:
         what = f"an integer in [{low}, {high}]"
+    elif name == "--gpu-memory":
+        what = "a finite number of GiB in [2^-30, 2^20] (one byte to 1 PiB)"
     else:
         what = f"a finite number in {'[' if inclusive else '('}{low:g}, {high:g}]"
 
