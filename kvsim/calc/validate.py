@@ -13,12 +13,15 @@ Contract
   a device such as /dev/zero or a directory is refused before it is opened); JSON nested deeper than
   :data:`MAX_JSON_DEPTH` is refused before the parser recurses (:func:`check_json_depth`,
   :func:`check_depth` for objects a caller built).
+- Safetensors files (:func:`read_safetensors_header`): header length, JSON, every tensor's dtype, shape and
+  byte span checked against the file before MLX reads it (a truncated or tampered file is one line).
 - Sizes: :data:`MAX_BYTES` (2^63 - 1) is the most bytes kvsim reports; :func:`check_bytes` refuses more,
   so fixed-width (int64) arithmetic downstream never wraps.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import os
@@ -162,3 +165,70 @@ def read_config_text(path, limit: int = MAX_CONFIG_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {shown!r} is not valid JSON (not UTF-8: {e.reason} at byte {e.start})") from None
+
+
+# ---------------------------------------------------------------- safetensors files
+
+SAFETENSORS_DTYPES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "I16": 2, "F16": 2,
+                      "BF16": 2, "U32": 4, "I32": 4, "F32": 4, "U64": 8, "I64": 8, "F64": 8}
+MAX_SAFETENSORS_HEADER_BYTES = 100 * 2**20  # the format's own limit on the JSON header
+
+
+def read_safetensors_header(path, error=InputError) -> dict:
+    """The parsed header of a safetensors file, checked before any tensor is read.
+
+    A regular file; 8-byte little-endian header length within the file and the format's 100 MB limit; a
+    JSON object of tensors, each ``{"dtype", "shape", "data_offsets": [begin, end]}`` with a known dtype,
+    non-negative integer dims, ``end - begin`` = prod(shape) · itemsize, and ``end`` within the file;
+    an optional ``__metadata__`` of str → str. Any violation: ``error`` naming the file and the field.
+    """
+    path = Path(path)
+    shown = str(path)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise error(f"{shown!r} cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{shown!r} is not a regular file; accepted: a safetensors file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise error(f"{shown!r} is truncated: {len(head)} bytes, a safetensors file starts with an "
+                            "8-byte header length")
+            n = int.from_bytes(head, "little")
+            if n < 2 or n > min(MAX_SAFETENSORS_HEADER_BYTES, st.st_size - 8):
+                raise error(f"{shown!r}: header length {n} is outside [2, {min(MAX_SAFETENSORS_HEADER_BYTES, st.st_size - 8)}] "
+                            f"(file of {st.st_size} bytes): truncated or not safetensors")
+            text = f.read(n)
+    except OSError as e:
+        raise error(f"{shown!r} cannot be read ({e.strerror or e})") from None
+    try:
+        decoded = text.decode("utf-8")
+        check_json_depth(decoded, shown, 8)
+        header = json.loads(decoded)
+    except (ValueError, ConfigError) as e:
+        raise error(f"{shown!r}: the safetensors header is not valid JSON ({str(e).splitlines()[0][:120]})") from None
+    if not isinstance(header, dict):
+        raise error(f"{shown!r}: the safetensors header must be a JSON object")
+    data_bytes = st.st_size - 8 - n
+    for name, info in header.items():
+        if name == "__metadata__":
+            if not isinstance(info, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in info.items()):
+                raise error(f"{shown!r}: __metadata__ must map strings to strings")
+            continue
+        where = f"{shown!r}: tensor {show(name)}"
+        if not isinstance(info, dict):
+            raise error(f"{where} must be an object with dtype, shape, data_offsets")
+        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if dtype not in SAFETENSORS_DTYPES:
+            raise error(f"{where}: dtype {show(dtype)} is not one of {', '.join(SAFETENSORS_DTYPES)}")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise error(f"{where}: shape must be a list of integers >= 0, got {show(shape)}")
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1] <= data_bytes):
+            raise error(f"{where}: data_offsets {show(offsets)} must be [begin, end] within the {data_bytes} data bytes")
+        if offsets[1] - offsets[0] != math.prod(shape) * SAFETENSORS_DTYPES[dtype]:
+            raise error(f"{where}: data_offsets span {offsets[1] - offsets[0]} bytes, shape {shape} of {dtype} "
+                        f"needs {math.prod(shape) * SAFETENSORS_DTYPES[dtype]}")
+    return header
