@@ -180,7 +180,7 @@ def read_safetensors_header(path, error=InputError) -> dict:
     A regular file; 8-byte little-endian header length within the file and the format's 100 MB limit; a
     JSON object of tensors, each ``{"dtype", "shape", "data_offsets": [begin, end]}`` with a known dtype,
     non-negative integer dims, ``end - begin`` = prod(shape) · itemsize, and ``end`` within the file;
-    an optional ``__metadata__`` of str → str. Any violation: ``error`` naming the file and the field.
+    an optional (or null) ``__metadata__`` of str → str. Any violation: ``error`` naming the file and the field.
     """
     path = Path(path)
     shown = str(path)
@@ -214,7 +214,7 @@ def read_safetensors_header(path, error=InputError) -> dict:
     data_bytes = st.st_size - 8 - n
     for name, info in header.items():
         if name == "__metadata__":
-            if not isinstance(info, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in info.items()):
+            if info is not None and not (isinstance(info, dict) and all(isinstance(v, str) for v in info.values())):
                 raise error(f"{shown!r}: __metadata__ must map strings to strings")
             continue
         where = f"{shown!r}: tensor {show(name)}"
