@@ -78,8 +78,6 @@ def _weights_dtype(model) -> str:
 def load_model(path, dtype: str | None = None):
     """(mlx-lm model, config dict, model dtype name) from an MLX model folder or a config.json."""
     path = Path(path)
-    from mlx_lm.utils import _get_classes
-    from mlx_lm.utils import load_model as mlx_lm_load
     if path.is_dir():
         files = sorted(path.glob("model*.safetensors"))
         if not files:
@@ -87,6 +85,7 @@ def load_model(path, dtype: str | None = None):
         config = _read_config(path / "config.json")
         for f in files:  # header, dtypes, shapes and byte spans, before mlx-lm reads a tensor
             read_safetensors_header(f, ConfigError)
+        from mlx_lm.utils import load_model as mlx_lm_load  # after the checks: a refusal is instant
         model, config = _mlx_lm_model(path, config, lambda: mlx_lm_load(path))
         return model, config, _weights_dtype(model)
     config = _read_config(path)
@@ -95,6 +94,7 @@ def load_model(path, dtype: str | None = None):
     key = dtype_key(dtype or config.get("torch_dtype") or config.get("dtype") or "bf16")
     if key not in FLOAT_DTYPES:
         raise ConfigError(f"dtype {key!r} is not one of {', '.join(FLOAT_DTYPES)}")
+    from mlx_lm.utils import _get_classes
     model_cls, args_cls = _mlx_lm_model(path, config, lambda: _get_classes(config))
     model = _mlx_lm_model(path, config, lambda: model_cls(args_cls.from_dict(config)))
     # MLX is lazy: the random weights exist only at mx.eval below, so their size is checked first
