@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 import mlx.core as mx
-from mlx.utils import tree_flatten, tree_unflatten
+from mlx.utils import tree_flatten
 
 from ..calc.units import BITS, GROUP_SIZES
 from ..calc.validate import MAX_LAYERS, MAX_TOKENS, read_safetensors_header, show
@@ -334,6 +334,10 @@ def _validate(path: str, header: dict, spec) -> list[tuple[str, list, int]]:
     return layers
 
 
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def load_caches(path, spec=None) -> tuple[list, dict]:
     """Read a file written by :func:`save_caches`; returns (caches, user metadata).
 
@@ -349,7 +353,7 @@ def load_caches(path, spec=None) -> tuple[list, dict]:
     try:
         arrays, meta = mx.load(path, return_metadata=True)
     except (RuntimeError, ValueError) as e:
-        raise ValueError(f"{path}: MLX cannot read it ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise ValueError(f"{path}: MLX cannot read it ({_first_line(e)})") from None
     caches = []
     for i, (name, meta_state, n_state) in enumerate(layers):
         if name == "None":
@@ -358,7 +362,7 @@ def load_caches(path, spec=None) -> tuple[list, dict]:
         try:
             cache = CACHE_CLASSES[name].from_state(_layer_state(arrays, i, n_state), meta_state)
         except (ValueError, TypeError, KeyError, IndexError) as e:  # from_state's own consistency checks
-            raise ValueError(f"{path}: layer {i} ({name}): {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            raise ValueError(f"{path}: layer {i} ({name}): {_first_line(e)}") from None
         if spec is not None:
             check_layer_cache(i, spec.layers[i], cache)
         caches.append(cache)

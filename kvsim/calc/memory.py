@@ -120,7 +120,8 @@ def _tokens(tokens):
     if arr.dtype == object or arr.dtype.kind == "b":
         if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in arr.flat):
             raise InputError(f"tokens must be {accepted}, got {np.array2string(arr, threshold=5)}")
-    elif arr.dtype.kind not in "iuf" or (arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.floor(arr)))):
+    elif arr.dtype.kind not in "iuf" or (
+            arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.floor(arr)))):
         raise InputError(f"tokens must be {accepted}, got {np.array2string(arr, threshold=5)}")
     if arr.size and (arr.min() < 0 or arr.max() > MAX_TOKENS):
         bad = arr.min() if arr.min() < 0 else arr.max()

@@ -89,7 +89,10 @@ def finite_number(name: str, value, low: float = 0.0, high: float = math.inf, lo
     if not ok:
         lo = "(" if low_open else "["
         hi = "" if high == math.inf else f", {high:g}]"
-        accepted = f"a finite number > {low:g}" if not hi and low_open else f"a finite number in {lo}{low:g}{hi or ', inf)'}"
+        if not hi and low_open:
+            accepted = f"a finite number > {low:g}"
+        else:
+            accepted = f"a finite number in {lo}{low:g}{hi or ', inf)'}"
         raise error(f"{name} must be {accepted}, got {show(value)}")
     return value
 
@@ -164,7 +167,8 @@ def read_config_text(path, limit: int = MAX_CONFIG_BYTES) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"config file {shown!r} is not valid JSON (not UTF-8: {e.reason} at byte {e.start})") from None
+        raise ConfigError(f"config file {shown!r} is not valid JSON "
+                          f"(not UTF-8: {e.reason} at byte {e.start})") from None
 
 
 # ---------------------------------------------------------------- safetensors files
@@ -197,8 +201,9 @@ def read_safetensors_header(path, error=InputError) -> dict:
                 raise error(f"{shown!r} is truncated: {len(head)} bytes, a safetensors file starts with an "
                             "8-byte header length")
             n = int.from_bytes(head, "little")
-            if n < 2 or n > min(MAX_SAFETENSORS_HEADER_BYTES, st.st_size - 8):
-                raise error(f"{shown!r}: header length {n} is outside [2, {min(MAX_SAFETENSORS_HEADER_BYTES, st.st_size - 8)}] "
+            most = min(MAX_SAFETENSORS_HEADER_BYTES, st.st_size - 8)
+            if n < 2 or n > most:
+                raise error(f"{shown!r}: header length {n} is outside [2, {most}] "
                             f"(file of {st.st_size} bytes): truncated or not safetensors")
             text = f.read(n)
     except OSError as e:
@@ -227,7 +232,8 @@ def read_safetensors_header(path, error=InputError) -> dict:
             raise error(f"{where}: shape must be a list of integers >= 0, got {show(shape)}")
         if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
                 or not 0 <= offsets[0] <= offsets[1] <= data_bytes):
-            raise error(f"{where}: data_offsets {show(offsets)} must be [begin, end] within the {data_bytes} data bytes")
+            raise error(f"{where}: data_offsets {show(offsets)} must be [begin, end] within the "
+                        f"{data_bytes} data bytes")
         if offsets[1] - offsets[0] != math.prod(shape) * SAFETENSORS_DTYPES[dtype]:
             raise error(f"{where}: data_offsets span {offsets[1] - offsets[0]} bytes, shape {shape} of {dtype} "
                         f"needs {math.prod(shape) * SAFETENSORS_DTYPES[dtype]}")

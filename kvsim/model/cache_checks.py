@@ -5,8 +5,9 @@ Contract
   refused, never truncated) with every id in [0, vocab_size); returns an ``mx.array``.
 - :func:`check_caches`: the caches a model is given belong to it, checked for EVERY layer before any
   layer writes, so a failed call changes nothing: one entry per layer, each fitting its layer
-  (:func:`kvsim.cache.checks.check_layer_cache`: class, window, and batch, KV heads, widths, dtype). ``None`` for any layer is the no-cache path of that layer. A :class:`Rows` entry is
-  checked row by row (batch 1 each). Errors: ValueError naming the layer and the field.
+  (:func:`kvsim.cache.checks.check_layer_cache`: class, window, and batch, KV heads, widths, dtype).
+  ``None`` for any layer is the no-cache path of that layer. A :class:`Rows` entry is checked row by
+  row (batch 1 each). Errors: ValueError naming the layer and the field.
 """
 
 from __future__ import annotations
