@@ -176,8 +176,9 @@ def _check_rotating(L: _Layer):
     max_size, keep = L.int_at(2, "max_size", 1), L.int_at(3, "keep")
     rewind, capacity = L.int_at(4, "rewind_tokens"), L.int_at(6, "capacity")
     L.int_at(5, "step", 1), L.int_at(7, "ordered", 0, 1)
-    if keep >= max_size or capacity > max_size + rewind or start > offset:
-        L.fail(f"meta_state must have keep < max_size, capacity <= max_size + rewind_tokens, start <= offset; "
+    if keep >= max_size or capacity > max_size + rewind or start > max(offset, keep):
+        L.fail(f"meta_state must have keep < max_size, capacity <= max_size + rewind_tokens, "
+               f"start <= max(offset, keep); "
                f"got keep {keep}, max_size {max_size}, capacity {capacity}, rewind_tokens {rewind}, "
                f"start {start}, offset {offset}")
     L.kv_pair(None, capacity)
