@@ -6,7 +6,7 @@ Contract
   ChunkedKVCache with the layer's chunk; mla: LatentCache / QuantizedKVCache; recurrent:
   RecurrentStateCache with the layer's state shapes; none: no cache).
 - :func:`check_layer_cache`: ValueError naming the layer and the field when a cache does not fit its
-  layer: its class, window / chunk, and, once it holds tokens, the geometry its first update fixed (KV
+  layer: its class (kvsim's caches; a duck-typed one such as mlx-lm's is checked by geometry only), window / chunk, and, once it holds tokens, the geometry its first update fixed (KV
   heads, key and value widths; batch and dtype when the caller gives them). Nothing is modified.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from .base import dtype_name
+from .base import BaseCache, dtype_name
 from .chunked import ChunkedKVCache
 from .latent import LatentCache
 from .paged import PagedKVCache
@@ -49,10 +49,11 @@ def _expected(layer) -> dict:
 def check_layer_cache(i: int, layer, cache, batch: int | None = None, dtype=None) -> None:
     """ValueError unless ``cache`` fits layer ``i`` (``batch`` / ``dtype`` None: not checked)."""
     where = f"caches[{i}] ({layer.kind} layer)"
-    if not isinstance(cache, ACCEPTED[layer.kind]):
+    # kvsim's own classes are checked by class; a duck-typed cache (mlx-lm's) by its geometry only
+    if isinstance(cache, BaseCache) and not isinstance(cache, ACCEPTED[layer.kind]):
         names = ", ".join(c.__name__ for c in ACCEPTED[layer.kind]) or "None"
         raise ValueError(f"{where} is a {type(cache).__name__}; accepted: {names}")
-    if layer.kind == "recurrent":
+    if layer.kind == "recurrent" and isinstance(cache, RecurrentStateCache):
         if batch is not None and cache.batch != batch:
             raise ValueError(f"{where}: batch must be {batch} (tokens.shape[0]), got {cache.batch}")
         if dict(cache.shapes) != {n: tuple(s) for n, s in layer.state_shapes}:
