@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -48,6 +49,7 @@ from .calc.units import (
     MLX_LM_QUANTIZED_KV_START,
     InputError,
 )
+from .calc.validate import MAX_TOKENS, show
 
 DEFAULT_TOKENS = 8192
 
@@ -63,17 +65,23 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _at_least(name, low, kind=int, inclusive=True):
-    """argparse type: a ``kind`` number >= low (or > low), with a one-line message naming ``name``."""
-    what = f"{'an integer' if kind is int else 'a number'} {'>=' if inclusive else '>'} {low}"
+def _at_least(name, low, kind=int, inclusive=True, high=MAX_TOKENS):
+    """argparse type: a finite ``kind`` number >= low (or > low) and <= high, with a one-line message
+    naming ``name`` and the accepted range (:mod:`kvsim.calc.validate`'s limits)."""
+    if kind is int:
+        what = f"an integer in [{low}, {high}]"
+    elif name == "--gpu-memory":
+        what = "a finite number of GiB in [2^-30, 2^20] (one byte to 1 PiB)"
+    else:
+        what = f"a finite number in {'[' if inclusive else '('}{low:g}, {high:g}]"
 
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}") from None
-        if not (value >= low if inclusive else value > low):
-            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text}")
+            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {show(text)}") from None
+        if not (math.isfinite(value) and (value >= low if inclusive else value > low) and value <= high):
+            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {show(text)}")
         return value
     return parse
 
@@ -86,8 +94,12 @@ def _pos_int(name):
     return _at_least(name, 1)
 
 
-def _pos_float(name):
-    return _at_least(name, 0, float, inclusive=False)
+def _pos_float(name, high=1.0):
+    return _at_least(name, 0, float, inclusive=False, high=high)
+
+
+# --gpu-memory in GiB: at least one byte, at most 1 PiB per device
+GPU_MEMORY_GIB = (2.0**-30, 2.0**20)
 
 
 def _add_sizing(p):
@@ -118,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sizing(calc)
     gpu = calc.add_mutually_exclusive_group()
     gpu.add_argument("--gpu", help="accelerator name (see `kvsim gpus`)")
-    gpu.add_argument("--gpu-memory", type=_pos_float("--gpu-memory"), help="memory per device in GiB")
+    gpu.add_argument("--gpu-memory", type=_at_least("--gpu-memory", GPU_MEMORY_GIB[0], float, high=GPU_MEMORY_GIB[1]),
+                     help="memory per device in GiB")
     calc.add_argument("--utilization", type=_pos_float("--utilization"), default=0.9,
                       help="share of device memory usable for weights + KV (default 0.9)")
     calc.add_argument("--weights-dtype", default="bf16", help="weights dtype (default bf16)")

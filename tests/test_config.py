@@ -418,8 +418,11 @@ def test_malformed_missing_and_unreadable_files(tmp_path):
     assert str(bad) in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.json")
-    with pytest.raises(ConfigError, match="cannot be read"):
-        load_config(tmp_path)  # a directory
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config(tmp_path)  # a model folder: its config.json is read
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="is a directory with no config.json"):
+        load_config(tmp_path / "empty")
     (tmp_path / "latin1.json").write_bytes(b'{"model_type": "\xe9"}')
     with pytest.raises(ConfigError, match="not valid JSON"):
         load_config(tmp_path / "latin1.json")

@@ -47,6 +47,7 @@ Contract
 from __future__ import annotations
 
 import copy
+import numbers
 
 import mlx.core as mx
 
@@ -244,9 +245,9 @@ class BaseCache:
 
     def _check_trim(self, n) -> int:
         """The count ``trim(n)`` rewinds: min(n, trimmable_tokens); ValueError for a bad n."""
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:  # numpy ints are ints
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
-        return min(n, self.trimmable_tokens)
+        return min(int(n), self.trimmable_tokens)
 
     def __deepcopy__(self, memo):
         """An independent copy: arrays copied, MLX dtypes (immutable, and not picklable) shared."""

@@ -28,6 +28,8 @@ Contract
 
 from __future__ import annotations
 
+import numbers
+
 import mlx.core as mx
 
 from ..calc.memory import allocated_slots
@@ -35,6 +37,11 @@ from ..calc.units import BITS, DEFAULT_STEP, GROUP_SIZES
 from .base import BaseCache, check_kv, check_queries, check_step, dtype_from_name, dtype_name
 from .quantized_parts import QuantizedKV, QuantizedTensor, append_rows, grow_rows
 from .sdpa import quantized_sdpa
+
+
+def _is_int(value) -> bool:
+    """An integer (Python or numpy), not a bool, not a float with an integral value."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 class QuantizedKVCache(BaseCache):
@@ -54,18 +61,18 @@ class QuantizedKVCache(BaseCache):
 
     def __init__(self, bits: int = 8, group_size: int = 64, step: int = DEFAULT_STEP,
                  full_precision_tokens: int = 0, max_size: int | None = None):
-        if bits not in BITS:
+        # integers only: 4.0 == 4 would pass a membership test and fail later inside MLX
+        if not _is_int(bits) or bits not in BITS:
             raise ValueError(f"bits must be one of {', '.join(map(str, BITS))}, got {bits!r}")
-        if group_size not in GROUP_SIZES:
+        if not _is_int(group_size) or group_size not in GROUP_SIZES:
             raise ValueError(f"group_size must be one of {', '.join(map(str, GROUP_SIZES))}, got {group_size!r}")
         r = full_precision_tokens
-        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+        if not _is_int(r) or r < 0:
             raise ValueError(f"full_precision_tokens must be an integer >= 0, got {r!r}")
-        if max_size is not None and (not isinstance(max_size, int) or isinstance(max_size, bool)
-                                     or max_size < 1):
+        if max_size is not None and (not _is_int(max_size) or max_size < 1):
             raise ValueError(f"max_size must be a positive integer or None, got {max_size!r}")
-        self.bits, self.group_size, self.step = bits, group_size, check_step(step)
-        self.full_precision_tokens, self.max_size = r, max_size
+        self.bits, self.group_size, self.step = int(bits), int(group_size), check_step(step)
+        self.full_precision_tokens, self.max_size = int(r), None if max_size is None else int(max_size)
         self.offset = 0
         self._geom: dict | None = None     # B, H, k_dim, v_dim, dtype: fixed by the first update
         self._k: list[mx.array] | None = None  # [data, scales, biases] buffers, (B, H, cap_q, ..)

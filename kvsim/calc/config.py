@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .units import FLOAT_DTYPES, InputError, dtype_key, positive_int
+from .validate import MAX_COUNT, MAX_LAYERS, ConfigError, config_count
 
 
 
@@ -56,18 +57,20 @@ RECURRENT_FAMILIES = ("mamba", "mamba2", "gated_deltanet", "rg_lru")
 REFERENCE_FP32_STATES = {"mamba": (), "mamba2": ("ssm",), "gated_deltanet": ("ssm",), "rg_lru": ("ssm",)}
 
 
-class ConfigError(InputError):
-    """A config field is missing or invalid; the message names it and the accepted values."""
+# fields kvsim makes one object per unit of: bounded by MAX_LAYERS, every other count by MAX_COUNT
+LAYER_COUNT_FIELDS = ("num_hidden_layers", "n_layer")
 
 
 def config_int(cfg: Mapping, *names, default=...):
-    """First present (non-null) key among ``names`` as a positive int (12.0 reads as 12); else ``default``."""
+    """First present (non-null) key among ``names`` as a positive int (12.0 reads as 12); else ``default``.
+
+    Accepted: an integer in [1, MAX_LAYERS] for a layer count, [1, MAX_COUNT] otherwise
+    (:func:`kvsim.calc.validate.config_count`: bools and non-integral or huge floats are refused).
+    """
     for name in names:
         value = cfg.get(name)
         if value is not None:
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            return positive_int(name, value, ConfigError)
+            return config_count(name, value, 1, MAX_LAYERS if name in LAYER_COUNT_FIELDS else MAX_COUNT)
     if default is ...:
         raise ConfigError(f"config is missing {names[0]} (a positive integer)")
     return default

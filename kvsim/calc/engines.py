@@ -28,7 +28,10 @@ from . import engines_transformers, engines_vllm, memory
 from .config import Kind, ModelSpec
 from .mlx_lm_rules import (
     EngineCache,
+    Feeds,
+    as_feeds,
     chunked_cache_slots,
+    feeds_tokens,
     generate_step_feeds,
     kv_cache_slots,
     mlx_lm_caches,
@@ -45,7 +48,6 @@ from .units import (
     InputError,
     dtype_key,
     format_bytes,
-    positive_int,
 )
 
 ENGINES = ("kvsim", "mlx-lm", "transformers", "vllm")  # transformers, vllm: kvsim.calc.engines_*
@@ -71,14 +73,14 @@ class EngineBytes:
     """Every layer's cache bytes after ``feeds`` (the token counts of successive model calls)."""
 
     engine: str
-    feeds: tuple[int, ...]
+    feeds: Feeds
     layers: tuple[LayerBytes, ...]
     quantized: bool = False
     storage_bytes: int | None = None  # transformers: the storage its tensors pin (None: = total_bytes)
 
     @property
     def tokens(self) -> int:
-        return sum(self.feeds)
+        return feeds_tokens(self.feeds)
 
     @property
     def kv_bytes(self) -> int:
@@ -130,7 +132,7 @@ def mlx_lm_bytes(spec: ModelSpec, feeds, dtype="bf16", kv_bits: int | None = Non
     tokens; a RotatingKVCache then raises NotImplementedError. ``quantized_cache``: the caller built
     QuantizedKVCache(kv_group_size, kv_bits) for those layers from the start.
     """
-    feeds = tuple(positive_int("feeds", s) for s in feeds)
+    feeds = as_feeds(feeds)  # runs: 10^12 decode steps take O(1) memory
     b = DTYPE_BYTES[_float_dtype(dtype)]
     caches = mlx_lm_caches(spec)
     quant = None
@@ -158,9 +160,9 @@ def kvsim_bytes(spec: ModelSpec, feeds, kv_dtype="bf16", state_dtype="bf16", bat
                 step: int = DEFAULT_STEP) -> EngineBytes:
     """kvsim's caches after ``feeds``: the allocated view at T = Σ feeds (:func:`memory.layer_kv_bytes`)
     plus B · state_bytes per layer; kvsim's caches grow by whole steps wherever the offset is."""
-    feeds = tuple(positive_int("feeds", s) for s in feeds)
+    feeds = as_feeds(feeds)
     dt = memory.parse_kv_dtype(kv_dtype)
-    t = sum(feeds)
+    t = feeds.tokens
     rows = []
     for i, layer in enumerate(spec.layers):
         kv = memory.layer_kv_bytes(layer, t, dt, batch, "allocated", step, tp=tp)

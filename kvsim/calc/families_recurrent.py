@@ -6,19 +6,23 @@ Contract: one parser per family, ``cfg -> list[LayerSpec]``, as :mod:`kvsim.calc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from .config import ConfigError, LayerSpec, config_int
 from .layer_fields import (
     SEQUENCE,
     attention_layer,
+    head_dim,
     head_dim_or_auto,
     kv_heads,
     layer_types_or,
     mamba2_layer_state,
     mamba_layer,
+    pattern_length,
     sliding_window,
 )
+from .validate import show
 
 _MIXER_NAMES = {"mamba": "linear_attention", "attention": "full_attention"}  # transformers' legacy names
 
@@ -53,7 +57,10 @@ def mamba(cfg):
 
 def mamba2(cfg):
     n = config_int(cfg, "num_hidden_layers", "n_layer")
-    merged = {**cfg, **(cfg.get("ssm_cfg") or {})}
+    ssm_cfg = cfg.get("ssm_cfg") or {}
+    if not isinstance(ssm_cfg, Mapping):
+        raise ConfigError(f"ssm_cfg must be a JSON object, got {show(ssm_cfg)}")
+    merged = {**cfg, **ssm_cfg}
     hidden = config_int(merged, "hidden_size", "d_model")
     d_inner = config_int(merged, "expand", default=2) * hidden
     d_state = config_int(merged, "state_size", "d_state", default=128)
@@ -94,14 +101,15 @@ def recurrent_gemma(cfg):
     k = config_int(cfg, "conv1d_width", default=4)
     pattern = cfg.get("block_types") or cfg.get("_block_types") or ["recurrent", "recurrent", "attention"]
     if not isinstance(pattern, SEQUENCE):
-        raise ConfigError(f"block_types must be a list of 'recurrent'/'attention' entries, got {pattern!r}")
+        raise ConfigError(f"block_types must be a list of 'recurrent'/'attention' entries, got {show(pattern)}")
+    pattern_length("block_types", pattern)
     lru = LayerSpec(kind="recurrent", recurrent_family="rg_lru", state_shapes=(
         ("conv", (k - 1, width)), ("ssm", (width,))))
     out = []
     for i in range(n):
         t = pattern[i % len(pattern)]
         if t not in ("recurrent", "attention"):
-            raise ConfigError(f"block_types entry {t!r} is not recurrent or attention")
+            raise ConfigError(f"block_types entry {show(t)} is not recurrent or attention")
         out.append(attention_layer(cfg, "sliding", window=w) if t == "attention" else lru)
     return out
 
@@ -119,7 +127,7 @@ def granitemoehybrid(cfg):
     mamba = LayerSpec(kind="recurrent", recurrent_family="mamba2", state_shapes=state)
     out = []
     for i, t in enumerate(layer_types_or(cfg, n, lambda i: "mamba")):
-        t = _MIXER_NAMES.get(t, t)
+        t = _MIXER_NAMES.get(t, t)  # layer_types_or checked every entry is a string
         if t not in ("linear_attention", "full_attention"):
             raise ConfigError(f"layer_types[{i}] is {t!r}; accepted: mamba, attention")
         out.append(mamba if t == "linear_attention" else
@@ -133,16 +141,18 @@ def nemotron_h(cfg):
     pattern = cfg.get("hybrid_override_pattern") or cfg.get("layers_block_type") or cfg.get("layer_types")
     if not isinstance(pattern, (str, *SEQUENCE)) or not pattern:
         raise ConfigError("hybrid_override_pattern must be a string of M, *, - and E (or layers_block_type a list)")
-    heads, head_dim = config_int(cfg, "mamba_num_heads"), config_int(cfg, "mamba_head_dim")
-    state = mamba2_layer_state(heads * head_dim, heads, head_dim, config_int(cfg, "ssm_state_size"),
+    pattern_length("hybrid_override_pattern", pattern)
+    heads, mamba_head_dim = config_int(cfg, "mamba_num_heads"), config_int(cfg, "mamba_head_dim")
+    state = mamba2_layer_state(heads * mamba_head_dim, heads, mamba_head_dim, config_int(cfg, "ssm_state_size"),
                           config_int(cfg, "n_groups", default=1), config_int(cfg, "conv_kernel", default=4))
+    # attention head dim: head_dim, else attention_head_dim, else hidden_size // num_attention_heads
     d_attn = config_int(cfg, "head_dim", "attention_head_dim", default=None) or head_dim(cfg)
     attention = LayerSpec(kind="full", num_key_value_heads=kv_heads(cfg), head_dim=d_attn, use_rope=False)
     out = []
     for i, block in enumerate(pattern):
-        t = _NEMOTRON_BLOCKS.get(block, block)
+        t = _NEMOTRON_BLOCKS.get(block, block) if isinstance(block, str) else None
         if t not in ("linear_attention", "full_attention", "mlp", "moe"):
-            raise ConfigError(f"hybrid_override_pattern[{i}] is {block!r}; accepted: M, *, -, E")
+            raise ConfigError(f"hybrid_override_pattern[{i}] is {show(block)}; accepted: M, *, -, E")
         out.append({"linear_attention": LayerSpec(kind="recurrent", recurrent_family="mamba2", state_shapes=state),
                     "full_attention": attention}.get(t, LayerSpec(kind="none")))
     return out

@@ -16,7 +16,9 @@ Contract
   ``model_type`` is recognised by its ``ssm_cfg``.
 - The spec keeps the config itself, frozen, in ``spec.config``; ``from_hf_config(dict(spec.config))``
   gives the same spec again.
-- ``load_config(path)`` reads a file; malformed JSON, a missing or unreadable file are ConfigErrors.
+- ``load_config(path)`` reads a file; malformed JSON, a missing or unreadable file, anything but a regular
+  file, a file over 16 MiB or JSON nested deeper than 64 levels are ConfigErrors
+  (:mod:`kvsim.calc.validate`, which every field reader here also uses).
 - Errors are :class:`~kvsim.calc.config.ConfigError` with one line naming the field and what is accepted.
 """
 
@@ -29,6 +31,8 @@ from pathlib import Path
 from .config import ConfigError, ModelSpec, config_int
 from .families import FAMILIES, FAMILY_DEFAULTS, SUPPORTED_MODEL_TYPES, TIED_BY_DEFAULT
 from .families_decoder import standard_decoder, standard_keys
+from .layer_fields import max_positions
+from .validate import check_depth, check_json_depth, finite_number, read_config_text, show
 
 
 def text_config(cfg: Mapping) -> Mapping:
@@ -42,6 +46,8 @@ def text_config(cfg: Mapping) -> Mapping:
         # the outer model_type (e.g. gemma3, llama4) names the family when the inner lacks one
         merged["model_type"] = inner.get("model_type") or cfg.get("model_type")
         merged["outer_model_type"] = cfg.get("model_type")
+        if merged["outer_model_type"] is not None and not isinstance(merged["outer_model_type"], str):
+            raise ConfigError(f"model_type must be a string, got {show(cfg['model_type'])}")
         return merged
     return cfg
 
@@ -49,6 +55,9 @@ def text_config(cfg: Mapping) -> Mapping:
 def _model_type(cfg: Mapping):
     """``model_type``, or the family of a state-spaces ``mamba_ssm`` config (which has none)."""
     if cfg.get("model_type") is not None:
+        if not isinstance(cfg["model_type"], str):
+            raise ConfigError(f"model_type must be a string, one of {', '.join(SUPPORTED_MODEL_TYPES)}; "
+                              f"got {show(cfg['model_type'])}")
         return cfg["model_type"]
     ssm = cfg.get("ssm_cfg")
     if isinstance(ssm, Mapping) and "n_layer" in cfg:
@@ -63,10 +72,7 @@ def _number(cfg: Mapping, name: str, default, high: float = float("inf")):
     value = cfg.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= high:
-        accepted = "a positive number" if high == float("inf") else f"a number in (0, {high:g}]"
-        raise ConfigError(f"{name} must be {accepted}, got {value!r}")
-    return float(value)
+    return finite_number(name, value, 0.0, high, error=ConfigError)
 
 
 def _flag(cfg: Mapping, names, default: bool) -> bool:
@@ -75,7 +81,7 @@ def _flag(cfg: Mapping, names, default: bool) -> bool:
         value = cfg.get(name)
         if value is not None:
             if not isinstance(value, bool):
-                raise ConfigError(f"{name} must be true or false, got {value!r}")
+                raise ConfigError(f"{name} must be true or false, got {show(value)}")
             return value
     return default
 
@@ -116,8 +122,20 @@ def _standard_decoder_keys(cfg: Mapping) -> bool:
     return all(cfg.get(k) is not None for k in _STANDARD_KEYS)
 
 
+def _optional_str(cfg: Mapping, *names):
+    """The first present (non-null) string among ``names``; ConfigError for a non-string."""
+    for key in names:
+        value = cfg.get(key)
+        if value is not None:
+            if not isinstance(value, str):
+                raise ConfigError(f"{key} must be a string, got {show(value)}")
+            return value
+    return None
+
+
 def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` dict."""
+    check_depth(cfg)
     cfg = text_config(cfg)
     model_type = _model_type(cfg)
     if model_type not in FAMILIES and not (isinstance(model_type, str) and _standard_decoder_keys(cfg)):
@@ -127,14 +145,14 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
     # absent fields take the transformers class defaults; present ones (even null) are kept
     cfg = standard_keys({**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}, model_type)
     return ModelSpec(
-        name=name or cfg.get("_name_or_path") or model_type,
+        name=name or _optional_str(cfg, "_name_or_path") or model_type,
         model_type=model_type,
         layers=tuple(FAMILIES.get(model_type, standard_decoder)(cfg)),
         hidden_size=config_int(cfg, "hidden_size", "d_model"),
         num_attention_heads=config_int(cfg, "num_attention_heads", default=0) or 0,
         vocab_size=config_int(cfg, "vocab_size"),
-        max_position_embeddings=cfg.get("max_position_embeddings") or cfg.get("n_ctx"),
-        torch_dtype=cfg.get("torch_dtype") or cfg.get("dtype"),
+        max_position_embeddings=max_positions(cfg),
+        torch_dtype=_optional_str(cfg, "torch_dtype", "dtype"),
         **_typed_fields(cfg, model_type),
         config=cfg,
     )
@@ -143,12 +161,10 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
 def load_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Read a ``config.json`` file into a :class:`ModelSpec` (malformed JSON is a ConfigError)."""
     path = Path(path)
+    text = read_config_text(path)  # a regular file of at most MAX_CONFIG_BYTES, UTF-8
+    check_json_depth(text, f"config file {str(path)!r}")
     try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
-    except OSError as e:
-        raise ConfigError(f"config file {str(path)!r} cannot be read ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"config file {str(path)!r} is not valid JSON ({e})") from None
+        cfg = json.loads(text)
+    except ValueError as e:  # JSONDecodeError, or an integer of more digits than Python converts
+        raise ConfigError(f"config file {str(path)!r} is not valid JSON ({str(e).splitlines()[0]})") from None
     return from_hf_config(cfg, name=name or path.stem)

@@ -9,7 +9,7 @@ reads and raises :class:`~kvsim.calc.config.ConfigError` naming them.
 from __future__ import annotations
 
 from .config import ConfigError, LayerSpec, config_int
-from .units import positive_int
+from .validate import MAX_LAYERS, config_count, show
 
 SEQUENCE = (list, tuple)  # a frozen config holds tuples where config.json had lists
 
@@ -27,7 +27,25 @@ def head_dim(cfg):
 
 
 def kv_heads(cfg):
-    return config_int(cfg, "num_key_value_heads", default=None) or config_int(cfg, "num_attention_heads")
+    """num_key_value_heads (default num_attention_heads); it must divide num_attention_heads (GQA groups)."""
+    heads = config_int(cfg, "num_attention_heads", default=None)
+    kv = config_int(cfg, "num_key_value_heads", default=None)
+    if kv is None:
+        if heads is None:
+            raise ConfigError("config is missing num_attention_heads (a positive integer)")
+        return heads
+    if heads is not None and heads % kv:
+        raise ConfigError(f"num_key_value_heads {kv} must divide num_attention_heads {heads} "
+                          f"(accepted: a divisor of {heads})")
+    return kv
+
+
+def max_positions(cfg):
+    """max_position_embeddings (or n_ctx) as an integer >= 1, or None when the config has none."""
+    for name in ("max_position_embeddings", "n_ctx"):
+        if cfg.get(name) is not None:
+            return config_count(name, cfg[name], 1)
+    return None
 
 
 def attention_layer(cfg, kind="full", window=None, chunk=None, use_rope=True):
@@ -48,8 +66,8 @@ def sliding_window(cfg):
     w = cfg.get("sliding_window")
     if w is None:
         return None
-    positive_int("sliding_window", w, ConfigError)
-    limit = cfg.get("max_position_embeddings")
+    w = config_count("sliding_window", w, 1)
+    limit = max_positions(cfg)
     # a window as long as the whole context is no window (old Mixtral configs: 32768)
     return None if limit and w >= limit else w
 
@@ -61,7 +79,17 @@ def layer_types_or(cfg, n, default_fn):
         return [default_fn(i) for i in range(n)]
     if not isinstance(types, SEQUENCE) or len(types) != n:
         raise ConfigError(f"layer_types must be a list of {n} entries (num_hidden_layers)")
+    for i, t in enumerate(types):
+        if not isinstance(t, str):
+            raise ConfigError(f"layer_types[{i}] must be a string, got {show(t)}")
     return types
+
+
+def pattern_length(name: str, pattern) -> int:
+    """Length of a per-layer pattern (string or list), at most MAX_LAYERS entries."""
+    if len(pattern) > MAX_LAYERS:
+        raise ConfigError(f"{name} has {len(pattern)} entries; accepted: at most {MAX_LAYERS} layers")
+    return len(pattern)
 
 
 def typed_layers(cfg, n, window, default_fn):

@@ -21,6 +21,9 @@ Contract
   (each rank holds 1 head, replicated on ``tp / n_kv`` ranks, as vLLM does); any other tp is an
   :class:`InputError` naming both numbers. The MLA latent is replicated on every rank; recurrent state is
   not sharded here. :func:`tp_split` / :func:`tp_note` say which happened.
+- Limits (:mod:`kvsim.calc.validate`): tokens, ``step``, ``block_size`` and ``full_precision_tokens`` are
+  integers in [0 or 1, MAX_TOKENS = 2^53]; a size past MAX_BYTES = 2^63 - 1 bytes is refused with an
+  InputError (checked in Python ints before any int64 arithmetic, so nothing ever wraps negative).
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ from .units import (
     QUANT_BITS,
     InputError,
     dtype_key,
-    nonnegative_int,
     positive_int,
 )
+from .validate import MAX_TOKENS, as_int, check_bytes
 
 VIEWS = ("theoretical", "allocated", "read")
 
@@ -99,7 +102,7 @@ def parse_kv_dtype(name, group_size: int = 64, scale_dtype: str = "bf16",
     scale = dtype_key(scale_dtype)
     if scale not in FLOAT_DTYPES:
         raise InputError(f"scale_dtype {scale_dtype!r} is not one of {', '.join(FLOAT_DTYPES)}")
-    fp_tokens = nonnegative_int("full_precision_tokens", full_precision_tokens)
+    fp_tokens = as_int("full_precision_tokens", full_precision_tokens, 0, MAX_TOKENS)
     return KVDtype(key, QUANT_BITS[key], group_size, scale, fp_tokens)
 
 
@@ -107,13 +110,25 @@ def parse_kv_dtype(name, group_size: int = 64, scale_dtype: str = "bf16",
 
 
 def _tokens(tokens):
-    arr = np.asarray(tokens)
-    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.floor(arr))):
-        raise InputError(f"tokens must be integers, got {tokens!r}")
-    arr = arr.astype(np.int64)
-    if np.any(arr < 0):
-        raise InputError("tokens must be >= 0")
-    return arr
+    """``tokens`` as an int64 array after checking every entry is an integer in [0, MAX_TOKENS]
+    (integral floats are accepted; a Python int past int64 is refused, not converted)."""
+    if isinstance(tokens, int) and not isinstance(tokens, bool):  # the common scalar case
+        return np.asarray(as_int("tokens", tokens, 0, MAX_TOKENS), dtype=np.int64)
+    try:
+        arr = np.asarray(tokens)
+    except OverflowError:
+        arr = np.asarray(tokens, dtype=object)
+    accepted = f"integers in [0, {MAX_TOKENS}]"
+    if arr.dtype == object or arr.dtype.kind == "b":
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in arr.flat):
+            raise InputError(f"tokens must be {accepted}, got {np.array2string(arr, threshold=5)}")
+    elif arr.dtype.kind not in "iuf" or (
+            arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.floor(arr)))):
+        raise InputError(f"tokens must be {accepted}, got {np.array2string(arr, threshold=5)}")
+    if arr.size and (arr.min() < 0 or arr.max() > MAX_TOKENS):
+        bad = arr.min() if arr.min() < 0 else arr.max()
+        raise InputError(f"tokens must be {accepted}, got {bad}")
+    return arr.astype(np.int64)
 
 
 def _out(value, like):
@@ -213,7 +228,7 @@ def kept_tokens(layer: LayerSpec, tokens):
 
 def allocated_slots(tokens, step: int = DEFAULT_STEP, limit=None):
     """Token slots a step-growing buffer holds: min(⌈T/step⌉·step, limit)."""
-    positive_int("step", step)
+    step = as_int("step", step, 1, MAX_TOKENS)
     t = _tokens(tokens)
     slots = -(-t // step) * step
     if limit is not None:
@@ -223,7 +238,7 @@ def allocated_slots(tokens, step: int = DEFAULT_STEP, limit=None):
 
 def _span_blocks(tokens, kept, block_size):
     """Blocks covering positions [T-kept, T): ⌈T/N⌉ - ⌊(T-kept)/N⌋ (one extra when a window is misaligned)."""
-    positive_int("block_size", block_size)
+    block_size = as_int("block_size", block_size, 1, MAX_TOKENS)
     return np.where(kept > 0, -(-tokens // block_size) - (tokens - kept) // block_size, 0)
 
 
@@ -242,14 +257,15 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
     """
     if view not in VIEWS:
         raise InputError(f"view {view!r} is not one of {', '.join(VIEWS)}")
-    positive_int("batch", batch)
+    batch = as_int("batch", batch, 1)
     dt = parse_kv_dtype(kv_dtype)
     if not layer.caches_tokens:
         return _out(np.zeros_like(_tokens(tokens)), tokens)
     t = _tokens(tokens)
-    kept = _tokens(kept_tokens(layer, t))
     q_bytes = layer_token_bytes(layer, dt, tp)
     f_bytes = layer_token_bytes(layer, dt, tp, full_precision=True) if dt.quantized else 0
+    _check_bound(layer, t, max(q_bytes, f_bytes), batch, 1, step, block_size)
+    kept = _tokens(kept_tokens(layer, t))
     fp, quant = _split_fp(dt, kept)
     if view in ("theoretical", "read"):
         total = fp * f_bytes + quant * q_bytes
@@ -268,6 +284,18 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
         else:
             total = allocated_slots(t, step, limit) * q_bytes
     return _out(np.asarray(total, dtype=np.int64) * batch, tokens)
+
+
+def _check_bound(layer: LayerSpec, t, token_bytes: int, batch: int, count: int, step=DEFAULT_STEP,
+                 block_size=None) -> None:
+    """InputError unless every int64 intermediate of ``count`` such layers stays <= MAX_BYTES.
+
+    Python ints: slots never exceed kept + step (growth) or kept + 2·block_size (paged blocks).
+    """
+    t_max = int(t.max()) if t.size else 0
+    kept = t_max if layer.window_tokens is None else min(t_max, layer.window_tokens)
+    slack = max(as_int("step", step, 1, MAX_TOKENS), 2 * as_int("block_size", block_size or 1, 1, MAX_TOKENS))
+    check_bytes("the KV cache", (kept + slack) * token_bytes * batch * count)
 
 
 def state_bytes(layer: LayerSpec, state_dtype=None, model_dtype="bf16") -> int:
@@ -297,6 +325,17 @@ def model_kv_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", vie
                    step: int = DEFAULT_STEP, block_size: int | None = None, tp: int = 1):
     """Σ over layers of :func:`layer_kv_bytes` (attention K/V and MLA latents; no recurrent state)."""
     t = _tokens(tokens)
+    batch, step = as_int("batch", batch, 1), as_int("step", step, 1, MAX_TOKENS)
+    if block_size is not None:
+        block_size = as_int("block_size", block_size, 1, MAX_TOKENS)
+    dt = parse_kv_dtype(kv_dtype)
+    bound = 0
+    for layer, count in layer_groups(spec):  # the whole model within MAX_BYTES before any int64 sum
+        if layer.kind in ("full", "sliding", "chunked", "mla"):
+            token_bytes = max(layer_token_bytes(layer, dt, tp), layer_token_bytes(layer, dt, tp, True))
+            kept = int(t.max(initial=0)) if layer.window_tokens is None else layer.window_tokens
+            bound += (kept + max(step, 2 * (block_size or 1))) * token_bytes * batch * count
+    check_bytes(f"the KV cache of {spec.name}", bound)
     total = np.zeros_like(t)
     for layer, count in layer_groups(spec):
         total = total + count * np.asarray(
@@ -328,8 +367,9 @@ def elements_per_token(spec: ModelSpec) -> int:
 def fixed_state_bytes(spec: ModelSpec, batch: int = 1, state_dtype=None, model_dtype="bf16") -> int:
     """Recurrent state for ``batch`` sequences: B · Σ_layers state_bytes, independent of T
     (``state_dtype`` None: per tensor as the reference implementation keeps it)."""
-    positive_int("batch", batch)
-    return batch * sum(count * state_bytes(layer, state_dtype, model_dtype) for layer, count in layer_groups(spec))
+    batch = as_int("batch", batch, 1)
+    return check_bytes("the recurrent state", batch * sum(
+        count * state_bytes(layer, state_dtype, model_dtype) for layer, count in layer_groups(spec)))
 
 
 def total_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", tp: int = 1,

@@ -19,6 +19,7 @@ Contract
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import LayerSpec, ModelSpec
@@ -27,44 +28,174 @@ from .units import (
     GROUP_SIZES,
     MLX_LM_PREFILL_STEP,
     InputError,
-    nonnegative_int,
     positive_int,
 )
+from .validate import MAX_TOKENS, as_int
+
+
+# the most multi-token calls a feed list may hold (each is simulated; single-token runs are closed-form)
+MAX_PREFILL_CALLS = 100_000
+
+
+class Feeds(Sequence):
+    """Token counts of successive model calls kept as runs ``((size, count), ...)``: O(runs) memory, so
+    10^12 decode steps are one run, never a tuple of 10^12 ones. Compares equal to the same tuple."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, runs=()):
+        merged: list[tuple[int, int]] = []
+        for size, count in runs:
+            if count:
+                if merged and merged[-1][0] == size:
+                    merged[-1] = (size, merged[-1][1] + count)
+                else:
+                    merged.append((size, count))
+        self.runs = tuple(merged)
+
+    def __len__(self) -> int:
+        return sum(count for _, count in self.runs)
+
+    @property
+    def tokens(self) -> int:
+        """Σ feeds without iterating them."""
+        return sum(size * count for size, count in self.runs)
+
+    def __iter__(self):
+        for size, count in self.runs:
+            for _ in range(count):
+                yield size
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        n = len(self)
+        i = i + n if i < 0 else i
+        if not 0 <= i < n:
+            raise IndexError("feeds index out of range")
+        for size, count in self.runs:
+            if i < count:
+                return size
+            i -= count
+
+    def __eq__(self, other):
+        if isinstance(other, (Feeds, tuple, list)):
+            return self.runs == as_feeds(other, check=False).runs
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.runs)
+
+    def __repr__(self):
+        return f"Feeds({self.runs!r})"
+
+
+def as_feeds(feeds, check: bool = True) -> Feeds:
+    """``feeds`` (a Feeds or any iterable of call sizes) as a Feeds; each size a positive integer."""
+    if isinstance(feeds, Feeds):
+        return feeds
+    return Feeds((positive_int("feeds", size) if check else size, 1) for size in feeds)
+
+
+def feeds_tokens(feeds) -> int:
+    """Σ feeds: the tokens fed (O(runs) for a Feeds)."""
+    return feeds.tokens if isinstance(feeds, Feeds) else sum(feeds)
 
 
 def generate_step_feeds(prompt_tokens: int, prefill_step: int = MLX_LM_PREFILL_STEP,
-                        decode_steps: int = 0) -> tuple[int, ...]:
-    """Tokens per model call in ``generate_step``: P - 1 in calls of ≤ S, then 1 (last prompt token), then D × 1."""
-    p = positive_int("prompt_tokens", prompt_tokens)
-    s = positive_int("prefill_step", prefill_step)
-    d = nonnegative_int("decode_steps", decode_steps)
+                        decode_steps: int = 0) -> Feeds:
+    """Tokens per model call in ``generate_step``: P - 1 in calls of ≤ S, then 1 (last prompt token), then D × 1.
+
+    Returned as runs (:class:`Feeds`); at most MAX_PREFILL_CALLS calls of more than one token.
+    """
+    p = as_int("prompt_tokens", prompt_tokens, 1, MAX_TOKENS)
+    s = as_int("prefill_step", prefill_step, 1, MAX_TOKENS)
+    d = as_int("decode_steps", decode_steps, 0, MAX_TOKENS)
     full, rest = divmod(p - 1, s)
-    return (s,) * full + ((rest,) if rest else ()) + (1,) * (1 + d)
+    if s > 1 and full > MAX_PREFILL_CALLS:
+        raise InputError(f"prompt_tokens {p} in steps of prefill_step {s} makes {full} prefill calls; accepted: "
+                         f"at most {MAX_PREFILL_CALLS} (raise prefill_step)")
+    return Feeds(((s, full), (rest, 1 if rest else 0), (1, 1 + d)))
 
 
 # ---------------------------------------------------------------- growth rules (cache.py)
+# Each rule walks the runs of the feeds: a run of single tokens (decode) is closed-form or jumps to the
+# next reallocation; multi-token calls are simulated one by one. The *_stepwise functions are the
+# readable reference (one iteration per call), tested equal.
 
 
 def kv_cache_slots(feeds, step: int = DEFAULT_STEP) -> int:
     """KVCache token slots: when offset + S overflows, cap = (offset if offset % step else cap) + step·⌈S/step⌉."""
     cap = offset = 0
+    for s, n in as_feeds(feeds).runs:
+        if s == 1:  # single tokens: cap >= offset always, so each growth adds exactly one step
+            if offset + n > cap:
+                cap += step * -(-(offset + n - cap) // step)
+            offset += n
+            continue
+        for _ in range(n):
+            if offset + s > cap:  # an offset off the step grid cuts the buffer there before growing
+                cap = (offset if offset % step else cap) + step * -(-s // step)
+            offset += s
+    return cap
+
+
+def kv_cache_slots_stepwise(feeds, step: int = DEFAULT_STEP) -> int:
+    """Reference for :func:`kv_cache_slots`: one iteration per model call."""
+    cap = offset = 0
     for s in feeds:
-        if offset + s > cap:  # an offset off the step grid cuts the buffer there before growing
+        if offset + s > cap:
             cap = (offset if offset % step else cap) + step * -(-s // step)
         offset += s
     return cap
 
 
+def _ring_advance(idx: int, k: int, max_size: int, keep: int) -> int:
+    """The ring's write index after k single-token writes: at max_size it wraps to keep, then moves one on."""
+    if idx + k <= max_size:
+        return idx + k
+    k -= max_size - idx  # now at max_size; each next write: keep + 1, keep + 2, ..., max_size, ...
+    return keep + 1 + (k - 1) % (max_size - keep)
+
+
 def rotating_cache_slots(feeds, max_size: int, keep: int = 0, step: int = DEFAULT_STEP) -> int:
     """RotatingKVCache slots: a multi-token call keeps min(held, max_size - 1) + S; one token grows the ring
     by min(step, max_size - offset) while it is short, then overwrites it in place."""
+    max_size = as_int("max_size", max_size, 1)
+    keep = as_int("keep", keep, 0, max_size - 1)
+    cap = idx = offset = 0
+    for s, n in as_feeds(feeds).runs:
+        while n:
+            k = 1
+            if s > 1:  # _update_concat: put in temporal order, trim to max_size - 1, append
+                held = cap if (idx == cap or idx < offset) else idx
+                cap = s if cap == 0 else min(held, max_size - 1) + s
+                idx = cap
+            elif cap and idx <= cap <= max_size and not (offset >= cap and cap < max_size):
+                # in place, no growth until offset reaches cap (never, once the ring is full): jump
+                k = n if cap == max_size else min(n, cap - offset)
+                idx = _ring_advance(idx, k, max_size, keep)
+            else:  # _update_in_place, one call as mlx-lm makes it
+                if cap == 0 or (offset >= cap and cap < max_size):
+                    cap, idx = cap + min(step, max_size - offset), offset
+                if cap > max_size:
+                    cap = idx = max_size
+                if idx == max_size:
+                    idx = keep
+                idx += 1
+            offset, n = offset + s * k, n - k
+    return cap
+
+
+def rotating_cache_slots_stepwise(feeds, max_size: int, keep: int = 0, step: int = DEFAULT_STEP) -> int:
+    """Reference for :func:`rotating_cache_slots`: one iteration per model call."""
     cap = idx = offset = 0
     for s in feeds:
-        if s > 1:  # _update_concat: put in temporal order, trim to max_size - 1, append
+        if s > 1:
             held = cap if (idx == cap or idx < offset) else idx
             cap = s if cap == 0 else min(held, max_size - 1) + s
             idx = cap
-        else:  # _update_in_place
+        else:
             if cap == 0 or (offset >= cap and cap < max_size):
                 cap, idx = cap + min(step, max_size - offset), offset
             if cap > max_size:
@@ -76,12 +207,39 @@ def rotating_cache_slots(feeds, max_size: int, keep: int = 0, step: int = DEFAUL
     return cap
 
 
+def _chunked_call(cap: int, held: int, s: int, chunk_size: int, step: int) -> tuple[int, int]:
+    """(cap, held) after one call of s tokens; held = offset - start (only that difference matters)."""
+    if cap and held > chunk_size:  # maybe_trim_front
+        held, cap = chunk_size, chunk_size
+    if cap == 0 or held + s > cap:
+        cap = (held if cap and held % step else cap) + step * -(-s // step)
+    return cap, held + s
+
+
 def chunked_cache_slots(feeds, chunk_size: int, step: int = DEFAULT_STEP) -> int:
     """ChunkedKVCache slots (llama4): before each call the front is cut to the last C tokens; the buffer then
     grows like a KVCache from there, so after a call it holds between C and C + step slots."""
+    cap = held = 0
+    for s, n in as_feeds(feeds).runs:
+        while n:
+            if s == 1 and cap and held <= chunk_size and held + 1 <= cap:  # calls that only append: jump
+                k = min(n, chunk_size - held + 1, cap - held)
+                held, n = held + k, n - k
+                continue
+            new = _chunked_call(cap, held, s, chunk_size, step)
+            n -= 1
+            if s == 1 and new == (cap, held) or (s == 1 and new == _chunked_call(*new, 1, chunk_size, step)):
+                cap, held = new  # a fixed point: every further single-token call leaves the same state
+                break
+            cap, held = new
+    return cap
+
+
+def chunked_cache_slots_stepwise(feeds, chunk_size: int, step: int = DEFAULT_STEP) -> int:
+    """Reference for :func:`chunked_cache_slots`: one iteration per model call."""
     cap = offset = start = 0
     for s in feeds:
-        if cap and offset - start > chunk_size:  # maybe_trim_front
+        if cap and offset - start > chunk_size:
             start, cap = offset - chunk_size, chunk_size
         held = offset - start
         if cap == 0 or held + s > cap:

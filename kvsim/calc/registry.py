@@ -2,7 +2,8 @@
 
 Contract
 - ``model_names()`` lists the registry (sorted); ``load_model(name_or_path)`` returns the
-  :class:`~kvsim.calc.config.ModelSpec` of a registry name or of a path to a ``config.json``.
+  :class:`~kvsim.calc.config.ModelSpec` of a registry name, of a path to a ``config.json`` or of a
+  model folder holding one (a folder without one, a FIFO or a device is a ConfigError saying so).
 - An unknown name is a :class:`~kvsim.calc.config.ConfigError` that lists the known names.
 - ``model_info(name)`` is the registry entry: file, Hugging Face repo id, sources, the fields
   that are not primary-verified, and published parameter counts.
@@ -84,7 +85,7 @@ def load_model(name_or_path) -> ModelSpec:
     looks_like_path = path.suffix == ".json" or "/" in key or "\\" in key
     if path.is_file():
         return _load_path(str(path.resolve()), path.stat().st_mtime_ns)
-    if looks_like_path:
+    if looks_like_path or path.is_dir():  # a model folder reads its config.json
         return load_config(path)  # raises the file's own ConfigError (missing, unreadable)
     raise ConfigError(f"unknown model {key!r}; registry models: {', '.join(model_names())} "
                       "(or give a path to a config.json)")

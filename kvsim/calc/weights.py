@@ -70,7 +70,7 @@ def _mla(cfg, h):
     """MLA: q (LoRA h·r_q + norm + r_q·H·(d_nope+d_rope), or h·H·(d_nope+d_rope)),
     kv_a h·(d_c+d_rope) + norm d_c, kv_b d_c·H·(d_nope+d_v), o H·d_v·h."""
     heads, rq, dc = (
-        field_int(cfg, "num_attention_heads"),
+        field_int(cfg, "num_attention_heads", low=1),
         field_int(cfg, "q_lora_rank", default=0),
         field_int(cfg, "kv_lora_rank"),
     )
@@ -86,7 +86,7 @@ def _mla(cfg, h):
 def _deepseek(cfg, spec):
     """First ``first_k_dense_replace`` layers dense; the rest shared + routed experts (+ router)."""
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
-    dense_n, freq = field_int(cfg, "first_k_dense_replace", default=0), field_int(cfg, "moe_layer_freq", default=1)
+    dense_n, freq = field_int(cfg, "first_k_dense_replace", default=0), field_int(cfg, "moe_layer_freq", default=1, low=1)
     moe_n = sum(1 for i in range(dense_n, n) if i % freq == 0)
     e, k, s = (
         field_int(cfg, "n_routed_experts"),
@@ -108,7 +108,7 @@ def _gpt_oss(cfg, spec):
         field_int(cfg, "num_experts_per_tok"),
         field_int(cfg, "intermediate_size"),
     )
-    sinks = field_int(cfg, "num_attention_heads")
+    sinks = field_int(cfg, "num_attention_heads", low=1)
     per_layer = attention_params(cfg, h, qkv_bias=True, o_bias=True) + sinks + h * e + e + 2 * h
     expert = swiglu_params(h, i, bias=True)
     return param_total(spec, h, n * per_layer, n * e * expert, n * k * expert)
@@ -117,8 +117,10 @@ def _gpt_oss(cfg, spec):
 def _llama4(cfg, spec):
     """MoE layers: router + shared expert + routed experts (i); other layers dense MLP (i_mlp)."""
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
-    step = field_int(cfg, "interleave_moe_layer_step", default=1)
+    step = field_int(cfg, "interleave_moe_layer_step", default=1, low=1)
     moe_layers = cfg.get("moe_layers") or list(range(step - 1, n, step))
+    if not isinstance(moe_layers, (list, tuple)):
+        raise ConfigError(f"moe_layers must be a list of layer indices, got {moe_layers!r:.60}")
     moe_n = len(moe_layers)
     e, k = field_int(cfg, "num_local_experts"), field_int(cfg, "num_experts_per_tok")
     expert = swiglu_params(h, field_int(cfg, "intermediate_size"))
@@ -157,7 +159,7 @@ def _cohere(cfg, spec):
     """Command R / R7B: attention (+ per-head q/k LayerNorm weights with use_qk_norm), SwiGLU, one
     LayerNorm weight per layer (attention and MLP run in parallel on it)."""
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
-    heads = field_int(cfg, "num_attention_heads")
+    heads = field_int(cfg, "num_attention_heads", low=1)
     kv, d = field_int(cfg, "num_key_value_heads", default=heads), h // heads  # transformers: head_dim = h / H
     bias = field_flag(cfg, "attention_bias")
     attn = attention_params({**cfg, "head_dim": d}, h, qkv_bias=bias, o_bias=bias) + (heads + kv) * d * field_flag(
@@ -169,7 +171,7 @@ def _cohere(cfg, spec):
 def _olmo2(cfg, spec):
     """OLMo 2: attention with q/k RMSNorms over the whole projection (H·d and H_kv·d), SwiGLU, 2 norms."""
     h, n = field_int(cfg, "hidden_size"), field_int(cfg, "num_hidden_layers")
-    heads = field_int(cfg, "num_attention_heads")
+    heads = field_int(cfg, "num_attention_heads", low=1)
     kv, d = field_int(cfg, "num_key_value_heads", default=heads), field_int(cfg, "head_dim", default=h // heads)
     attn = attention_params(
         cfg, h, qkv_bias=field_flag(cfg, "attention_bias"), o_bias=field_flag(cfg, "attention_bias")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ConfigError
+from .validate import config_count
 
 
 @dataclass(frozen=True)
@@ -21,14 +22,12 @@ class ParamCount:
     embedding: int = 0
 
 
-def field_int(cfg, *names, default=...):
-    """First present integer field among ``names``."""
+def field_int(cfg, *names, default=..., low: int = 0):
+    """First present integer field among ``names``: an integer in [low, MAX_COUNT]
+    (:func:`kvsim.calc.validate.config_count`; ``low`` = 1 for a divisor or a period)."""
     for name in names:
         if cfg.get(name) is not None:
-            value = cfg[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
-                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
-            return int(value)
+            return config_count(name, cfg[name], low)
     if default is ...:
         raise ConfigError(f"config is missing {names[0]}, needed for the parameter count")
     return default
@@ -52,7 +51,7 @@ def embedding_rows(cfg):
 
 def attention_params(cfg, h, qkv_bias=False, o_bias=False, qk_norm=False, q_gate=False):
     """q: h·H·d (×2 with an output gate), k, v: h·H_kv·d, o: H·d·h; optional biases and q/k norms."""
-    heads = field_int(cfg, "num_attention_heads")
+    heads = field_int(cfg, "num_attention_heads", low=1)
     kv = field_int(cfg, "num_key_value_heads", default=heads)
     d = field_int(cfg, "head_dim", default=h // heads)
     q, k = heads * d, kv * d

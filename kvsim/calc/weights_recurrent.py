@@ -72,7 +72,7 @@ def jamba(cfg, spec):
         True,
     )
     period, offset = (
-        field_int(cfg, "expert_layer_period", default=2),
+        field_int(cfg, "expert_layer_period", default=2, low=1),
         field_int(cfg, "expert_layer_offset", default=1),
     )
     e, k = field_int(cfg, "num_experts"), field_int(cfg, "num_experts_per_tok")
@@ -106,7 +106,7 @@ def mamba(cfg, spec):
 def mamba2(cfg, spec):
     """Mamba-2: in_proj h·(2d_in + 2GN + H), conv (d_in+2GN)·K + bias, dt_bias/A_log/D per head,
     gated norm d_in, out_proj d_in·h, one norm per layer (plus an MLP if d_intermediate > 0)."""
-    merged = {**cfg, **(cfg.get("ssm_cfg") or {})}
+    merged = {**cfg, **dict(cfg.get("ssm_cfg") or {})}  # ssm_cfg was checked a mapping by the spec parser
     n, h = field_int(merged, "num_hidden_layers", "n_layer"), field_int(merged, "hidden_size", "d_model")
     d_inner = field_int(merged, "expand", default=2) * h
     d_state, d_conv = (
@@ -115,7 +115,7 @@ def mamba2(cfg, spec):
     )
     groups, headdim = (
         field_int(merged, "n_groups", "ngroups", default=1),
-        field_int(merged, "head_dim", "headdim", default=64),
+        field_int(merged, "head_dim", "headdim", default=64, low=1),
     )
     heads, conv_dim = d_inner // headdim, d_inner + 2 * groups * d_state
     mixer = h * (2 * d_inner + 2 * groups * d_state + heads) + conv_dim * (d_conv + 1) + 3 * heads
@@ -128,7 +128,7 @@ def mamba2(cfg, spec):
 def recurrent_gemma(cfg, spec):
     """Griffin: RG-LRU blocks (x, y, out projections with biases, conv, block-diagonal gates) or
     local MQA (o_proj biased); every layer a GeGLU MLP of width i/2 with biases and 2 norms."""
-    h, heads = field_int(cfg, "hidden_size"), field_int(cfg, "num_attention_heads")
+    h, heads = field_int(cfg, "hidden_size"), field_int(cfg, "num_attention_heads", low=1)
     w = field_int(cfg, "lru_width", default=0) or h
     block = w // heads
     lru = 2 * (h * w + w) + (w * h + h) + w * field_int(cfg, "conv1d_width", default=4) + w

@@ -32,17 +32,38 @@ from ..calc.engines import EngineBytes, LayerBytes, kvsim_bytes, mlx_lm_bytes
 from ..calc.hf_config import from_hf_config
 from ..calc.memory import parse_kv_dtype
 from ..calc.tables import format_table
-from ..calc.units import FLOAT_DTYPES, MLX_LM_QUANTIZED_KV_START, QUANT_BITS, dtype_key
+from ..calc.mlx_lm_rules import as_feeds
+from ..calc.units import FLOAT_DTYPES, MLX_LM_QUANTIZED_KV_START, QUANT_BITS, InputError, dtype_key
+from ..calc.validate import check_json_depth, read_config_text, read_safetensors_header
 
 
 def _read_config(path: Path) -> dict:
+    """A config.json as a dict, read as kvsim reads every config (:mod:`kvsim.calc.validate`) and parsed by
+    :func:`from_hf_config` first, so a bad field is kvsim's one-line ConfigError, not mlx-lm's traceback."""
+    text = read_config_text(path)
+    check_json_depth(text, f"config file {str(path)!r}")
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read {str(path)!r} as a config.json ({e})") from None
+        config = json.loads(text)
+    except ValueError as e:
+        raise ConfigError(f"cannot read {str(path)!r} as a config.json ({str(e).splitlines()[0]})") from None
+    from_hf_config(config)  # validates every field kvsim reads
+    return config
+
+
+def _mlx_lm_model(path: Path, config: dict, build):
+    """``build()`` (mlx-lm making the model), with mlx-lm's refusals of a config as one-line ConfigErrors."""
+    try:
+        return build()
+    except (ValueError, TypeError, KeyError, RuntimeError) as e:  # unsupported model_type, a missing field ...
+        raise ConfigError(f"mlx-lm cannot build {config.get('model_type')!r} from {str(path)!r} "
+                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
 
 
 _FLOATS = (mx.float32, mx.float16, mx.bfloat16)
+# stated limits of a measurement: random weights built from a config alone, model calls, tokens fed
+MAX_RANDOM_WEIGHT_BYTES = 4 * 2**30
+MAX_MODEL_CALLS = 100_000
+MAX_MEASURED_TOKENS = 1_000_000
 
 
 def _weights_dtype(model) -> str:
@@ -57,12 +78,15 @@ def _weights_dtype(model) -> str:
 def load_model(path, dtype: str | None = None):
     """(mlx-lm model, config dict, model dtype name) from an MLX model folder or a config.json."""
     path = Path(path)
-    from mlx_lm.utils import _get_classes
-    from mlx_lm.utils import load_model as mlx_lm_load
     if path.is_dir():
-        if not list(path.glob("model*.safetensors")):
+        files = sorted(path.glob("model*.safetensors"))
+        if not files:
             raise ConfigError(f"{str(path)!r} has no model*.safetensors; give its config.json for random weights")
-        model, config = mlx_lm_load(path)
+        config = _read_config(path / "config.json")
+        for f in files:  # header, dtypes, shapes and byte spans, before mlx-lm reads a tensor
+            read_safetensors_header(f, ConfigError)
+        from mlx_lm.utils import load_model as mlx_lm_load  # after the checks: a refusal is instant
+        model, config = _mlx_lm_model(path, config, lambda: mlx_lm_load(path))
         return model, config, _weights_dtype(model)
     config = _read_config(path)
     if "model_type" not in config:
@@ -70,8 +94,15 @@ def load_model(path, dtype: str | None = None):
     key = dtype_key(dtype or config.get("torch_dtype") or config.get("dtype") or "bf16")
     if key not in FLOAT_DTYPES:
         raise ConfigError(f"dtype {key!r} is not one of {', '.join(FLOAT_DTYPES)}")
-    model_cls, args_cls = _get_classes(config)
-    model = model_cls(args_cls.from_dict(config))
+    from mlx_lm.utils import _get_classes
+    model_cls, args_cls = _mlx_lm_model(path, config, lambda: _get_classes(config))
+    model = _mlx_lm_model(path, config, lambda: model_cls(args_cls.from_dict(config)))
+    # MLX is lazy: the random weights exist only at mx.eval below, so their size is checked first
+    weight_bytes = sum(p.size * mx_dtype(key).size if p.dtype in _FLOATS else p.nbytes
+                       for _, p in tree_flatten(model.parameters()))
+    if weight_bytes > MAX_RANDOM_WEIGHT_BYTES:
+        raise ConfigError(f"random weights of {str(path)!r} would take {weight_bytes / 2**30:.1f} GiB; accepted: at "
+                          f"most {MAX_RANDOM_WEIGHT_BYTES / 2**30:g} GiB (a smaller config, or a model folder)")
     model.update(tree_map(lambda p: p.astype(mx_dtype(key)) if p.dtype in _FLOATS else p, model.parameters()))
     mx.eval(model.parameters())
     return model, config, key
@@ -151,7 +182,14 @@ def format_measured(m: Measured, prompt_tokens: int, prefill_step: int, decode_s
 
 def measure(path, feeds, dtype: str | None = None, kv_bits: int | None = None, kv_group_size: int = 64,
             quantized_kv_start: int = MLX_LM_QUANTIZED_KV_START) -> Measured:
-    """Run ``feeds`` through mlx-lm's model of ``path`` and return its caches' bytes beside the prediction."""
+    """Run ``feeds`` through mlx-lm's model of ``path`` and return its caches' bytes beside the prediction.
+
+    At most MAX_MODEL_CALLS calls and MAX_MEASURED_TOKENS tokens (each call really runs the model)."""
+    feeds = as_feeds(feeds)
+    if len(feeds) > MAX_MODEL_CALLS or feeds.tokens > MAX_MEASURED_TOKENS:
+        raise InputError(f"measure runs one model call per feed: {len(feeds)} calls of {feeds.tokens} tokens; "
+                         f"accepted: at most {MAX_MODEL_CALLS} calls (decode steps + prefill calls) and "
+                         f"{MAX_MEASURED_TOKENS} tokens")
     model, config, key = load_model(path, dtype)
     spec = from_hf_config(config)
     predicted = mlx_lm_bytes(spec, feeds, key, kv_bits, kv_group_size, quantized_kv_start)

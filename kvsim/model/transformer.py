@@ -34,6 +34,7 @@ from ..calc.config import LayerSpec, ModelSpec
 from ..calc.hf_config import from_hf_config
 from ..calc.units import positive_int
 from .attention import Attention
+from .cache_checks import check_caches, check_tokens
 from .layers import MLP, WeightInit, rms_norm
 from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
@@ -95,10 +96,10 @@ class Model(nn.Module):
         self.lm_head = init.linear(spec.vocab_size, spec.hidden_size)
 
     def __call__(self, tokens: mx.array, caches=None, kv_dtype=None) -> mx.array:
-        if tokens.ndim != 2:
-            raise ValueError(f"tokens must be (B, L) token ids, got shape {tuple(tokens.shape)}")
-        if caches is not None and len(caches) != len(self.blocks):
-            raise ValueError(f"caches must hold one entry per layer ({len(self.blocks)}), got {len(caches)}")
+        # every input checked before any layer writes its cache: a failed call changes nothing
+        tokens = check_tokens(tokens, self.spec.vocab_size)
+        if caches is not None:
+            check_caches(self.spec, caches, tokens.shape[0], kv_dtype or self.dtype)
         x = self.embed[tokens]
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i], kv_dtype)

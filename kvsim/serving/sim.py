@@ -32,12 +32,17 @@ import numpy as np
 from ..calc import capacity, hardware, memory, registry, weights
 from ..calc.search import last_true
 from ..calc.units import DEFAULT_BLOCK_SIZE, InputError
+from ..calc.validate import as_int
+
+# stated limits of one simulation: per-slot arrays of max_running entries, blocks of capacity_tokens
+MAX_RUNNING = 2**16
+MAX_CAPACITY_TOKENS = 2**31
 from . import closed_form
 from .block_pool import cdiv
 from .blocks import BlockAllocator
 from .contiguous import PLACEMENTS, reservation_tokens
 from .ledger import Ledger, SimResult
-from .workload import Workload, prefix_token_ids
+from .workload import Workload, check_workload, prefix_token_ids
 
 POLICIES = ("max", "pow2", "oracle", "paged")
 
@@ -71,12 +76,12 @@ def simulate(workload: Workload, policy: str = "paged", capacity_tokens: int = 1
         raise InputError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
     if prefix_sharing and policy != "paged":
         raise InputError("prefix_sharing needs policy 'paged'")
-    for name, value in (("capacity_tokens", capacity_tokens), ("block_size", block_size),
-                        ("max_running", max_running)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise InputError(f"{name} must be a positive integer, got {value!r}")
-    if not 0 <= watermark < 1:
-        raise InputError(f"watermark must be in [0, 1), got {watermark!r}")
+    capacity_tokens = as_int("capacity_tokens", capacity_tokens, 1, MAX_CAPACITY_TOKENS)
+    as_int("block_size", block_size, 1, capacity_tokens)
+    as_int("max_running", max_running, 1, MAX_RUNNING)
+    if isinstance(watermark, bool) or not isinstance(watermark, (int, float, np.floating)) or not 0 <= watermark < 1:
+        raise InputError(f"watermark must be a number in [0, 1), got {watermark!r}")
+    check_workload(workload)  # non-empty, consistent arrays, every request with >= 1 output token
     return _Simulator(workload, policy, int(capacity_tokens), int(block_size), bool(prefix_sharing),
                       int(max_running), float(watermark), placement, jump).run()
 
