@@ -166,7 +166,7 @@ def _add_engine(p):
     p.add_argument("--prefill-step", type=_pos_int("--prefill-step"),
                    help=f"mlx-lm: prompt tokens per model call (prefill_step_size, default {MLX_LM_PREFILL_STEP})")
     p.add_argument("--decode-steps", type=_nonneg_int("--decode-steps"), help="decode steps D after the prompt")
-    p.add_argument("--kv-cache-memory", type=_pos_float("--kv-cache-memory"),
+    p.add_argument("--kv-cache-memory", type=_pos_float("--kv-cache-memory", high=GPU_MEMORY_GIB[1]),
                    help="vllm: KV cache budget in GiB (vLLM's --kv-cache-memory-bytes); prints its maximum concurrency")
     p.add_argument("--max-num-batched-tokens", type=_pos_int("--max-num-batched-tokens"),
                    help="vllm: tokens per scheduler step (default 8192, vLLM's API server on an H100/H200)")

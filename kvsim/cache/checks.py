@@ -2,8 +2,8 @@
 
 Contract
 - :data:`ACCEPTED`: the cache classes each layer kind takes (full: KVCache / QuantizedKVCache /
-  PagedKVCache; sliding: RotatingKVCache or a QuantizedKVCache with max_size = the window; chunked:
-  ChunkedKVCache with the layer's chunk; mla: LatentCache / QuantizedKVCache; recurrent:
+  PagedKVCache; sliding: RotatingKVCache, a QuantizedKVCache with max_size = the window or a paged
+  sliding store of the window; chunked: ChunkedKVCache with the layer's chunk or a paged chunked store; mla: LatentCache / QuantizedKVCache; recurrent:
   RecurrentStateCache with the layer's state shapes; none: no cache).
 - :func:`check_layer_cache`: ValueError naming the layer and the field when a cache does not fit its
   layer: its class (kvsim's caches; a duck-typed one such as mlx-lm's is checked by geometry only), window / chunk, and, once it holds tokens, the geometry its first update fixed (KV
@@ -24,9 +24,11 @@ from .rotating import RotatingKVCache
 from .standard import KVCache
 
 # cache classes each layer kind accepts
-ACCEPTED = {"full": (KVCache, QuantizedKVCache, PagedKVCache), "sliding": (RotatingKVCache, QuantizedKVCache),
-            "chunked": (ChunkedKVCache,), "mla": (LatentCache, QuantizedKVCache),
+ACCEPTED = {"full": (KVCache, QuantizedKVCache, PagedKVCache),
+            "sliding": (RotatingKVCache, QuantizedKVCache, PagedKVCache),
+            "chunked": (ChunkedKVCache, PagedKVCache), "mla": (LatentCache, QuantizedKVCache),
             "recurrent": (RecurrentStateCache,), "none": ()}
+
 def _stored(cache) -> dict | None:
     """Geometry fixed by a cache's first update ({B, H, k_dim, v_dim, dtype}), or None while empty."""
     geom = getattr(cache, "_geom", None)
@@ -64,6 +66,9 @@ def check_layer_cache(i: int, layer, cache, batch: int | None = None, dtype=None
         raise ValueError(f"{where}: the ring's window must be sliding_window {window}, got {cache.window}")
     if isinstance(cache, QuantizedKVCache) and cache.max_size != window:
         raise ValueError(f"{where}: max_size must be {window}, got {cache.max_size}")
+    if isinstance(cache, PagedKVCache) and (cache.pool.kind, cache.pool.window) != (layer.kind, layer.window_tokens):
+        raise ValueError(f"{where}: the paged pool must be a {layer.kind} store of window {layer.window_tokens}, "
+                         f"got a {cache.pool.kind} store of window {cache.pool.window}")
     if isinstance(cache, ChunkedKVCache) and cache.chunk_size != layer.attention_chunk_size:
         raise ValueError(f"{where}: chunk_size must be attention_chunk_size {layer.attention_chunk_size}, "
                          f"got {cache.chunk_size}")
