@@ -29,8 +29,8 @@ def test_doc_states_none_of_the_wrong_vllm_claims():
 def test_table_has_every_registered_engine_and_sums_its_layers():
     spec = load_model("gemma-3-27b")
     t = engine_table(spec, 8000, 192)
-    assert [c["engine"] for c in t["engines"]][: len(engines.ENGINES)] == list(engines.ENGINES) or \
-        {c["engine"] for c in t["engines"]} >= set(engines.ENGINES)
+    labels = [c["engine"] for c in t["engines"]]           # one column per engine, or one per variant of it
+    assert all(any(lab == e or lab.startswith(e + " ") for lab in labels) for e in engines.ENGINES), labels
     vllm = next(c for c in t["engines"] if c["engine"] == "vllm")
     eb = vllm_bytes(spec, 8000, 192)
     assert vllm["total_bytes"] == eb.total_bytes
@@ -54,3 +54,17 @@ def test_cli_engine_all_and_vllm():
     assert "block 64 tokens" in out and "maximum concurrency" in out
     out = run_cli("calc llama-3-8b --max-model-len 100", 60)
     assert "needs --engine vllm" in out
+
+
+def test_engine_table_shows_transformers_dynamic_and_static():
+    from kvsim.calc.engines import engine_bytes
+    from kvsim.calc.engines_all import engine_table
+    spec = load_model("gemma-3-27b")
+    t = engine_table(spec, 8000, 100)
+    cols = {c["engine"]: c for c in t["engines"]}
+    assert {"transformers dynamic", "transformers static"} <= set(cols)
+    for label, cache in (("transformers dynamic", "dynamic"), ("transformers static", "static")):
+        eb = engine_bytes(spec, "transformers", prompt_tokens=8000, decode_steps=100, cache=cache)
+        assert cols[label]["total_bytes"] == eb.total_bytes
+    # a static sliding layer keeps W slots, a dynamic one W - 1: the two columns differ on sliding layers
+    assert cols["transformers static"]["bytes_by_kind"]["sliding"] > cols["transformers dynamic"]["bytes_by_kind"]["sliding"]

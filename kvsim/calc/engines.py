@@ -51,6 +51,10 @@ from .units import (
 )
 
 ENGINES = ("kvsim", "mlx-lm", "transformers", "vllm")  # transformers, vllm: kvsim.calc.engines_*
+# columns of `kvsim calc --engine all` beyond one per engine: transformers' two cache classes side by side
+# (StaticCache sized as generate sizes it, prompt + decode steps)
+ENGINE_VARIANTS = {"transformers": (("transformers dynamic", {"cache": "dynamic"}),
+                                    ("transformers static", {"cache": "static"}))}
 
 
 @dataclass(frozen=True)
