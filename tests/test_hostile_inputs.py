@@ -264,8 +264,11 @@ def test_measure_bad_files_are_one_line(tmp_path, capsys):
     _refused(capsys, "measure", folder, "--prompt-tokens", 4, needle="is truncated")
     missing = {k: v for k, v in _tiny_llama().items() if k != "intermediate_size"}
     _refused(capsys, "measure", _write(tmp_path, missing), "--prompt-tokens", 4, needle="mlx-lm cannot build 'llama'")
+    # kvsim reads gpt2 (and an unknown type with the standard keys, as full attention); mlx-lm's refusal is one line
     _refused(capsys, "measure", _write(tmp_path, {**_tiny_llama(), "model_type": "gpt2"}), "--prompt-tokens", 4,
-             needle="model_type 'gpt2' is not supported")
+             needle="mlx-lm cannot build 'gpt2'")
+    _refused(capsys, "measure", _write(tmp_path, {**_tiny_llama(), "model_type": "no_such_arch"}), "--prompt-tokens",
+             4, needle="no_such_arch")
     _refused(capsys, "measure", _write(tmp_path, {**_tiny_llama(), "num_key_value_heads": 3}),
              needle="num_key_value_heads 3 must divide")
     _refused(capsys, "measure", _write(tmp_path, _tiny_llama()), "--prompt-tokens", 4, "--decode-steps", 10**12,

@@ -64,7 +64,7 @@ def test_cache_reads_equal_the_plain_reference(recent):
     assert mx.allclose(keys, ref(k, Rk), atol=1e-4).item() and mx.allclose(values, ref(v, Rv), atol=1e-4).item()
     # the fast path (rotate q, attend over codes, rotate the output back) = attention on the dense read
     cache2 = TurboQuantKVCache(4, 64, step=32, full_precision_tokens=recent, seed=3)
-    fast = cache2.attend(q, cache2.update_and_fetch_quantized(k, v))
+    fast = cache2.attend_codes(q, cache2.update_and_fetch_quantized(k, v))
     assert mx.allclose(fast, sdpa(q, keys, values, None), atol=1e-4).item()
 
 

@@ -35,6 +35,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..calc.units import DEFAULT_STEP
+from .base import check_queries
 from .quantized import QuantizedKVCache
 from .sdpa import quantized_sdpa, sdpa
 
@@ -112,7 +113,14 @@ class TurboQuantKVCache(QuantizedKVCache):
             out.append(rot.inverse(pieces[0] if len(pieces) == 1 else mx.concatenate(pieces, axis=2)))
         return out[0], out[1]
 
-    def attend(self, q: mx.array, fetched, mask=None, scale: float | None = None) -> mx.array:
+    def attend(self, queries: mx.array, keys: mx.array, values: mx.array, scale: float | None = None) -> mx.array:
+        """``cache.attend`` (the model's call, :mod:`kvsim.cache.dispatch`): store the new rows rotated and
+        quantized, then :meth:`attend_codes` over everything stored."""
+        check_queries(queries, keys)                     # before anything is stored
+        mask = self.make_mask(queries.shape[2], window_size=None, return_array=False)
+        return self.attend_codes(queries, self.update_and_fetch_quantized(keys, values), mask, scale)
+
+    def attend_codes(self, q: mx.array, fetched, mask=None, scale: float | None = None) -> mx.array:
         """softmax((R q)·(R k)ᵀ)·(R v), rotated back once: attention over the codes, no dequantized copy."""
         scale = q.shape[-1] ** -0.5 if scale is None else scale
         out = quantized_sdpa(self.key_rotation.rotate(q), fetched.keys, fetched.values, mask, scale,
@@ -170,7 +178,7 @@ def storage_mode_errors(q: mx.array, k: mx.array, v: mx.array, mask=None, bits=(
         fetched = uniform.update_and_fetch(k, v)
         out_u = quantized_sdpa(q, fetched.keys, fetched.values, mask, group_size=group_size, bits=b)
         rotated = TurboQuantKVCache(b, group_size, step=T, seed=seed)
-        out_r = rotated.attend(q, rotated.update_and_fetch_quantized(k, v), mask)
+        out_r = rotated.attend_codes(q, rotated.update_and_fetch_quantized(k, v), mask)
         for mode, cache, out in (("uniform", uniform, out_u), ("rotated", rotated, out_r)):
             counted = storage_bytes(mode, T * B, H, dk, v.shape[-1], b, group_size, scale_bytes=k.dtype.size)
             rows.append({"mode": mode, "bits": b, **counted, "nbytes": cache.nbytes,

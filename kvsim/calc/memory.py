@@ -331,7 +331,7 @@ def model_kv_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", vie
     dt = parse_kv_dtype(kv_dtype)
     bound = 0
     for layer, count in layer_groups(spec):  # the whole model within MAX_BYTES before any int64 sum
-        if layer.kind in ("full", "sliding", "chunked", "mla"):
+        if layer.caches_tokens:
             token_bytes = max(layer_token_bytes(layer, dt, tp), layer_token_bytes(layer, dt, tp, True))
             kept = int(t.max(initial=0)) if layer.window_tokens is None else layer.window_tokens
             bound += (kept + max(step, 2 * (block_size or 1))) * token_bytes * batch * count
