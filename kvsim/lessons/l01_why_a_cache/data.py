@@ -8,6 +8,8 @@ Contract (pure numpy)
   (no cache); ``READ`` its key and value read from the cache; ``NEW`` computed for the first time;
   ``PRODUCED`` the token this step outputs (fed only at the next step).
 - Row sums of RECOMPUTED + NEW equal the positions :func:`kvsim.calc.tokens_fed.tokens_fed` counts.
+- :func:`step_grid_panels`, :func:`fed_totals`, :func:`fed_curves_log`: the numbers lesson 01's views draw
+  and print (both grids with positions fed so far and now; totals and their ratio; curves from step 1).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Contract (pure)
   as Hugging Face's ``repeat_kv`` and kvsim's grouped attention arrange them).
 - :func:`area_sides`: the side of a square whose AREA is proportional to each value, the largest
   side given; so 16× more bytes look 16× bigger, not 2× (log bars) or a sliver (linear bars).
+- :func:`head_sharing_bytes`, :func:`percent_of_mha`, :func:`mla_elements`, :func:`design_name`: the numbers
+  and names lesson 03's views label (bytes per token per design, share of MHA, MLA vs MHA elements).
 """
 
 from __future__ import annotations

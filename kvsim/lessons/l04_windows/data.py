@@ -21,6 +21,8 @@ Contract (pure, over :func:`kvsim.calc.window_bytes.bytes_by_kind`)
   for the cache kinds of a model at T tokens; both percentages sum to 100 over the cache layers.
 - :func:`windowed_models`, :func:`window_bytes_numbers`: the window-bytes view's model list and numbers
   (bytes by kind, the window-ignoring line, the saving at T).
+- :func:`position_span` and :func:`padded_history_rows`: the slot-history view's title text and its
+  grid, always the same number of rows (empty rows on top) while the step slider moves.
 """
 
 from __future__ import annotations
