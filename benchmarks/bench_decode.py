@@ -37,7 +37,7 @@ from kvsim.calc.registry import load_model
 from kvsim.decode import generate, positions_fed
 from kvsim.measure.bandwidth import measure_copy_bandwidth
 from kvsim.measure.roofline import interleaved_times
-from kvsim.measure.step_time import fill_caches, matmul_params, weights_read_bytes
+from kvsim.measure.step_time import fill_caches, model_matmul_params, model_weights_read_bytes
 from kvsim.measure.twins import mlx_lm_version, twin
 from kvsim.model import build_model, toy_spec
 
@@ -50,7 +50,7 @@ GEOMETRY = dict(num_layers=2, vocab_size=4096, intermediate_size=2048)   # Llama
 
 def flops_per_step(model, fed: int, context: int) -> float:
     """2·(matmul params) per fed position + attention 4·H·D per (query, key) pair, causal."""
-    linear = matmul_params(model)                                         # all but the lookup table
+    linear = model_matmul_params(model)                                         # all but the lookup table
     attn = sum(4 * b.mixer.n_heads * b.mixer.head_dim for b in model.blocks)
     pairs = fed * context - fed * (fed - 1) / 2                           # query i sees context - fed + i + 1 keys
     return 2 * linear * fed + attn * pairs
@@ -94,7 +94,7 @@ def step_seconds(model_fn, caches, token: int = 1) -> float:
 
 def bandwidth(model, contexts, repeats: int) -> list[dict]:
     rows = []
-    weight_read = weights_read_bytes(model)                           # all but the table, plus one row
+    weight_read = model_weights_read_bytes(model)                           # all but the table, plus one row
     for T in contexts:
         caches = make_caches(model.spec)
         fill_caches(model, caches, T)

@@ -54,7 +54,7 @@ from kvsim.measure.roofline import (
     point_bytes_needed,
 )
 from kvsim.model.compiled import compiled_step
-from kvsim.measure.step_time import weights_read_bytes
+from kvsim.measure.step_time import model_weights_read_bytes
 from kvsim.measure.twins import mlx_lm_version, twin
 
 RESULTS = Path(__file__).parent / "results"
@@ -126,7 +126,7 @@ def geometry(model) -> dict:
     g = {"source": model.info.source_name, "num_layers": len(s.layers), "hidden_size": s.hidden_size,
          "num_attention_heads": s.num_attention_heads, "vocab_size": s.vocab_size,
          "intermediate_size": s.intermediate_size, "dtype": model.info.dtype,
-         "weights_read_bytes": weights_read_bytes(model), "layer": {k: v for k, v in vars(layer).items() if v}}
+         "weights_read_bytes": model_weights_read_bytes(model), "layer": {k: v for k, v in vars(layer).items() if v}}
     return g
 
 

@@ -30,7 +30,7 @@ from kvsim.calc import memory
 from kvsim.calc.registry import load_model
 from kvsim.model.compiled import compiled_step
 from kvsim.measure.roofline import device_limits, device_summary, fitted_model, interleaved_times
-from kvsim.measure.step_time import fill_caches, weights_read_bytes
+from kvsim.measure.step_time import fill_caches, model_weights_read_bytes
 from kvsim.measure.twins import mlx_lm_version, twin
 
 RESULTS = Path(__file__).parent / "results"
@@ -84,7 +84,7 @@ def point(model, step, tw, T: int, repeats: int, bw: float) -> dict:
     builds = {f"build_{k[5:]}": 1e3 * build_time(fns[k], repeats) for k in ("step_eager", "step_compiled",
                                                                            "step_mlx_lm")}
     held = T + 2 + 2 * repeats
-    w_floor = 1e3 * weights_read_bytes(model) / bw
+    w_floor = 1e3 * model_weights_read_bytes(model) / bw
     c_floor = 1e3 * memory.read_bytes_per_step(model.spec, held, 1) / bw
     parts = {"weights_floor": w_floor, "gemv_efficiency": times["gemv_compiled"] - w_floor, "cache_floor": c_floor,
              "launch_and_graph": times["step_eager"] - times["step_compiled"],
@@ -137,7 +137,7 @@ def main():
                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     "python": sys.version.split()[0]},
            "device": dev, "copy_bytes_per_s": limits["copy_bytes_per_s"],
-           "geometry": {"num_layers": len(model.spec.layers), "weights_read_bytes": weights_read_bytes(model)},
+           "geometry": {"num_layers": len(model.spec.layers), "weights_read_bytes": model_weights_read_bytes(model)},
            "points": []}
     for T in contexts:
         res["points"].append(point(model, step, tw, T, repeats, limits["copy_bytes_per_s"]))

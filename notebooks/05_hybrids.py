@@ -51,7 +51,7 @@ from kvsim.lessons.l05_hybrids.views import (
     short_context_view,
     state_update_view,
 )
-from kvsim.measure.growth import cache_classes, decode_layer_bytes
+from kvsim.measure.growth import decode_layer_bytes, kvsim_cache_classes
 from kvsim.model import build_model
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
@@ -96,7 +96,7 @@ for name in ("llama-3-8b", "gemma-3-27b", "llama-4-scout", "jamba-v0.1", "qwen3-
              "mamba2-2.7b", "falcon-mamba-7b"):
     spec = load_model(name)
     rows.append({"model": name, "layers": windows.pattern_period(spec),
-                 "caches (make_caches)": " + ".join(f"{n} {c}" for c, n in cache_classes(spec).items())})
+                 "caches (make_caches)": " + ".join(f"{n} {c}" for c, n in kvsim_cache_classes(spec).items())})
 print(format_table(rows))
 print("letters: F full, S sliding, C chunked, N full without RoPE, R recurrent (repeating unit shown)")
 
@@ -356,8 +356,8 @@ assert hybrid.cache_split(rgemma, 2048)["total"] == hybrid.cache_split(rgemma, 1
 for name in ("mamba2-2.7b", "falcon-mamba-7b"):
     pure = hybrid.cache_split(load_model(name), np.array([1, 10**6]))
     assert (pure["kv"] == 0).all() and pure["total"][0] == pure["total"][1] > 0
-assert cache_classes(jamba) == {"RecurrentStateCache": 28, "KVCache": 4}
-assert cache_classes(rgemma) == {"RecurrentStateCache": 18, "RotatingKVCache": 8}
+assert kvsim_cache_classes(jamba) == {"RecurrentStateCache": 28, "KVCache": 4}
+assert kvsim_cache_classes(rgemma) == {"RecurrentStateCache": 18, "RotatingKVCache": 8}
 # the real decode: recurrent nbytes constant and equal to state_bytes, KV growing, all equal to the formula
 for run, spec in ((runs["jamba-v0.1"], jamba), (runs["qwen3-next-80b-a3b"], qwen)):
     assert (run.measured == run.formula).all()

@@ -223,7 +223,7 @@ context_points = [decode_point(gqa, t, batch=1, repeats=3) for t in (0, 1024, 20
 batch_points = [decode_point(gqa, 1024, batch=b, repeats=3) for b in (1, 2, 4, 8)]
 here = phases.point_rows(context_points + batch_points, bandwidth, mlx_flops)
 print(format_table(here, digits=2))
-print(phases.verdict(here))
+print(phases.roofline_verdict(here))
 
 # %% [markdown]
 # Each point against both floors of this machine, and on its roofline (MLX's matrix product and the measured memory

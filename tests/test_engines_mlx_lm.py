@@ -33,7 +33,7 @@ from kvsim.calc.mlx_lm_rules import (
 )
 from kvsim.calc.units import InputError
 from kvsim.cli import main
-from kvsim.measure.mlx_lm_bytes import cache_bytes, load_model, measure, run_feeds
+from kvsim.measure.mlx_lm_bytes import cache_bytes, load_mlx_lm_model, measure, run_feeds
 
 GEN = generate_step_feeds(300, 2048, 20)  # a 300-token prompt + 20 decode steps, as generate_step feeds them
 FP32_ONLY = {"gpt_oss", "phimoe"}  # every layer is MoE: mlx's gather_mm runs only in float32 on CPU
@@ -115,7 +115,7 @@ def test_deepseek_v2_caches_per_head_k_and_v(name, heads, layers, per_token, tmp
 
 @pytest.mark.parametrize("family", ["gemma3_text", "llama4", "qwen3_next"])
 def test_generate_step_makes_the_calls_generate_step_feeds_says(family, tmp_path):
-    model, config, _ = load_model(_config(tmp_path, CONFIGS[family]), "bf16")
+    model, config, _ = load_mlx_lm_model(_config(tmp_path, CONFIGS[family]), "bf16")
     cache = make_prompt_cache(model)
     prompt = mx.arange(40) % 64
     for _ in generate_step(prompt, model, max_tokens=5, prompt_cache=cache, prefill_step_size=16):
@@ -140,7 +140,7 @@ def test_kv_bits_through_generate_step(bits, tmp_path):
 def test_a_fresh_quantized_kv_cache(bits, tmp_path):
     """A QuantizedKVCache built empty holds 8 and 4 bits as predicted and refuses 6 and 5 at head_dim 128."""
     cfg = {**BASE, "model_type": "llama", "head_dim": 128, "num_attention_heads": 2, "num_key_value_heads": 1}
-    model, config, _ = load_model(_config(tmp_path, cfg), "bf16")
+    model, config, _ = load_mlx_lm_model(_config(tmp_path, cfg), "bf16")
     spec = from_hf_config(config)
     cache = [QuantizedKVCache(group_size=64, bits=bits) for _ in range(2)]
     if bits in (6, 5):
@@ -155,7 +155,7 @@ def test_a_fresh_quantized_kv_cache(bits, tmp_path):
 
 
 def test_kv_bits_on_a_rotating_cache_is_refused_by_both(tmp_path):
-    model, config, _ = load_model(_config(tmp_path, CONFIGS["gemma3_text"]), "bf16")
+    model, config, _ = load_mlx_lm_model(_config(tmp_path, CONFIGS["gemma3_text"]), "bf16")
     with pytest.raises(NotImplementedError):
         run_feeds(model, (20, 1), kv_bits=4, quantized_kv_start=0)
     with pytest.raises(InputError, match="NotImplementedError"):
@@ -187,7 +187,7 @@ def test_growth_rules_match_mlx_lm_caches(feeds, max_size, keep, chunk):
 
 
 def test_cache_bytes_splits_state_from_kv(tmp_path):
-    model, _, _ = load_model(_config(tmp_path, CONFIGS["falcon_h1"]), "bf16")
+    model, _, _ = load_mlx_lm_model(_config(tmp_path, CONFIGS["falcon_h1"]), "bf16")
     cache = run_feeds(model, (5,))
     kv, state = cache_bytes(cache[0])
     assert kv == cache[0].caches[1].nbytes and state == cache[0].caches[0].nbytes and kv + state == cache[0].nbytes
@@ -216,7 +216,7 @@ def test_measure_a_config_json(tmp_path, capsys):
 def test_measure_an_mlx_model_folder(tmp_path, capsys):
     from mlx_lm.utils import save_config, save_model
     cfg = {**BASE, **MAMBA2, "model_type": "mamba2", "num_hidden_layers": 1, "tie_word_embeddings": True}
-    model, _, _ = load_model(_config(tmp_path, cfg), "fp16")
+    model, _, _ = load_mlx_lm_model(_config(tmp_path, cfg), "fp16")
     folder = tmp_path / "tiny-mamba2"
     save_model(folder, model)
     save_config(dict(cfg), folder / "config.json")

@@ -23,7 +23,7 @@ from kvsim.measure.roofline import (
     on_roofline,
     point_bytes_needed,
 )
-from kvsim.measure.step_time import fill_caches, matmul_params, weights_read_bytes
+from kvsim.measure.step_time import fill_caches, model_matmul_params, model_weights_read_bytes
 from kvsim.measure.twins import twin
 from kvsim.model import build_model, toy_spec
 from kvsim.model.layers import DeviceWeightInit
@@ -74,8 +74,8 @@ def test_on_roofline_places_a_point():
 def test_weights_read_and_matmul_params_of_a_model(toys):
     m = toys["gqa"]
     table, row = m.embed.nbytes, m.embed[0].nbytes
-    assert weights_read_bytes(m) == m.weight_bytes - table + row
-    assert matmul_params(m) * 4 == m.weight_bytes - table          # fp32: 4 bytes a parameter
+    assert model_weights_read_bytes(m) == m.weight_bytes - table + row
+    assert model_matmul_params(m) * 4 == m.weight_bytes - table          # fp32: 4 bytes a parameter
 
 
 # ---------------------------------------------------------------- measurements

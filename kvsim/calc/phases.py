@@ -15,7 +15,7 @@ Contract (pure arithmetic over :mod:`kvsim.calc.roofline`, :mod:`kvsim.calc.memo
   at i); bytes = the least a prefill must move: the weights once and the P tokens' cache written once.
 - :func:`floors`: the bandwidth floor (bytes / bytes per s), the compute floor (FLOPs / FLOP per s),
   which of the two is higher (the roofline's verdict: "memory" or "compute"), and for a measured
-  time how far above each floor it ran. :func:`point_rows` / :func:`verdict`: the same for measured
+  time how far above each floor it ran. :func:`point_rows` / :func:`roofline_verdict`: the same for measured
   decode points (:func:`kvsim.measure.roofline.decode_point` dicts), as table rows and one sentence.
 - :func:`ridge_batch`: the batch at which decode's two floors meet (weights only: the machine
   balance × b / 2), or None when the caches keep the intensity below the ridge at any batch.
@@ -33,7 +33,7 @@ from .units import InputError, positive_int
 from .weights import param_count, weights_dtype_bytes
 
 __all__ = ["Cost", "weights_read_bytes", "matmul_params", "decode_cost", "prefill_cost", "floors", "point_rows",
-           "verdict"]
+           "roofline_verdict"]
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def point_rows(points: list[dict], bytes_per_s: float, flops_per_s: float) -> li
     return rows
 
 
-def verdict(rows: list[dict]) -> str:
+def roofline_verdict(rows: list[dict]) -> str:
     """One sentence on where measured points sit: which floor binds and how far above each they ran."""
     compute = sum(r["bound by"] == "compute" for r in rows)
     bw = [r["× bandwidth floor"] for r in rows]

@@ -8,7 +8,7 @@ Contract
   shape (B, num_key_value_heads, S, head_dim) in ``dtype``, seeded) and reads ``cache.nbytes``
   whenever the token count reaches one of ``token_counts``. What it returns is measured, never
   computed: compare it with :func:`kvsim.calc.memory.layer_kv_bytes` (``view="allocated"``).
-- :func:`cache_classes` counts the cache classes ``make_caches`` picks for a model (the seeds'
+- :func:`kvsim_cache_classes` counts the cache classes ``make_caches`` picks for a model (the seeds'
   architecture table: Gemma 3 -> RotatingKVCache + KVCache, Jamba -> RecurrentStateCache + KVCache ...).
 - Recurrent layers hold no K/V; their state is allocated when the cache is built and is read as is.
 - :func:`decode_layer_bytes` runs a real decode (:func:`kvsim.decode.generate`) of each model and
@@ -39,7 +39,7 @@ def layer_cache(spec: ModelSpec, layer_index: int, batch: int = 1, dtype: str = 
     return make_caches(one, batch=batch, step=step, dtype=mx_dtype(dtype))[0]
 
 
-def cache_classes(spec: ModelSpec) -> dict[str, int]:
+def kvsim_cache_classes(spec: ModelSpec) -> dict[str, int]:
     """{cache class name: layers} of ``make_caches(spec)``, in first-layer order (arrays are lazy zeros)."""
     out: dict[str, int] = {}
     for cache in make_caches(spec):

@@ -1,7 +1,7 @@
 """Measured bytes of mlx-lm's own caches: run P + D tokens through an mlx-lm model and read ``nbytes``.
 
 Contract
-- :func:`load_model` builds mlx-lm's model from a local MLX model folder (``config.json`` + safetensors,
+- :func:`load_mlx_lm_model` builds mlx-lm's model from a local MLX model folder (``config.json`` + safetensors,
   as mlx-lm downloads or saves it: ``mlx_lm.utils.load_model``) or from a ``config.json`` alone (the
   architecture with mlx-lm's random initial weights), cast to ``dtype`` (default: the config's
   ``torch_dtype``, else bf16; a folder keeps the dtype of its weights). It returns the model, the
@@ -75,7 +75,7 @@ def _weights_dtype(model) -> str:
     return dtype_key(max(counts, key=counts.get))
 
 
-def load_model(path, dtype: str | None = None):
+def load_mlx_lm_model(path, dtype: str | None = None):
     """(mlx-lm model, config dict, model dtype name) from an MLX model folder or a config.json."""
     path = Path(path)
     if path.is_dir():
@@ -190,7 +190,7 @@ def measure(path, feeds, dtype: str | None = None, kv_bits: int | None = None, k
         raise InputError(f"measure runs one model call per feed: {len(feeds)} calls of {feeds.tokens} tokens; "
                          f"accepted: at most {MAX_MODEL_CALLS} calls (decode steps + prefill calls) and "
                          f"{MAX_MEASURED_TOKENS} tokens")
-    model, config, key = load_model(path, dtype)
+    model, config, key = load_mlx_lm_model(path, dtype)
     spec = from_hf_config(config)
     predicted = mlx_lm_bytes(spec, feeds, key, kv_bits, kv_group_size, quantized_kv_start)
     cache = run_feeds(model, feeds, kv_bits, kv_group_size, quantized_kv_start, spec.vocab_size)

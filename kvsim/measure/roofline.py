@@ -10,7 +10,7 @@ Contract
 - :func:`decode_point`: one decode step of a kvsim model at context T and batch B, caches filled with
   random K/V (:func:`kvsim.measure.step_time.fill_caches`), interleaved with the same step of its
   mlx-lm twin (same weights, mlx-lm's own caches) when one is given. The point carries the bytes the
-  step reads (weights: :func:`kvsim.measure.step_time.weights_read_bytes`; cache:
+  step reads (weights: :func:`kvsim.measure.step_time.model_weights_read_bytes`; cache:
   :func:`kvsim.calc.memory.read_bytes_per_step` at the context after the last timed step), its FLOPs
   (:func:`kvsim.calc.roofline.step_flops`), best and median step times, kvsim / mlx-lm of the best,
   and the median over rounds of kvsim / mlx-lm within a round (the two steps ran back to back).
@@ -46,7 +46,7 @@ from ..decode import kv_dtype_spec
 from ..model import build_model
 from ..model.layers import DeviceWeightInit
 from .bandwidth import measure_device_bandwidth, measure_matmul_throughput
-from .step_time import fill_caches, matmul_params, weights_read_bytes
+from .step_time import fill_caches, model_matmul_params, model_weights_read_bytes
 
 __all__ = ["device_summary", "device_limits", "fitted_model", "interleaved_times", "decode_point",
            "batched_point", "mla_kernels", "quantized_kernels", "on_roofline", "point_bytes_needed"]
@@ -197,12 +197,12 @@ def _time_setups(setups: dict, repeats: int, interleave: bool) -> dict[str, list
 def _point(model, spec, context, batch, repeats, interleave, times) -> dict:
     """One measured point: bytes read, FLOPs, best and median step times, kvsim / mlx-lm."""
     held = context + 2 + repeats                               # warm-up + timed steps, one token each
-    w = weights_read_bytes(model)
+    w = model_weights_read_bytes(model)
     cache = int(memory.read_bytes_per_step(model.spec, held, batch, kv_dtype=spec))
     point = {"context_tokens": context, "batch": batch, "kv_dtype": spec.name, "repeats": repeats,
              "interleaved": interleave,
              "weights_read_bytes": w, "cache_read_bytes": cache, "read_bytes": w + cache,
-             "flops": roofline.step_flops(model.spec, matmul_params(model), held, batch),
+             "flops": roofline.step_flops(model.spec, model_matmul_params(model), held, batch),
              "step_ms": {k: 1e3 * min(v) for k, v in times.items()},
              "median_step_ms": {k: 1e3 * statistics.median(v) for k, v in times.items()}}
     if "mlx-lm" in times:

@@ -6,8 +6,8 @@ Contract
   O(T²) and minutes at these sizes, while a decode step reads the same bytes whatever the values are. It
   fills mlx-lm's caches as well as kvsim's. A sliding layer is written in chunks of at most its window: no
   cache, whatever its layout, holds more than twice the window while being filled.
-- :func:`weights_read_bytes`: the weights one step reads (every weight except the embedding table, of
-  which one row, :func:`kvsim.calc.roofline.step_weight_bytes`); :func:`matmul_params`: the parameters it
+- :func:`model_weights_read_bytes`: the weights one step reads (every weight except the embedding table, of
+  which one row, :func:`kvsim.calc.roofline.step_weight_bytes`); :func:`model_matmul_params`: the parameters it
   multiplies by. :mod:`kvsim.measure.roofline` times the steps.
 """
 
@@ -20,12 +20,12 @@ from ..calc.roofline import step_weight_bytes
 from ..decode import cache_dtypes
 
 
-def weights_read_bytes(model) -> int:
+def model_weights_read_bytes(model) -> int:
     """Weight bytes one decode step reads: all parameters but the embedding table, plus one of its rows."""
     return step_weight_bytes(model.weight_bytes, model.embed.nbytes, model.spec.vocab_size)
 
 
-def matmul_params(model) -> int:
+def model_matmul_params(model) -> int:
     """Parameters a decode step multiplies by (all but the embedding table): 2 FLOPs each per sequence."""
     return sum(p.size for _, p in nn.utils.tree_flatten(model.parameters())) - model.embed.size
 

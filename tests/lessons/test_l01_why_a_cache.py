@@ -86,6 +86,7 @@ def test_cumulative_seconds_and_plot(comparison):
     fig, ax = plt.subplots()
     draw_decode_time(ax, comparison)
     assert len(ax.get_lines()) == 2
+    assert f"{comparison.slowdown():.0f}× slower without a cache (measured)" in ax.get_title()
 
 
 def test_decode_rejects_bad_lengths():
@@ -131,3 +132,36 @@ def test_step_grids_one_mesh_per_grid(ax):
     assert _meshes(ax)[0].get_array()[2, 0, 3] < 0.2  # step 3 is still to come: faded
     plot_step_grids(ax, {"a": step_grid(3, 3, False), "b": step_grid(3, 3, True)}, 1, {"a": 3, "b": 3})
     assert len(_meshes(ax)) == 2 and _meshes(ax)[0].get_array().shape == (3, 6, 4)  # a redraw replaces them
+
+
+def test_step_grid_title_numbers_are_the_data_numbers():
+    from kvsim.lessons.l01_why_a_cache.data import step_grid_panels
+    from kvsim.lessons.l01_why_a_cache.views import draw_step_grid
+    fig, ax = plt.subplots()
+    draw_step_grid(ax, step=4, prompt_tokens=5)
+    d = step_grid_panels(4, 5, 10)
+    assert d["fed_now"] == {"without a cache": 8, "with a cache": 1}          # positions 0..7 vs position 7
+    assert d["fed_so_far"] == {"without a cache": 5 + 6 + 7 + 8, "with a cache": 5 + 1 + 1 + 1}
+    assert ax.get_title() == (f"prompt 5 tokens; step 4 feeds {d['fed_now']['without a cache']} "
+                              f"positions without a cache, {d['fed_now']['with a cache']} with one")
+    plt.close(fig)
+
+
+def test_tokens_fed_titles_and_curves_are_the_data_numbers():
+    from kvsim.lessons.l01_why_a_cache.data import fed_curves_log, fed_totals
+    from kvsim.lessons.l01_why_a_cache.views import draw_tokens_fed_log
+    un, ca, ratio = fed_totals(1000, 1000)
+    assert (un, ca) == (1_499_500, 1_999) and ratio == un / ca
+    for draw in (draw_tokens_fed, draw_tokens_fed_log):
+        fig, ax = plt.subplots()
+        draw(ax, 1000, 1000)
+        assert ax.get_title() == f"prompt 1,000 tokens: {ratio:,.0f}× more positions without a cache"
+        assert {t.get_text() for t in ax.texts} >= {f"{un:,}", f"{ca:,}"}
+        plt.close(fig)
+    a, curves = fed_curves_log(1000, 1000)
+    assert a[0] == 1 and curves[CACHED][0] == curves[UNCACHED][0] == 1000
+    fig, ax = plt.subplots()
+    draw_tokens_fed_log(ax, 1000, 1000)
+    assert [ln.get_ydata().tolist() for ln in ax.get_lines()[:2]] == [curves[UNCACHED].tolist(),
+                                                                       curves[CACHED].tolist()]
+    plt.close(fig)

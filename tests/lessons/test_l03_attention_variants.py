@@ -121,3 +121,31 @@ def test_mla_fanout_box_widths_follow_the_lengths(ax):
     plot_mla_fanout(ax, 512, 64, 128, 128)
     widths = [float(np.ptp(ln.get_xdata())) for ln in ax.get_lines() if len(ln.get_xdata()) == 5]
     assert max(widths) == pytest.approx(40) and min(widths) == pytest.approx(40 * 64 / 512)
+
+
+def test_head_sharing_and_mla_labels_are_the_data_numbers(ax):
+    from kvsim.calc.units import format_bytes
+    from kvsim.lessons.l03_attention_variants.data import head_sharing_bytes, mla_elements, percent_of_mha
+    from kvsim.lessons.l03_attention_variants.views import draw_head_sharing, draw_mla_fanout
+    per = head_sharing_bytes(8, "bf16")
+    pct = percent_of_mha(per)
+    assert list(per) == ["MHA", "GQA-8", "MQA", "MLA"]
+    assert pct["MHA"] == 100 and pct["GQA-8"] == 6.25 and pct["MQA"] == round(100 / 128, 2)
+    draw_head_sharing(ax, 8)
+    texts = {t.get_text() for t in ax.texts}
+    for n, b in per.items():
+        assert f"{n}\n{format_bytes(b)}\n{pct[n]:g} %" in texts
+    ax.clear()
+    assert mla_elements(512, 64) == (576, 32_768)
+    draw_mla_fanout(ax, 512, 64)
+    assert ax.get_title() == ("MLA caches 576 elements per token and layer; "
+                              "MHA would cache 2 × 128 × 128 = 32,768")
+
+
+def test_measured_bytes_notes_are_percent_of_mha(runs, ax):
+    from kvsim.lessons.l03_attention_variants.data import percent_of_mha
+    draw_measured_bytes(ax, runs)
+    formula = {name: r.row("bf16")["formula, 4 layers"] for name, r in runs.items()}
+    texts = [t.get_text() for t in ax.texts]
+    for p in percent_of_mha(formula).values():
+        assert f"{p:g} %" in texts

@@ -295,3 +295,26 @@ def test_window_bytes_numbers_and_the_view_title():
                               "window-ignoring calculator at 131,072 tokens")
     assert f"{d['ratio']:.1f}" == "6.0"
     plt.close(fig)
+
+
+def test_slot_history_padding_and_title_are_the_data_numbers():
+    from kvsim.lessons.l04_windows.data import padded_history_rows, position_span
+    from kvsim.lessons.l04_windows.measure import EMPTY, ring_history
+    from kvsim.lessons.l04_windows.views import ROWS
+    assert position_span([0, 1, 2, 3, 7, 9, 10]) == "0–3, 7, 9–10" and position_span([4]) == "4"
+    positions = np.arange(3)
+    slots = np.array([[0, EMPTY], [0, 1], [2, 1]])
+    visible = slots != EMPTY
+    pos, s, v, w = padded_history_rows(positions, slots, visible, np.array([0, 1, 0]), step=3, rows=5, empty=EMPTY)
+    assert pos == [None, None, 0, 1, 2] and s[:2].tolist() == [[EMPTY, EMPTY]] * 2 and s[2:].tolist() == slots.tolist()
+    assert not v[:2].any() and w.tolist() == [-1, -1, 0, 1, 0]
+    # the view's picture and title are these numbers for a real ring
+    name, h = ring_history(4, 0, 9)
+    pos, s, v, w = padded_history_rows(h.positions, h.slots, h.visible_mask(), h.written, 9, ROWS, empty=EMPTY)
+    assert len(pos) == ROWS and pos[:ROWS - 9] == [None] * (ROWS - 9)
+    fig, ax = plt.subplots()
+    draw_ring_buffer(ax, step=9, window=4)
+    assert np.asarray(ax.collections[0].get_array())[-1].tolist() == s[-1].tolist()
+    vis = list(h.visible[-1])
+    assert f"positions {position_span(vis)} ({len(vis)} keys)" in ax.get_title()
+    plt.close(fig)

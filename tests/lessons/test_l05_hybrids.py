@@ -15,7 +15,7 @@ from kvsim.decode import generate
 from kvsim.lessons.l05_hybrids.data import hybrid_crossover_tokens, short_context_curves
 from kvsim.lessons.l05_hybrids.plots import plot_layer_bytes
 from kvsim.lessons.l05_hybrids.views import draw_hybrid_cache, draw_state_vs_kv, hybrid_models, hybrid_view
-from kvsim.measure.growth import cache_classes, decode_layer_bytes
+from kvsim.measure.growth import decode_layer_bytes, kvsim_cache_classes
 from kvsim.model import build_model, toy_spec
 
 
@@ -66,8 +66,8 @@ def test_allocated_layer_bytes_shape_and_values():
 
 
 def test_cache_classes_follow_layer_kinds():
-    assert cache_classes(load_model("jamba-v0.1")) == {"RecurrentStateCache": 28, "KVCache": 4}
-    assert cache_classes(load_model("llama-4-scout")) == {"ChunkedKVCache": 36, "KVCache": 12}
+    assert kvsim_cache_classes(load_model("jamba-v0.1")) == {"RecurrentStateCache": 28, "KVCache": 4}
+    assert kvsim_cache_classes(load_model("llama-4-scout")) == {"ChunkedKVCache": 36, "KVCache": 12}
 
 
 @pytest.mark.parametrize("kind", ["jamba", "gated_deltanet", "rg_lru"])

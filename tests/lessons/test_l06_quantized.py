@@ -213,3 +213,17 @@ def test_key_error_maps_share_a_colour_scale(ax):
     plot_key_error_maps(ax, maps)
     ims = ax.get_images()
     assert len(ims) == 3 and ims[1].get_clim() == ims[2].get_clim() == (0, 2.0)
+
+
+def test_quantized_kv_notes_are_the_data_numbers():
+    from kvsim.calc.units import format_bytes
+    from kvsim.lessons.l06_quantized.data import bar_totals, quantized_bars
+    bars = quantized_bars("llama-3-8b", 2, 32, 0, 256)
+    totals, pct = bar_totals(bars)
+    assert totals["bf16"] == 256 * 131_072 and pct == 100 * totals["q2 g32 R=0"] / totals["bf16"]
+    fig, ax = plt.subplots()
+    draw_quantized_kv(ax, bits=2, group_size=32, recent_tokens=0, tokens=256)
+    texts = [t.get_text() for t in ax.texts]
+    assert format_bytes(totals["bf16"]) in texts
+    assert f"{format_bytes(totals['q2 g32 R=0'])}  = {pct:.1f} % of bf16" in texts
+    plt.close(fig)

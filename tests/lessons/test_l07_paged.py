@@ -281,3 +281,18 @@ def test_tp_bytes_series_split_gqa_heads_and_copy_the_mla_latent():
     draw_tp_bytes(ax, "llama-3-70b", "deepseek-v3")
     assert ax.get_title() == "KV per token on EACH GPU (bf16): split heads, or a copy"
     plt.close(fig)
+
+
+def test_serving_title_and_curves_are_the_data_numbers():
+    from kvsim.lessons.l07_paged.data import VIEW_REQUESTS, serving_numbers
+    d = serving_numbers("paged", 16, 0.1)
+    s = d["summary"]
+    assert s["num_requests"] == VIEW_REQUESTS and d["policy_label"] == "blocks of 16"
+    assert d["token_states_percent"] == 100 * s["share"]["token_states"]
+    fig, ax = plt.subplots()
+    draw_serving(ax, policy="paged", block_size=16, rate=0.1)
+    assert ax.get_title() == (
+        f"paged (blocks of 16), 0.1 requests/iteration: {d['token_states_percent']:.1f} % of KV memory "
+        f"holds tokens\n{s['num_requests']} requests in {s['iterations']:,} iterations, "
+        f"{s['mean_running']:.1f} running on average, {s['preemptions']} preemptions")
+    plt.close(fig)

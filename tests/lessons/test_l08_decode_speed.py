@@ -30,7 +30,7 @@ from kvsim.lessons.l08_decode_speed.data import (
     weight_read_intensity,
 )
 from kvsim.lessons.l08_decode_speed.views import (
-    KV_DTYPES,
+    SPEED_VIEW_KV_DTYPES,
     draw_batch_floors,
     draw_decode_speed_limit,
     draw_h200_variants,
@@ -38,7 +38,7 @@ from kvsim.lessons.l08_decode_speed.views import (
     draw_stored_vs_read,
     draw_time_and_floors,
 )
-from kvsim.measure.step_time import fill_caches, weights_read_bytes
+from kvsim.measure.step_time import fill_caches, model_weights_read_bytes
 
 
 @pytest.mark.parametrize("kind", ["gqa", "sliding", "mla", "jamba"])
@@ -62,7 +62,7 @@ def test_fill_rejects_negative_tokens(toys):
 def test_weights_read_skip_the_embedding_table_but_one_row(toys):
     m = toys["gqa"]
     hidden, vocab = m.spec.hidden_size, m.spec.vocab_size
-    assert weights_read_bytes(m) == m.weight_bytes - (vocab - 1) * hidden * 4
+    assert model_weights_read_bytes(m) == m.weight_bytes - (vocab - 1) * hidden * 4
 
 
 def test_stored_vs_read_dense_reads_what_it_stores():
@@ -98,7 +98,7 @@ def test_speed_floor_is_bytes_over_bandwidth():
 @pytest.mark.parametrize("model", model_names())
 def test_speed_limit_draws_for_every_model_and_dtype(model):
     fig, ax = plt.subplots()
-    for dtype in KV_DTYPES:
+    for dtype in SPEED_VIEW_KV_DTYPES:
         draw_decode_speed_limit(ax, model=model, kv_dtype=dtype, tokens=4096)
         assert ax.get_lines()
     plt.close(fig)
@@ -126,8 +126,8 @@ def test_point_rows_and_the_verdict():
     rows = phases.point_rows([_point(0, 1, 1e6, 1e6, 2.0), _point(8, 2, 2e6, 8e6, 5.0)], 1e9, 1e9)
     assert [r["bound by"] for r in rows] == ["memory", "compute"]
     assert rows[1]["× bandwidth floor"] == 2.5 and rows[1]["× compute floor"] == 0.6
-    assert "on both sides of the ridge (1 compute-bound)" in phases.verdict(rows)
-    assert phases.verdict(rows[:1]).startswith("1 points, all left of the ridge (memory-bound)")
+    assert "on both sides of the ridge (1 compute-bound)" in phases.roofline_verdict(rows)
+    assert phases.roofline_verdict(rows[:1]).startswith("1 points, all left of the ridge (memory-bound)")
 
 
 def test_the_dataset_loads_with_its_provenance(run):
@@ -144,7 +144,7 @@ def test_the_dataset_loads_with_its_provenance(run):
 
 def test_the_dataset_floors_are_bytes_over_its_bandwidth(run):
     for v in run.measured_variants():
-        for p, row in zip(run.points(v), h200.variant_rows(run, v)):
+        for p, row in zip(run.points(v), h200.decode_point_rows(run, v)):
             floor_ms = 1e3 * roofline.floor_seconds(p["read_bytes"], run.bytes_per_s)
             assert floor_ms == pytest.approx(p["floor_ms"]) and row["floor ms"] == round(floor_ms, 2)
     # the dataset counted the weights a step reads with kvsim's one definition

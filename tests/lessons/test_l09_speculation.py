@@ -25,6 +25,7 @@ from kvsim.lessons.l09_speculation.measure import (
     trim_walkthrough,
     try_trim,
 )
+from kvsim.lessons.l09_speculation.measure import tokens_per_pass_series
 from kvsim.lessons.l09_speculation.plots import plot_round
 from kvsim.lessons.l09_speculation.views import draw_expected_speedup, draw_tokens_per_pass
 from kvsim.model import perturbed
@@ -89,6 +90,13 @@ def test_speculation_sweep_equals_greedy_and_counts(toys):
     fig, ax = plt.subplots()
     draw_tokens_per_pass(ax, runs)
     assert len(ax.get_lines()) == 4                        # two measured, two i.i.d. expectations
+    series, expected = tokens_per_pass_series(runs)
+    for r in runs:                                          # measured: tokens emitted / target passes
+        k, per_pass = series[r.draft]
+        assert per_pass[k.index(r.num_draft)] == len(r.result.tokens) / r.result.rounds
+    lines = {ln.get_label(): ln.get_ydata().tolist() for ln in ax.get_lines()}
+    for label, (_, y) in {**series, **expected}.items():
+        assert lines[label] == list(y)
     plt.close(fig)
 
 

@@ -8,12 +8,15 @@ Contract (pure numpy)
   (no cache); ``READ`` its key and value read from the cache; ``NEW`` computed for the first time;
   ``PRODUCED`` the token this step outputs (fed only at the next step).
 - Row sums of RECOMPUTED + NEW equal the positions :func:`kvsim.calc.tokens_fed.tokens_fed` counts.
+- :func:`step_grid_panels`, :func:`fed_totals`, :func:`fed_curves_log`: the numbers lesson 01's views draw
+  and print (both grids with positions fed so far and now; totals and their ratio; curves from step 1).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...calc.tokens_fed import CACHED, UNCACHED, fed_curves, tokens_fed
 from ...calc.units import positive_int
 
 FUTURE, RECOMPUTED, READ, NEW, PRODUCED = range(5)
@@ -40,3 +43,27 @@ def step_grid(prompt_tokens: int, answer_tokens: int, cached: bool) -> np.ndarra
 def fed_per_step(grid: np.ndarray) -> np.ndarray:
     """Positions fed at each step: NEW + RECOMPUTED cells per row."""
     return ((grid == NEW) | (grid == RECOMPUTED)).sum(axis=1)
+
+
+def step_grid_panels(step: int, prompt_tokens: int, answer_tokens: int) -> dict:
+    """Both grids, positions fed through ``step`` and at ``step``: fed_so_far = sum(fed_per_step[:step])."""
+    step = min(step, answer_tokens)
+    grids = {"without a cache": step_grid(prompt_tokens, answer_tokens, cached=False),
+             "with a cache": step_grid(prompt_tokens, answer_tokens, cached=True)}
+    return {"step": step, "grids": grids,
+            "fed_so_far": {label: int(fed_per_step(g)[:step].sum()) for label, g in grids.items()},
+            "fed_now": {label: int(fed_per_step(g)[step - 1]) for label, g in grids.items()}}
+
+
+def fed_totals(prompt_tokens: int, answer_tokens: int) -> tuple[int, int, float]:
+    """(uncached, cached, ratio) positions fed over the whole answer: ratio = uncached / cached."""
+    un, ca = (tokens_fed(prompt_tokens, answer_tokens, c) for c in (False, True))
+    return un, ca, un / ca
+
+
+def fed_curves_log(prompt_tokens: int, answer_tokens: int) -> tuple[np.ndarray, dict]:
+    """Answer lengths from 1 (log axis) and positions fed at each: tokens_fed(P, a, cached) per a."""
+    a, _ = fed_curves(prompt_tokens, answer_tokens)
+    a = np.union1d([1], a[a >= 1])  # log axis: start at step 1, where both modes feed the whole prompt
+    return a, {label: np.array([tokens_fed(prompt_tokens, int(x), cached) for x in a])
+               for label, cached in ((UNCACHED, False), (CACHED, True))}

@@ -52,6 +52,11 @@ class DecodeComparison:
         return a, {label: np.concatenate([[0.0], np.cumsum([s.seconds for s in g.trace])])
                    for label, g in ((UNCACHED, self.uncached), (CACHED, self.cached))}
 
+    def slowdown(self) -> float:
+        """Measured cumulative time ratio at the last answer token: uncached / max(cached, 1e-12)."""
+        _, seconds = self.cumulative_seconds()
+        return float(seconds[UNCACHED][-1] / max(seconds[CACHED][-1], 1e-12))
+
     def rows(self) -> list[dict]:
         """Positions fed as counted during each run, beside :func:`kvsim.calc.tokens_fed.tokens_fed`."""
         return [{"mode": label, "positions fed (counted)": g.positions_fed,

@@ -19,11 +19,9 @@ Contract
 
 from __future__ import annotations
 
-import numpy as np
-
-from ...calc.tokens_fed import CACHED, UNCACHED, fed_curves, tokens_fed
+from ...calc.tokens_fed import fed_curves
 from ...ui.base import int_slider, make_view
-from .data import fed_per_step, step_grid
+from .data import fed_curves_log, fed_totals, step_grid_panels
 from .measure import DecodeComparison
 from .plots import plot_cumulative_time, plot_step_grids, plot_tokens_fed
 
@@ -33,11 +31,8 @@ ANSWER_TOKENS = 10  # rows of the grid: steps shown
 
 def draw_step_grid(ax, step=4, prompt_tokens=4, answer_tokens=ANSWER_TOKENS):
     """Which positions each step feeds, without and with a cache, for steps 1..``step``."""
-    step = min(step, answer_tokens)
-    grids = {"without a cache": step_grid(prompt_tokens, answer_tokens, cached=False),
-             "with a cache": step_grid(prompt_tokens, answer_tokens, cached=True)}
-    fed = {label: int(fed_per_step(g)[:step].sum()) for label, g in grids.items()}
-    now = {label: int(fed_per_step(g)[step - 1]) for label, g in grids.items()}
+    d = step_grid_panels(step, prompt_tokens, answer_tokens)
+    step, grids, fed, now = d["step"], d["grids"], d["fed_so_far"], d["fed_now"]
     title = (f"prompt {prompt_tokens} tokens; step {step} feeds {now['without a cache']} "
              f"positions without a cache, {now['with a cache']} with one")
     return plot_step_grids(ax, grids, step, fed, title=title)
@@ -53,14 +48,11 @@ def step_grid_view(step=4, prompt_tokens=4):
 
 def draw_tokens_fed_log(ax, prompt_tokens=1000, answer_tokens=1000):
     """Positions fed against answer length, log y axis: quadratic without a cache, linear with one."""
-    a, _ = fed_curves(prompt_tokens, answer_tokens)
-    a = np.union1d([1], a[a >= 1])  # log axis: start at step 1, where both modes feed the whole prompt
-    curves = {label: np.array([tokens_fed(prompt_tokens, int(x), cached) for x in a])
-              for label, cached in ((UNCACHED, False), (CACHED, True))}
-    un, ca = (tokens_fed(prompt_tokens, answer_tokens, c) for c in (False, True))
+    a, curves = fed_curves_log(prompt_tokens, answer_tokens)
+    un, ca, ratio = fed_totals(prompt_tokens, answer_tokens)
     plot_tokens_fed(ax, a, curves,
                     points={f"{un:,}": (answer_tokens, un), f"{ca:,}": (answer_tokens, ca)}, log=True,
-                    title=f"prompt {prompt_tokens:,} tokens: {un / ca:,.0f}× more positions without a cache")
+                    title=f"prompt {prompt_tokens:,} tokens: {ratio:,.0f}× more positions without a cache")
     ax.set_ylim(prompt_tokens / 2, un * 4)  # headroom for the labels
     ax.set_ylabel("token positions fed (log scale)")
     return ax
@@ -77,9 +69,9 @@ def tokens_fed_log_view(prompt_tokens=1000, answer_tokens=1000):
 def draw_tokens_fed(ax, prompt_tokens=1000, answer_tokens=1000):
     """Positions fed against answer length: quadratic without a cache, linear with one."""
     a, curves = fed_curves(prompt_tokens, answer_tokens)
-    un, ca = (tokens_fed(prompt_tokens, answer_tokens, c) for c in (False, True))
+    un, ca, ratio = fed_totals(prompt_tokens, answer_tokens)
     plot_tokens_fed(ax, a, curves, points={f"{un:,}": (answer_tokens, un), f"{ca:,}": (answer_tokens, ca)},
-                    title=f"prompt {prompt_tokens:,} tokens: {un / ca:,.0f}× more positions without a cache")
+                    title=f"prompt {prompt_tokens:,} tokens: {ratio:,.0f}× more positions without a cache")
     return ax
 
 
@@ -94,7 +86,7 @@ def recompute_view(prompt_tokens=1000, answer_tokens=1000):
 def draw_decode_time(ax, comparison: DecodeComparison):
     """Measured cumulative decode time against answer tokens, with and without a cache."""
     a, seconds = comparison.cumulative_seconds()
-    ratio = seconds[UNCACHED][-1] / max(seconds[CACHED][-1], 1e-12)
+    ratio = comparison.slowdown()
     return plot_cumulative_time(ax, a, seconds, title=(
         f"prompt {comparison.prompt_tokens}, answer {comparison.answer_tokens} tokens: "
         f"{ratio:.0f}× slower without a cache (measured)"))

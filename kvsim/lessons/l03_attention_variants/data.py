@@ -5,6 +5,8 @@ Contract (pure)
   as Hugging Face's ``repeat_kv`` and kvsim's grouped attention arrange them).
 - :func:`area_sides`: the side of a square whose AREA is proportional to each value, the largest
   side given; so 16× more bytes look 16× bigger, not 2× (log bars) or a sliver (linear bars).
+- :func:`head_sharing_bytes`, :func:`percent_of_mha`, :func:`mla_elements`, :func:`design_name`: the numbers
+  and names lesson 03's views label (bytes per token per design, share of MHA, MLA vs MHA elements).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import math
 
 import numpy as np
 
+from ...calc import memory
+from ...calc.counterfactual import attention_variants
 from ...calc.units import InputError, positive_int
 
 
@@ -31,3 +35,35 @@ def area_sides(values: dict, largest_side: float = 1.0) -> dict:
     if top <= 0:
         raise InputError("area_sides needs at least one positive value")
     return {k: largest_side * math.sqrt(max(v, 0) / top) for k, v in values.items()}
+
+
+HEADS, HEAD_DIM = 128, 128  # DeepSeek-V3's query heads and head length
+
+
+def design_name(num_key_value_heads: int, num_attention_heads: int = HEADS) -> str:
+    """MHA when n_kv = n_h, MQA when n_kv = 1, else GQA-n_kv."""
+    return ("MHA" if num_key_value_heads == num_attention_heads else "MQA" if num_key_value_heads == 1
+            else f"GQA-{num_key_value_heads}")
+
+
+def head_sharing_bytes(num_key_value_heads: int, kv_dtype="bf16") -> dict:
+    """Bytes per token (61 layers) of MHA, the chosen GQA, MQA and MLA: memory.bytes_per_token per design."""
+    variants = attention_variants(gqa_groups=num_key_value_heads)
+    names = {"MHA": "MHA", f"GQA-{num_key_value_heads}": design_name(num_key_value_heads), "MQA": "MQA",
+             "MLA": "MLA"}
+    per = {}
+    for key, name in names.items():
+        per.setdefault(name, memory.bytes_per_token(variants[key], kv_dtype))
+    return per
+
+
+def percent_of_mha(bytes_by_name: dict) -> dict:
+    """Each design's share of MHA in percent, 2 decimals: round(100 · bytes / bytes[MHA], 2)."""
+    mha = bytes_by_name["MHA"]
+    return {name: round(100 * b / mha, 2) for name, b in bytes_by_name.items()}
+
+
+def mla_elements(kv_lora_rank: int, qk_rope_head_dim: int, heads: int = HEADS,
+                 head_dim: int = HEAD_DIM) -> tuple[int, int]:
+    """Elements cached per token and layer, (MLA, MHA): (kv_lora_rank + qk_rope_head_dim, 2 · n_h · d_h)."""
+    return kv_lora_rank + qk_rope_head_dim, 2 * heads * head_dim

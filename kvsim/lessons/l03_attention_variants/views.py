@@ -23,19 +23,13 @@ Contract
 
 from __future__ import annotations
 
-from ...calc import memory, units
+from ...calc import units
 from ...calc.counterfactual import attention_variants, equivalent_gqa_groups, variant_rows
 from ...ui.base import dropdown, int_slider, log_slider, make_view
-from .data import area_sides, kv_head_of
+from .data import (HEADS, HEAD_DIM, area_sides, design_name, head_sharing_bytes, kv_head_of, mla_elements,
+                   percent_of_mha)
 from .measure import VariantRun
 from .plots import plot_bytes_per_token, plot_head_sharing, plot_mla_fanout
-
-
-HEADS, HEAD_DIM = 128, 128  # DeepSeek-V3's query heads and head length
-
-
-def _design(n_kv: int) -> str:
-    return "MHA" if n_kv == HEADS else "MQA" if n_kv == 1 else f"GQA-{n_kv}"
 
 
 def draw_head_sharing(ax, num_key_value_heads=8, kv_dtype="bf16"):
@@ -43,14 +37,10 @@ def draw_head_sharing(ax, num_key_value_heads=8, kv_dtype="bf16"):
 
     ``kv_dtype`` scales every design alike: it changes the labels, not the squares (so no slider).
     """
-    variants = attention_variants(gqa_groups=num_key_value_heads)
-    names = {"MHA": "MHA", f"GQA-{num_key_value_heads}": _design(num_key_value_heads), "MQA": "MQA", "MLA": "MLA"}
-    per = {}
-    for key, name in names.items():
-        per.setdefault(name, memory.bytes_per_token(variants[key], kv_dtype))
-    mha = per["MHA"]
-    labels = {n: f"{n}\n{units.format_bytes(b)}\n{round(100 * b / mha, 2):g} %" for n, b in per.items()}
-    design = _design(num_key_value_heads)
+    per = head_sharing_bytes(num_key_value_heads, kv_dtype)
+    pct = percent_of_mha(per)
+    labels = {n: f"{n}\n{units.format_bytes(b)}\n{pct[n]:g} %" for n, b in per.items()}
+    design = design_name(num_key_value_heads)
     return plot_head_sharing(ax, kv_head_of(HEADS, num_key_value_heads), area_sides(per, largest_side=36),
                              labels, highlight=design,
                              title=f"{design}: {HEADS // num_key_value_heads} query head"
@@ -68,9 +58,10 @@ def head_sharing_view(num_key_value_heads=8):
 
 def draw_mla_fanout(ax, kv_lora_rank=512, qk_rope_head_dim=64):
     """MLA: what one token caches per layer, and the per-head vectors rebuilt from it."""
+    mla, mha = mla_elements(kv_lora_rank, qk_rope_head_dim)
     return plot_mla_fanout(ax, kv_lora_rank, qk_rope_head_dim, HEAD_DIM, HEADS, title=(
-        f"MLA caches {kv_lora_rank + qk_rope_head_dim:,} elements per token and layer; "
-        f"MHA would cache 2 × {HEADS} × {HEAD_DIM} = {2 * HEADS * HEAD_DIM:,}"))
+        f"MLA caches {mla:,} elements per token and layer; "
+        f"MHA would cache 2 × {HEADS} × {HEAD_DIM} = {mha:,}"))
 
 
 def mla_view(kv_lora_rank=512, qk_rope_head_dim=64):
@@ -94,8 +85,7 @@ def draw_measured_bytes(ax, runs: dict[str, VariantRun], kv_dtype="bf16", log=Tr
     rows = [r.row(kv_dtype) for r in runs.values()]
     n = next(iter(runs.values())).full_spec.num_hidden_layers
     formula = [r[f"formula, {n} layers"] for r in rows]
-    mha = formula[list(runs).index("MHA")]
-    notes = [f"{round(100 * f / mha, 2):g} %" for f in formula]
+    notes = [f"{p:g} %" for p in percent_of_mha(dict(zip(runs, formula))).values()]
     measured = [r[f"measured × {n}"] for r in rows]
     axis = "" if log else ", linear axis"
     plot_bytes_per_token(ax, [r["variant"] for r in rows],

@@ -21,6 +21,8 @@ Contract (pure, over :func:`kvsim.calc.window_bytes.bytes_by_kind`)
   for the cache kinds of a model at T tokens; both percentages sum to 100 over the cache layers.
 - :func:`windowed_models`, :func:`window_bytes_numbers`: the window-bytes view's model list and numbers
   (bytes by kind, the window-ignoring line, the saving at T).
+- :func:`position_span` and :func:`padded_history_rows`: the slot-history view's title text and its
+  grid, always the same number of rows (empty rows on top) while the step slider moves.
 """
 
 from __future__ import annotations
@@ -105,3 +107,24 @@ def model_kind_shares(model: str, tokens: int, kv_dtype="bf16") -> tuple[str, di
     """(the model's name, :func:`kind_shares` of the registry model ``model`` at ``tokens``)."""
     spec = load_model(model)
     return spec.name, kind_shares(spec, tokens, kv_dtype)
+
+
+def position_span(positions) -> str:
+    """'0–3, 7' style text: consecutive positions joined into runs, runs comma-separated."""
+    runs, start = [], positions[0]
+    for a, b in zip(positions, list(positions[1:]) + [None]):
+        if b is None or b != a + 1:
+            runs.append(f"{start}" if start == a else f"{start}–{a}")
+            start = b
+    return ", ".join(runs)
+
+
+def padded_history_rows(positions, slots: np.ndarray, visible: np.ndarray, written, step: int, rows: int,
+                        empty: int = -1) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+    """The last ``rows`` of steps 1..step, empty rows on top: missing = rows - len(steps max(0, step-rows)..step)."""
+    keep = slice(max(0, step - rows), step)
+    missing = rows - len(positions[keep])
+    return ([None] * missing + list(positions[keep]),
+            np.vstack([np.full((missing, slots.shape[1]), empty), slots[keep]]),
+            np.vstack([np.zeros((missing, slots.shape[1]), dtype=bool), visible[keep]]),
+            np.concatenate([np.full(missing, -1), written[keep]]))

@@ -20,11 +20,10 @@ Contract (one numbering: token t sits at position t, 0-based; the slider picks t
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...calc import units
 from ...ui.base import dropdown, int_slider, log_slider, make_view
-from .data import attention_mask, model_kind_shares, window_bytes_numbers, windowed_models
+from .data import (attention_mask, model_kind_shares, padded_history_rows, position_span, window_bytes_numbers,
+                   windowed_models)
 from .measure import EMPTY, chunk_history, ring_history
 from .plots import plot_bytes_by_kind, plot_kind_shares, plot_masks, plot_ring_link, plot_slot_history
 
@@ -32,28 +31,14 @@ from .plots import plot_bytes_by_kind, plot_kind_shares, plot_masks, plot_ring_l
 ROWS = 12  # decode steps shown (the most recent)
 
 
-def _span(vis) -> str:
-    """'0-3' style text for consecutive positions, comma-separated runs otherwise."""
-    runs, start = [], vis[0]
-    for a, b in zip(vis, list(vis[1:]) + [None]):
-        if b is None or b != a + 1:
-            runs.append(f"{start}" if start == a else f"{start}–{a}")
-            start = b
-    return ", ".join(runs)
-
-
 def _draw_history(ax, name, h, step, sinks):
-    keep = slice(max(0, step - ROWS), step)
     vis = h.visible[-1]
     title = (f"{name}: after token {h.positions[-1]}, {h.capacity[-1]} slots = {h.nbytes[-1]} B;\n"
-             f"its query attended to positions {_span(list(vis))} ({len(vis)} key{'s' if len(vis) != 1 else ''})")
+             f"its query attended to positions {position_span(list(vis))} ({len(vis)} key{'s' if len(vis) != 1 else ''})")
     # always ROWS rows, the empty ones on top: the grid keeps its size while the step slider moves
-    missing = ROWS - len(h.positions[keep])
-    slots = np.vstack([np.full((missing, h.slots.shape[1]), EMPTY), h.slots[keep]])
-    visible = np.vstack([np.zeros((missing, h.slots.shape[1]), dtype=bool), h.visible_mask()[keep]])
-    written = np.concatenate([np.full(missing, -1), h.written[keep]])
-    return plot_slot_history(ax, [None] * missing + list(h.positions[keep]), slots, visible, written,
-                             sinks=sinks, title=title)
+    positions, slots, visible, written = padded_history_rows(h.positions, h.slots, h.visible_mask(), h.written,
+                                                             step, ROWS, empty=EMPTY)
+    return plot_slot_history(ax, positions, slots, visible, written, sinks=sinks, title=title)
 
 
 def draw_ring_buffer(ax, step=11, window=6, sinks=0):

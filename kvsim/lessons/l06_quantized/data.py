@@ -3,6 +3,7 @@
 Contract (pure: calc only, no MLX, no drawing)
 - :func:`quantized_bars`: lesson 06's two bars (bf16 vs one quantized setting) for one model, each
   split as :func:`kvsim.calc.quant_bytes.sequence_bytes_split` splits it.
+- :func:`bar_totals`: each bar's total and the quantized bar's percentage of bf16 (the view's notes).
 """
 
 from __future__ import annotations
@@ -18,3 +19,10 @@ def quantized_bars(model: str, bits: int, group_size: int, recent_tokens: int, t
     dt = parse_kv_dtype(f"q{bits}", group_size=group_size, full_precision_tokens=recent_tokens)
     return {"bf16": {"bf16": kv_bytes(spec, tokens, kv_dtype="bf16")},
             f"q{bits} g{group_size} R={recent_tokens}": sequence_bytes_split(spec, tokens, dt)}
+
+
+def bar_totals(bars: dict) -> tuple[dict, float]:
+    """Each bar's total bytes and the second bar's share of the first in percent: 100 · total₂ / total₁."""
+    totals = {label: sum(parts.values()) for label, parts in bars.items()}
+    full, small = totals.values()
+    return totals, 100 * small / full

@@ -54,7 +54,7 @@ from ...calc.units import BITS, DEFAULT_STEP, GROUP_SIZES
 from ...model.layers import reference_mask, rope
 
 
-class Measured(NamedTuple):
+class MeasuredNbytes(NamedTuple):
     """Per token count: cache.nbytes (allocated slots) and cache.used_bytes (filled slots)."""
 
     tokens: np.ndarray
@@ -64,7 +64,7 @@ class Measured(NamedTuple):
 
 def measure_quantized_nbytes(layer: LayerSpec, token_counts, bits: int = 4, group_size: int = 64,
                              full_precision_tokens: int = 0, dtype: str = "bf16", step: int = DEFAULT_STEP,
-                             chunk_tokens: int = 512, seed: int = 0) -> Measured:
+                             chunk_tokens: int = 512, seed: int = 0) -> MeasuredNbytes:
     """Feed a real QuantizedKVCache (B=1, one layer's K/V heads) and read its bytes at each count."""
     if layer.kind != "full":
         raise ValueError(f"layer.kind must be 'full' for a quantized K/V measurement, got {layer.kind!r}")
@@ -85,7 +85,7 @@ def measure_quantized_nbytes(layer: LayerSpec, token_counts, bits: int = 4, grou
             fed += s
         nbytes.append(cache.nbytes)
         used.append(cache.used_bytes)
-    return Measured(counts, np.array(nbytes, dtype=np.int64), np.array(used, dtype=np.int64))
+    return MeasuredNbytes(counts, np.array(nbytes, dtype=np.int64), np.array(used, dtype=np.int64))
 
 
 # ---------------------------------------------------------------- attention error (MLX)

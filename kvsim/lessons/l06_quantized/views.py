@@ -24,7 +24,7 @@ import ipywidgets as widgets
 from ...calc import units
 from ...calc.units import BITS, GROUP_SIZES
 from ...ui.base import log_slider, make_view
-from .data import quantized_bars
+from .data import bar_totals, quantized_bars
 from .measure import lesson_key_error_map, lesson_scheme_errors, view_error
 from .plots import plot_bytes_bars, plot_key_error_maps
 
@@ -33,9 +33,9 @@ def draw_quantized_kv(ax, bits=4, group_size=64, recent_tokens=128, tokens=1024,
     """Bytes of one sequence (bf16 vs quantized) and the measured attention error in the title."""
     bars = quantized_bars(model, bits, group_size, recent_tokens, tokens)
     err = view_error(bits, group_size, recent_tokens, tokens)
-    full, small = (sum(parts.values()) for parts in bars.values())
-    notes = {label: units.format_bytes(sum(parts.values())) for label, parts in bars.items()}
-    notes[list(bars)[1]] += f"  = {100 * small / full:.1f} % of bf16"
+    totals, percent_of_bf16 = bar_totals(bars)
+    notes = {label: units.format_bytes(total) for label, total in totals.items()}
+    notes[list(bars)[1]] += f"  = {percent_of_bf16:.1f} % of bf16"
     plot_bytes_bars(ax, bars, notes=notes, title=(
         f"{model}, {tokens:,} tokens: relative attention error {100 * err:.2f} %\n"
         f"(real QuantizedKVCache vs dense attention, seeded structured K/V)"))

@@ -52,11 +52,14 @@ Contract (pure: :class:`~kvsim.serving.blocks.BlockAllocator`, no MLX)
 - :func:`preemption_story` returns per request and step a state code (:data:`STATES`), the preemptions of
   each request, and the allocator's own count, which counts events: one request can be preempted again
   after each readmission, so the events can outnumber the requests.
+- :func:`serving_run` / :func:`serving_numbers`: the serving view's seeded simulator run (cached) and the
+  numbers its picture and title show.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from functools import lru_cache
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +69,7 @@ from ...calc.tables import format_table
 from ...calc.units import DEFAULT_BLOCK_SIZE, DEFAULT_STEP, InputError
 from ...serving.block_pool import OutOfBlocks, cdiv
 from ...serving.blocks import BlockAllocator
+from ...serving import fragmentation, sim
 from ...serving.workload import make_workload
 
 
@@ -326,3 +330,24 @@ def tp_bytes_series(models, kv_dtype="bf16", tps=TPS) -> dict:
             f"{spec.layers[0].num_key_value_heads} KV heads"
         series[f"{name} ({kind})"] = [memory.bytes_per_token(spec, kv_dtype, tp=tp) for tp in tps]
     return series
+
+
+VIEW_REQUESTS = 200          # requests per simulated run in the serving view (a redraw stays well under a second)
+
+
+@lru_cache(maxsize=64)
+def serving_run(policy: str, block_size: int, rate: float, num_requests: int = VIEW_REQUESTS):
+    """One seeded simulator run: ``num_requests`` chat requests at ``rate`` on OPT-13B's A100 40GB KV budget."""
+    w = make_workload(num_requests, "chat", rate=rate, seed=0)
+    return sim.simulate(w, policy, capacity_tokens=fragmentation.kwon_setup_capacity_tokens(),
+                        block_size=block_size)
+
+
+def serving_numbers(policy: str, block_size: int, rate: float, bins: int = 100) -> dict:
+    """The serving view's curves and title numbers: token_states_percent = 100 · summary.share.token_states."""
+    res = serving_run(policy, block_size, rate)
+    t, shares = fragmentation.split_over_time(res, bins=bins)
+    s = res.summary
+    return {"t": t, "shares": shares, "summary": s,
+            "policy_label": f"blocks of {block_size}" if policy == "paged" else fragmentation.POLICY_LABELS[policy],
+            "token_states_percent": 100 * s["share"]["token_states"]}

@@ -21,10 +21,9 @@ from functools import lru_cache
 
 import ipywidgets as widgets
 
-from ...serving import fragmentation, sim
-from ...serving.workload import make_workload
+from ...serving import sim
 from ...ui.base import dropdown, int_slider, make_view
-from .data import TPS, preemption_story, sharing_scenario, tp_bytes_series
+from .data import TPS, preemption_story, serving_numbers, sharing_scenario, tp_bytes_series
 from .plots import (
     plot_block_tables,
     plot_preemption_story,
@@ -34,7 +33,6 @@ from .plots import (
 )
 
 
-VIEW_REQUESTS = 200          # requests per simulated run in the view (a redraw stays well under a second)
 RATES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 BLOCK_SIZES = (4, 8, 16, 32, 64, 128, 256)
 
@@ -60,21 +58,12 @@ def block_table_view(step=3, block_size=4):
     }, figsize=(8, 3.6), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.9))
 
 
-@lru_cache(maxsize=64)
-def _run(policy: str, block_size: int, rate: float, num_requests: int = VIEW_REQUESTS):
-    w = make_workload(num_requests, "chat", rate=rate, seed=0)
-    return sim.simulate(w, policy, capacity_tokens=fragmentation.kwon_setup_capacity_tokens(),
-                        block_size=block_size)
-
-
 def draw_serving(ax, policy="paged", block_size=16, rate=0.05):
     """KV memory split over time for 200 chat-like requests arriving at ``rate`` per iteration."""
-    res = _run(policy, block_size, rate)
-    t, shares = fragmentation.split_over_time(res, bins=100)
-    s = res.summary
-    what = f"blocks of {block_size}" if policy == "paged" else fragmentation.POLICY_LABELS[policy]
-    plot_split_over_time(ax, t, shares, title=(
-        f"{policy} ({what}), {rate} requests/iteration: {100 * s['share']['token_states']:.1f} % of KV memory "
+    d = serving_numbers(policy, block_size, rate)
+    s = d["summary"]
+    plot_split_over_time(ax, d["t"], d["shares"], title=(
+        f"{policy} ({d['policy_label']}), {rate} requests/iteration: {d['token_states_percent']:.1f} % of KV memory "
         f"holds tokens\n{s['num_requests']} requests in {s['iterations']:,} iterations, "
         f"{s['mean_running']:.1f} running on average, {s['preemptions']} preemptions"))
     return ax

@@ -28,7 +28,7 @@ Contract (pure: json and arithmetic)
   and decode points per variant, each with its bytes read, FLOPs, and kvsim's and mlx-lm's best
   step times (ms). A file without one of those parts is a ValueError naming what is missing.
 - :func:`provenance` is the dataset's where, what and how, as printable lines.
-- :func:`variant_rows` / :func:`comparison_rows`: the points of a variant, and one row per variant
+- :func:`decode_point_rows` / :func:`comparison_rows`: the points of a variant, and one row per variant
   with kvsim / mlx-lm (geometric mean and worst of the best-of ratios) and time / floor, where
   floor = bytes read / copy bandwidth (:func:`kvsim.calc.roofline.floor_seconds`, recomputed here).
 - :func:`load_fused_check` reads ``check_fused.json``; :func:`quantized_probe_rows` lists which
@@ -240,7 +240,7 @@ def technique_table(nsa_tokens: int = 65_536, dsa_tokens: int = 131_072) -> list
             + _same_bytes_rows(llama, dsv3, nsa_tokens, dsa_tokens))
 
 
-__all__ = ["Run", "load_run", "provenance", "variant_rows", "comparison_rows", "load_fused_check",
+__all__ = ["Run", "load_run", "provenance", "decode_point_rows", "comparison_rows", "load_fused_check",
            "quantized_probe_rows", "RUN_FILE", "CHECK_FILE"]
 
 RUN_FILE, CHECK_FILE = "roofline_cuda.json", "check_fused.json"
@@ -329,7 +329,7 @@ def _ratio(point: dict, bytes_per_s: float) -> float:
     return point["step_ms"]["kvsim"] / 1e3 / floor_seconds(point["read_bytes"], bytes_per_s)
 
 
-def variant_rows(run: Run, variant: str) -> list[dict]:
+def decode_point_rows(run: Run, variant: str) -> list[dict]:
     """One row per point: context, batch, GB read, kvsim and mlx-lm ms, their ratio, floor ms, kvsim / floor."""
     rows = []
     for p in run.points(variant):

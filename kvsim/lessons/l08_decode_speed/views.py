@@ -53,7 +53,7 @@ from .plots import (
 )
 
 
-KV_DTYPES = ("bf16", "fp8", "q8", "q4", "q2", "fp32")
+SPEED_VIEW_KV_DTYPES = ("bf16", "fp8", "q8", "q4", "q2", "fp32")  # the decode-speed view's dtype dropdown
 
 
 def draw_stored_vs_read(ax, model: str = "deepseek-v3", tokens: int = 131_072):
@@ -83,7 +83,7 @@ def decode_speed_view(model="llama-3.1-8b", accelerator="H100 80GB", batch=1, kv
         "model": dropdown("model", model_names(), model),
         "accelerator": dropdown("accelerator", accelerator_names(), accelerator),
         "batch": log_slider("batch", batch, 1, 256),
-        "kv_dtype": dropdown("KV dtype", KV_DTYPES, kv_dtype),
+        "kv_dtype": dropdown("KV dtype", SPEED_VIEW_KV_DTYPES, kv_dtype),
         "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
     })
 

@@ -20,6 +20,8 @@ Speculative decoding measured: real draft and target models, every draft length,
 Contract
 - :func:`speculation_sweep`: :func:`kvsim.decode.speculative_generate` for every draft model and
   draft length k, each compared with plain greedy decoding of the target (:class:`SpeculationRun`).
+- :func:`tokens_per_pass_series`: the measured tokens per target pass of those runs against k, and the
+  i.i.d. expectation at the acceptance measured at k = 1 (what lesson 09's picture draws).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ...calc.progress import Progress
 from ...calc.registry import load_model
 from ...calc.units import DEFAULT_STEP
 from ...decode import Speculation, generate, prefill, speculative_generate
+from .data import expected_tokens_per_pass
 
 
 def _rows_of(cache, tokens, dtype, H, D):
@@ -165,6 +168,19 @@ class SpeculationRun:
                 "acceptance rate": round(r.acceptance_rate, 3), "target passes": r.rounds,
                 "tokens per pass": round(len(r.tokens) / r.rounds, 2),
                 "target positions fed": r.target_positions_fed, "= greedy": self.same_as_greedy}
+
+
+def tokens_per_pass_series(runs: list[SpeculationRun]) -> tuple[dict, dict]:
+    """Per draft: (k, measured len(tokens) / target passes), and E = (1 − α^(k+1)) / (1 − α) with α measured at k = 1."""
+    series, expected = {}, {}
+    for label in dict.fromkeys(r.draft for r in runs):
+        mine = [r for r in runs if r.draft == label]
+        k = [r.num_draft for r in mine]
+        series[label] = (k, [len(r.result.tokens) / r.result.rounds for r in mine])
+        alpha = next((r.result.acceptance_rate for r in mine if r.num_draft == 1), None)
+        if alpha is not None:
+            expected[f"i.i.d. α = {alpha:.2f}"] = (k, expected_tokens_per_pass(alpha, k))
+    return series, expected
 
 
 def speculation_sweep(target, drafts: dict, prompt, max_new_tokens: int = 48, ks=(1, 2, 3, 4, 6, 8),

@@ -21,21 +21,14 @@ import ipywidgets as widgets
 import numpy as np
 
 from ...ui.base import int_slider, make_view
-from .data import expected_tokens_per_pass, round_stages, speedup_curve
-from .measure import SpeculationRun
+from .data import round_stages, speedup_curve
+from .measure import SpeculationRun, tokens_per_pass_series
 from .plots import plot_against_k, plot_round
 
 
 def draw_tokens_per_pass(ax, runs: list[SpeculationRun]):
     """Measured tokens per target pass against k per draft, with the i.i.d. expectation from α at k = 1."""
-    series, expected = {}, {}
-    for label in dict.fromkeys(r.draft for r in runs):
-        mine = [r for r in runs if r.draft == label]
-        k = [r.num_draft for r in mine]
-        series[label] = (k, [len(r.result.tokens) / r.result.rounds for r in mine])
-        alpha = next((r.result.acceptance_rate for r in mine if r.num_draft == 1), None)
-        if alpha is not None:
-            expected[f"i.i.d. α = {alpha:.2f}"] = (k, expected_tokens_per_pass(alpha, k))
+    series, expected = tokens_per_pass_series(runs)
     return plot_against_k(ax, series, expected, ylabel="tokens per target pass (measured)",
                           title="each target pass verifies k drafts and adds one token of its own")
 
