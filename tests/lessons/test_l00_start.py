@@ -29,11 +29,6 @@ def test_slider_demo_marks_the_chosen_tokens():
     assert x[0] == 8192 and y[0] == pytest.approx(1.0)  # 8K tokens of Llama 3 8B = 1 GiB
 
 
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 def test_slider_demo_curve_is_the_formula():

@@ -113,11 +113,6 @@ def test_step_grid_rows():
         step_grid(0, 3, True)
 
 
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 def _meshes(ax):

@@ -1,9 +1,7 @@
 """Lesson 02 (how big is it): KV curves, the memory split, the seed figure and their views; each view's
 title carries the data function's numbers."""
 
-import matplotlib.pyplot as plt
 import numpy as np
-import pytest
 
 from kvsim.calc import capacity, memory
 from kvsim.calc.hardware import get_accelerator
@@ -15,11 +13,6 @@ from kvsim.lessons.l02_how_big.plots import plot_kv_with_marks
 from kvsim.lessons.l02_how_big.views import draw_capacity, draw_kv_vs_tokens, draw_seed_figure
 
 
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 def test_seed_figure_marks_the_crossovers(ax):

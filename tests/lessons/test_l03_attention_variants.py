@@ -103,11 +103,6 @@ def test_area_sides_make_areas_proportional():
     assert sides["c"] ** 2 / sides["b"] ** 2 == pytest.approx(4)
 
 
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 def test_head_sharing_square_areas(ax):

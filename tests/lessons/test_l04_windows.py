@@ -248,11 +248,6 @@ def test_storage_order_ring_gives_the_same_attention(sinks):
     assert all(sorted(a) == sorted(b) for a, b in zip(r.ordered_positions, r.stored_positions))
 
 
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 def _meshes(ax):

@@ -201,11 +201,6 @@ def test_the_whole_sample_error_lies_within_the_per_head_errors():
     assert np.ptp(heads) > 0.01  # heads differ: a sample with other heads gives another number
 
 
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 def test_key_error_maps_share_a_colour_scale(ax):

@@ -167,11 +167,6 @@ def test_prompt_lookup_draft():
     assert prompt_lookup_draft([1, 2, 3, 4], 3) == [] and prompt_lookup_draft([1], 3) == []
 
 
-@pytest.fixture
-def ax():
-    fig, ax = plt.subplots()
-    yield ax
-    plt.close(fig)
 
 
 def test_round_picture(ax):
