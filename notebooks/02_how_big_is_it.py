@@ -186,7 +186,7 @@ print("lesson 07's simulated KV budget:", f"{kwon_setup_capacity_tokens():,} tok
 # Either way only about 15 thousand tokens fit: seven requests of 2,048 tokens.
 #
 # The same question for the models in kvsim's registry: pick a model, an accelerator, a context length and the
-# share of memory the server may use (vLLM's default `gpu_memory_utilization` is 0.9).
+# share of memory the server may use (kvsim's default is 0.9; vLLM 0.33's `gpu_memory_utilization` defaults to 0.92).
 
 # %% tags=["nbval-ignore-output"]
 capacity_view()

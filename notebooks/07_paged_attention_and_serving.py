@@ -94,7 +94,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # | $M_{\text{token}}$ | bytes per token: $2 \cdot n_{\text{layers}} \cdot n_{\text{kv}} \cdot d_h \cdot b$ (lesson 02) | `num_hidden_layers`, `num_key_value_heads`, `head_dim`, dtype |
 # | $N$ | tokens per block | server setting (vLLM `--block-size`, default 16) |
 # | $T$ | tokens a sequence holds | – |
-# | KV budget | memory × utilization − weights | `gpu_memory_utilization` (0.9), accelerator, model size |
+# | KV budget | memory × utilization − weights | `gpu_memory_utilization` (kvsim 0.9; vLLM 0.33: 0.92), accelerator, model size |
 #
 # The bytes per token do not change: paging removes memory that was reserved and unused. For one Llama 3 8B
 # sequence against a contiguous reservation of its 8,192-token maximum:
