@@ -89,7 +89,7 @@ $(MPL_OLDEST_DIR)/.installed: | $(PY)
 	@touch $@
 
 test-mpl-oldest: $(TEST_STAMP) $(MPL_OLDEST_DIR)/.installed
-	@echo "==> [2/6] view tests on the oldest supported matplotlib ($(MPL_OLDEST)): pytest $(MPL_OLDEST_ARGS)"
+	@echo '==> [2/6] view tests on the oldest supported matplotlib ($(MPL_OLDEST)): pytest $(MPL_OLDEST_ARGS)'
 	PYTHONPATH=$(abspath $(MPL_OLDEST_DIR)) $(PY) -c 'import matplotlib, sys; v = matplotlib.__version__; \
 	  print("matplotlib", v, "from", matplotlib.__file__); sys.exit(0 if v.startswith("3.8.") else "not 3.8")'
 	PYTHONPATH=$(abspath $(MPL_OLDEST_DIR)) $(PY) -m pytest $(MPL_OLDEST_ARGS)
