@@ -86,8 +86,9 @@ round_view()
 # %% [markdown]
 # ## The formulas
 #
-# With $n$ of the $k$ proposals accepted, each cache rewinds $k - n$ tokens (the target's own token at position $n$
-# stays), and both models continue from there:
+# The verify pass writes $k + 1$ rows: the last token and the $k$ proposals. With $n$ of them accepted, the rows kept
+# are the last token and the $n$ accepted proposals, so each cache rewinds $k + 1 - (n + 1) = k - n$ tokens. The
+# target's replacement token is not in the cache: like any new last token, it is fed at the start of the next round.
 #
 # $$
 # \text{offset} \leftarrow \text{offset} - (k - n), \qquad \text{nbytes unchanged}, \qquad
