@@ -182,7 +182,8 @@ check("02.1", bytes_per_token_70b)
 # %% [markdown]
 # The last section of every lesson, **self-test**, is different: its cells are `assert` statements that check the
 # package itself, i.e. that kvsim still reproduces the numbers the lesson quotes from its sources and that a formula
-# matches bytes measured on real MLX arrays. They run silently when everything holds. You do not need to read them.
+# matches bytes measured on real MLX arrays. When everything holds, the cell prints only "self-test passed"; a failed
+# check stops it with an error. You do not need to read them.
 #
 # ## Glossary: 용어집
 #

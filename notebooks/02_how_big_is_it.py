@@ -138,6 +138,8 @@ print(f"the cache equals them at {cross:,} tokens; as MHA (4× the bytes per tok
 # This is the seed's figure, with its marks computed by kvsim: the orange line is Llama 3.1 8B's cache (128 KiB per
 # token), the red dashed line the same model as MHA (512 KiB per token), the dotted level its bf16 weights. The dots
 # mark 8K = 1 GiB and 128K = 16 GiB, and the two crossovers: 122,533 tokens, and a quarter of that as MHA.
+# The seed puts the MHA crossover at "32K" because it reads the weights' 16 GB as 16 GiB, the cache size at 128K, and
+# takes a quarter of 128K; in binary units the weights are 14.96 GiB, so the quarter is 30,634 tokens.
 
 # %%
 fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")

@@ -145,10 +145,11 @@ plt.show()
 
 # %% [markdown]
 # **Why a separate RoPE key?** RoPE rotates a query at position $s$ by $R_s$ and a key at position $t$ by $R_t$, and
-# $R_s^\top R_t = R_{t-s}$. Suppose MLA rotated the rebuilt key, $k_h = R_t W^{UK}_h c_t$. The score would be
+# $R_s^\top R_t = R_{t-s}$. Suppose MLA rotated the rebuilt key, $k_h = R_t W^{UK}_h c_t$. With $q_h$ the query
+# before rotation, the score would be
 #
 # $$
-# q_h^\top k_h = (R_s q_h)^\top R_t W^{UK}_h c_t = q_h^\top \, R_{t-s} \, W^{UK}_h \, c_t .
+# (R_s q_h)^\top k_h = (R_s q_h)^\top R_t W^{UK}_h c_t = q_h^\top \, R_{t-s} \, W^{UK}_h \, c_t .
 # $$
 #
 # The rotation $R_{t-s}$ changes with every cached token $t$ and sits **between** the query and $W^{UK}_h$, so

@@ -87,8 +87,11 @@ state_update_view()
 # %% [markdown]
 # ## Which cache each layer gets
 #
-# `kvsim.cache.make_caches` picks one cache per layer from its kind: this is the seeds' architecture table,
-# computed by building the caches of each model (the counts are layers).
+# `kvsim.cache.make_caches` picks one cache per layer from its kind: the seeds' architecture table, computed by
+# building the caches of each model (the counts are layers). One difference from seed 000's engine: there the
+# recurrent layers of Mamba, Jamba and the other recurrent and hybrid models keep their state *inside the model*, per
+# sequence, and the cache pool holds only a light placeholder for them; kvsim keeps that state in the cache list, one
+# `RecurrentStateCache` per recurrent layer, as mlx-lm does (its `ArraysCache`).
 
 # %%
 rows = []
@@ -154,7 +157,10 @@ print(format_table(rows))
 
 # %% [markdown]
 # 4 GiB against 32 GiB (the paper rounds to 4 GB and 32 GB): one attention layer in eight means one eighth of the KV.
-# The price, 28 Mamba states, is 8.3 MiB per sequence — what Mixtral's cache reaches after 67 tokens.
+# The price, 28 Mamba states, is 8.3 MiB per sequence — what Mixtral's cache reaches after 67 tokens. (That compares
+# the state alone with Mixtral's whole cache; the short-context section below compares Jamba's whole cache, state plus
+# its 4 attention layers, with its all-attention twin, and finds a slightly later crossover: 28 states against 28
+# swapped layers' K/V instead of against 32 layers'.)
 
 # %%
 print(f"Mixtral's KV reaches Jamba's whole state after {hybrid.tokens_to_reach(mixtral, hybrid.cache_split(jamba, 0)['state'])} tokens")
@@ -187,8 +193,10 @@ print(format_table(rows))
 #   Mamba-2's SSM state has five times the elements of Falcon-Mamba's (80 × 64 × 128 against 8192 × 16, in the table
 #   of state tensors above) and keeps them in fp32, not bf16.
 #
-# On log-log axes: the transformer's line rises forever, the hybrids rise 8× (Jamba) or 4× (Qwen3-Next) lower, the
-# windowed RecurrentGemma flattens at 2048 tokens and the pure state-space models are flat from the first token.
+# On log-log axes: the transformer's line (Mixtral) rises forever; the hybrids rise beside it, lower by their share of
+# attention KV (at 256K Jamba ends 8× below Mixtral, Qwen3-Next about 5×: its 4× above is against its own
+# all-attention twin, whose 2 KV heads per layer hold less than Mixtral's 8); the windowed RecurrentGemma flattens at
+# 2048 tokens and the pure state-space models are flat from the first token.
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")

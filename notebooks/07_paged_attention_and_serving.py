@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 07 · Paged attention and serving
 #
-# > **요약** (seed 000 「Paged decode 저장소와 커널」, 「시퀀스별 상태와 CachePool」, seed 001 「Attention 최적화 기법이 캐시를 바꾸는 방식」의 PagedAttention)
+# > **요약** (seed 000 「Paged decode 저장소와 커널」, seed 001 「Attention 최적화 기법이 캐시를 바꾸는 방식」의 PagedAttention)
 # > PagedAttention 은 토큰당 크기를 바꾸지 않고, 같은 내용을 16 토큰 블록에 나눠 담아 미리 잡아 두고 안 쓰는 메모리를 없앤다.
 # > 그래서 같은 GPU 에 더 많은 요청이 들어가고, 메모리가 모자라면 요청을 preemption 했다가 다시 계산한다 (한 요청이 여러 번 preemption 될 수 있다).
 #
@@ -137,7 +137,8 @@ for ax, step in zip(axes, (1, 2, 3, 4)):
 plt.show()
 
 # %% [markdown]
-# Gold blocks are shared (reference count > 1); the partly shaded boxes show how full each logical block is.
+# A physical block with a reference count above 1 is drawn gold (shared, like P2 at ref 2 in step 2); a block held by
+# one sequence takes that sequence's colour. The partly shaded boxes show how full each logical block is.
 # Move the sliders: with a block size that does not divide the 8-token system prompt, only its full blocks are
 # shared, and the block holding the rest of the system prompt plus the question is private.
 
@@ -164,8 +165,10 @@ print(format_table([{"layer": name, **summarize(rows)} for name, rows in paged_r
 
 # %% [markdown]
 # The outputs are identical at every step: paging changes where rows live, not what attention reads. The sliding and
-# chunked layers hand blocks back to the pool as tokens leave the window or the chunk, so they hold only a few blocks
-# (one more than the window needs when it does not start on a block boundary).
+# chunked layers hand blocks back to the pool as tokens leave the window or the chunk, so they end holding only a few
+# blocks (one more than the window needs when it does not start on a block boundary). Their "most blocks held", 7, is
+# the prefill: the 100-token prompt is written in one pass, all ⌈100 / 16⌉ = 7 blocks of it, before the blocks that
+# fell out of the window or chunk are handed back.
 
 # %% [markdown]
 # ## How much prefix sharing saves
@@ -213,6 +216,8 @@ plt.show()
 # %% [markdown]
 # **How close.** While requests wait, kvsim's token states come within 2 points of the paper for Max and Oracle and
 # within 5 for Pow2 (22.3 / 31.4 / 38.9 % against 20.4 / 26.8 / 38.2 %), and paging within one (97.2 against 96.3 %).
+# These are the iterations in which a request waited; the figure above averages the whole run, drain included, so its
+# paging bar is lower (see "Which window" below).
 # The running counts match Figure 13a for Max and Pow2 (7.00 and 9.83 against 7.00 and 9.81) and fall 1.4 short for
 # Oracle. Two numbers pin the setup: Max holds exactly 7 reservations of 2,048 whenever a request waits, and the
 # 15,728 − 7 · 2,048 = 1,392 slots left over are the paper's 8.9 % "others"; and most of Pow2's and Oracle's "others"
@@ -258,8 +263,9 @@ print(f"{paged_summary['preemptions']:,} preemption events for {paged_summary['c
 # %% [markdown]
 # The same thing small enough to see: four requests (6-token prompts, 10-token answers) arrive together on a real
 # `BlockAllocator` of 11 blocks of 4 tokens. Each step the running requests grow by one token; when a block is missing
-# the latest admitted request is preempted (×), and a step that preempted admits nobody. Request 4 is preempted,
-# readmitted (its prompt and answer so far recomputed), and preempted again: four requests, more events than requests.
+# the latest admitted request is preempted (×), and a step that preempted admits nobody. Requests 3 and 4 are
+# preempted, readmitted (their prompt and answer so far recomputed) and preempted again, request 4 more than once
+# again (the counts per request are printed under the figure): four requests, more events than requests.
 
 # %%
 story = preemption_story(((0, 6, 10),) * 4, num_blocks=11, block_size=4)

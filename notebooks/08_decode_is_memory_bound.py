@@ -187,11 +187,12 @@ print(f"machine balance with MLX's kernels: {mlx_flops / 1e9:.1f} GFLOP/s ÷ {ba
       f"{roofline.machine_balance(mlx_flops, bandwidth):.2f} FLOP/B")
 
 # %% [markdown]
-# On the 2-core Linux machine this course was written on, numpy copies at about 20 GB/s, while MLX multiplies at
-# 2.5–4 GFLOP/s and its own copy reaches 4–5 GB/s. The Linux wheel of MLX's CPU backend (`mlx-cpu`) bundles the
-# reference BLAS (`libblas` 3.10, plain loops), not a tuned one: numpy's OpenBLAS multiplies at 150–230 GFLOP/s on
-# the same two cores (`measure_host_matmul_throughput`, run in a plain Python process). So with MLX's kernels this
-# machine's ridge lies near 0.1–0.2 FLOP/B. On Apple silicon MLX runs on the GPU, where both numbers are far higher.
+# The cell above prints this machine's rates and the ridge they give. On the 2-core Linux machine this course was
+# written on, MLX's own copy came out well below numpy's, and its matrix product far below numpy's. The Linux wheel of
+# MLX's CPU backend (`mlx-cpu`) bundles the reference BLAS (`libblas` 3.10, plain loops), not a tuned one: numpy's
+# OpenBLAS multiplies dozens of times faster on the same cores (`measure_host_matmul_throughput`, run in a plain
+# Python process). So with MLX's kernels such a machine's ridge lies well below 1 FLOP/B (the balance line above
+# gives yours). On Apple silicon MLX runs on the GPU, where both numbers are far higher.
 #
 # ## Decode and prefill on two rooflines
 #
@@ -243,10 +244,10 @@ plt.show()
 
 # %% [markdown]
 # **Where the points sit, and why.** On the Linux CPU this course was written on, every point lies right of MLX's
-# ridge: the float32 layer does 0.5 to 3 FLOPs per byte it reads (more with more sequences), the ridge lies near 0.1.
-# The steps took 7 to 33 times their bandwidth floor and 1 to 3 times their compute floor (the verdict above gives
-# your run's ranges; a step below its compute floor means the matrix product was timed while the machine was busy:
-# run the measurements again), and the roofline plot shows them just under MLX's compute roof. The batch sweep shows the
+# ridge: the float32 layer does more FLOPs per byte it reads than the ridge printed above (more with more sequences).
+# The verdict above prints how many times their bandwidth floor and their compute floor your steps took: many times
+# the bandwidth floor, a small multiple of the compute floor (a step below its compute floor means the matrix product
+# was timed while the machine was busy: run the measurements again), and the roofline plot shows them just under MLX's compute roof. The batch sweep shows the
 # signature: twice the sequences, about twice the time. A memory-bound step would barely notice a second sequence,
 # since the weights are read once for both. So here decode is **compute-bound in MLX's kernels**, not limited by the
 # memory: with a tuned BLAS (numpy's, dozens of times faster here) the same cores would move the ridge to several

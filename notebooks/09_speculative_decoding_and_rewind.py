@@ -62,12 +62,13 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # one token. Feeding $k + 1$ tokens in one pass reads the same bytes, so on a memory-bound accelerator it costs about
 # as much as one step. Speculative decoding exploits that. A cheap **draft** model proposes $k$ tokens one by one; the
 # **target** model runs once over the last token and the $k$ proposals, and at every position computes the token it
-# would have picked itself. It keeps the proposals up to the first disagreement, adds its own token there, and the
+# would have picked itself. It keeps the proposals up to the first disagreement, emits its own token there, and the
 # round is over. The output is exactly what the target alone would have produced; only the number of target passes
 # changes.
 #
 # The catch is the cache. The verification pass wrote keys and values for all $k + 1$ positions into every layer of
-# the target (and the draft wrote its own proposals). Everything after the first rejection must be taken back out.
+# the target (and the draft wrote its own proposals). Every row from the first rejected proposal on must be taken
+# back out.
 #
 # One round, drawn on the target's cache. Before the round the cache holds $P$ tokens; the last token is known but
 # not yet fed. The draft proposes $d_1 \dots d_k$; the target is fed the last token and all $k$ drafts in **one** pass,
@@ -86,8 +87,9 @@ round_view()
 # %% [markdown]
 # ## The formulas
 #
-# With $n$ of the $k$ proposals accepted, each cache rewinds $k - n$ tokens (the target's own token at position $n$
-# stays), and both models continue from there:
+# The verify pass writes $k + 1$ rows: the last token and the $k$ proposals. With $n$ of them accepted, the rows kept
+# are the last token and the $n$ accepted proposals, so each cache rewinds $k + 1 - (n + 1) = k - n$ tokens. The
+# target's replacement token is not in the cache: like any new last token, it is fed at the start of the next round.
 #
 # $$
 # \text{offset} \leftarrow \text{offset} - (k - n), \qquad \text{nbytes unchanged}, \qquad

@@ -291,8 +291,13 @@ def _tokens_per_pass(alpha=0.8, k=4):
 
 def _trimmed(k=5, accepted=2):
     value = k - accepted
-    return Solution(value, f"k − n = {k} − {accepted} = {value}: the target's token at position n stays",
-                    ((k - accepted + 1, "the target's own token replaces the first rejected draft: it stays."),))
+    return Solution(value, f"k + 1 − (n + 1) = k − n = {k} − {accepted} = {value}: the verify pass wrote the last "
+                           f"token and the {k} drafts; the rows kept are the last token and the {accepted} accepted "
+                           "drafts (the target's replacement token is not in the cache: it is fed next round)",
+                    ((k - accepted + 1, "that drops the last token's row too: the verify pass fed the last token "
+                                        "and the k drafts, and the last token's row stays."),
+                     (k - accepted - 1, "the target's replacement token was never written: it is fed next "
+                                        "round, so there is no row of it to keep.")))
 
 
 def _ring_rewind(rewind_tokens=2):
@@ -354,7 +359,7 @@ EXERCISES = dict([
     _ex("09.1", "expected tokens per target pass, α = 0.8, k = 4", "tokens", "(1 − α^(k+1)) / (1 − α)",
         _tokens_per_pass),
     _ex("09.2", "tokens trimmed after a round with k = 5 and 2 drafts accepted", "tokens",
-        "the verify pass wrote k + 1; keep the accepted and the target's own", _trimmed),
+        "the verify pass wrote k + 1 rows; keep the last token and the accepted drafts", _trimmed),
     _ex("09.3", "how far RotatingKVCache(8, rewind_tokens=2) can rewind right after a write", "tokens",
         "spare slots plus the newest token", _ring_rewind),
 ])

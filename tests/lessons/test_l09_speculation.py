@@ -188,3 +188,37 @@ def test_speedup_curve_and_the_view_marks_its_best_k():
     assert any(f"best k = {d['best_k']}: {d['best_speedup']:.2f}x" in x for x in labels), labels
     assert ax.get_title() == "α = 0.70, draft step = 0.10 target steps"
     plt.close(fig)
+
+
+def test_a_real_round_keeps_the_last_token_and_the_accepted_drafts(toys):
+    """Lesson 09's rewind, run: after a round the caches hold the context before ``last``, ``last`` and the n
+    accepted drafts (offset P + n + 1, trimmed k − n); the target's replacement token is not in the cache."""
+    from kvsim.cache import make_caches
+    from kvsim.decode.generate import cache_dtypes
+    from kvsim.decode.speculative import _round
+    from kvsim.lessons.exercises import EXERCISES
+
+    target = toys["gqa"]
+    draft = perturbed(target, 0.2, seed=5)
+    k, seen = 4, set()
+    for cut in range(4, len(PROMPT)):
+        prompt = PROMPT[:cut]
+        models, dtypes = (target, draft), [cache_dtypes(m, None) for m in (target, draft)]
+        caches = [make_caches(m.spec, dtype=d[1], rewind_tokens=k + 1) for m, d in zip(models, dtypes)]
+        for m, c, d in zip(models, caches, dtypes):
+            m(mx.array([prompt[:-1]]), c, d[0])
+        tokens, n, _ = _round(models, caches, [d[0] for d in dtypes], prompt[-1], k)
+        stages = round_stages(len(prompt) - 1, k, n)
+        assert [c.offset for c in caches[0] if c is not None] == [stages.offset_after] * target.spec.num_hidden_layers
+        assert stages.trimmed == k - n and len(tokens) == n + 1
+        # the kept rows equal a fresh prefill of prompt + the n accepted drafts: the replacement tokens[-1] is absent
+        fresh = make_caches(target.spec, dtype=dtypes[0][1])
+        target(mx.array([prompt + tokens[:n]]), fresh, dtypes[0][0])
+        for c, f in zip(caches[0], fresh):
+            kept, ref = c.state[0][..., :c.offset, :], f.state[0][..., :f.offset, :]
+            assert kept.shape == ref.shape and mx.allclose(kept, ref, atol=1e-4).item()
+        seen.add(n)
+    assert seen & set(range(k)), "no round rejected a draft: the test did not exercise a rewind"
+    derivation = EXERCISES["09.2"].solve().derivation
+    assert "the last token and the 2 accepted drafts" in derivation and "not in the cache" in derivation
+    assert "stays" not in derivation
