@@ -75,15 +75,20 @@ def _number(cfg: Mapping, name: str, default, high: float = float("inf")):
     return finite_number(name, value, 0.0, high, error=ConfigError)
 
 
-def _flag(cfg: Mapping, names, default: bool) -> bool:
-    """The first present boolean among ``names`` (a JSON string "false" is rejected, not read as True)."""
+def _first_present(cfg: Mapping, names, kind: type, what: str, default):
+    """The first present (non-null) value among ``names``; ConfigError naming the key unless it is a ``kind``."""
     for name in names:
         value = cfg.get(name)
         if value is not None:
-            if not isinstance(value, bool):
-                raise ConfigError(f"{name} must be true or false, got {show(value)}")
+            if not isinstance(value, kind):
+                raise ConfigError(f"{name} must be {what}, got {show(value)}")
             return value
     return default
+
+
+def _flag(cfg: Mapping, names, default: bool) -> bool:
+    """The first present boolean among ``names`` (a JSON string "false" is rejected, not read as True)."""
+    return _first_present(cfg, names, bool, "true or false", default)
 
 
 def _time_step_rank(cfg: Mapping):
@@ -124,13 +129,7 @@ def _standard_decoder_keys(cfg: Mapping) -> bool:
 
 def _optional_str(cfg: Mapping, *names):
     """The first present (non-null) string among ``names``; ConfigError for a non-string."""
-    for key in names:
-        value = cfg.get(key)
-        if value is not None:
-            if not isinstance(value, str):
-                raise ConfigError(f"{key} must be a string, got {show(value)}")
-            return value
-    return None
+    return _first_present(cfg, names, str, "a string", None)
 
 
 def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
