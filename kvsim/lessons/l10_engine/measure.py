@@ -6,7 +6,7 @@ Contract
   (allocate, an allocate on a full pool, release, allocate again), with a short label for a plot: the
   id returned, the active ids, ``next_id``, ``memory_usage_bytes()``, Σ ``cache.nbytes`` and the
   calculator's allocated view (:func:`kvsim.calc.pool_bytes.pool_allocated_bytes`) for the active
-  sequences, plus bytes per sequence.
+  sequences, bytes per sequence, and the message of the PoolFullError on the refused allocate.
 - :func:`race_rows`: :func:`kvsim.cache.pool.interleave_allocations` as table rows, and its result.
 - :func:`continuous_run`: :func:`kvsim.decode.continuous.continuous_generate` on requests arriving over
   time, each sequence then decoded alone (:func:`kvsim.decode.generate`): tokens equal? and the largest
@@ -61,13 +61,13 @@ def pool_timeline(plan=POOL_PLAN, release=1, then=("jamba", 7), max_sequences: i
     held: dict[int, tuple] = {}   # id -> (spec, tokens)
     rows = []
 
-    def row(event, seq_id, label):
+    def row(event, seq_id, label, error=""):
         calc = pool_allocated_bytes(list(held.values()), "fp32", STEP, "fp32")["pool"]
         per = {sid: pool.sequence_bytes(sid) for sid in pool.active_ids()}
         rows.append({"event": event, "label": label, "id": seq_id, "active": list(pool.active_ids()), "next_id": pool.next_id,
                      "memory_usage_bytes": pool.memory_usage_bytes(),
                      "Σ nbytes": sum(c.nbytes for s in pool.active_ids() for c in pool.caches(s) if c is not None),
-                     "calculator": calc, "per_sequence": per})
+                     "calculator": calc, "per_sequence": per, "error": error})
 
     def allocate(kind, tokens):
         model = toy_model(kind)
@@ -81,7 +81,7 @@ def pool_timeline(plan=POOL_PLAN, release=1, then=("jamba", 7), max_sequences: i
     try:
         pool.allocate(1)
     except PoolFullError as err:
-        row(f"allocate on a full pool: PoolFullError ({err})", None, "allocate\nPoolFullError")
+        row("allocate: PoolFullError", None, "allocate\nPoolFullError", str(err))
     pool.release(release)
     del held[release]
     row(f"release {release}", release, f"release {release}")
