@@ -44,9 +44,11 @@ import matplotlib.pyplot as plt
 from kvsim.cache.pool import CachePool, PoolFullError
 from kvsim.calc.tables import format_table
 from kvsim.lessons.exercises import check
-from kvsim.lessons.l10_engine.data import admission_curves, burst, ids_after
+from kvsim.lessons.l10_engine.data import MAX_QUEUE, MAX_SEQUENCES, NUM_REQUESTS, admission_curves, burst, ids_after
 from kvsim.lessons.l10_engine.measure import (
+    POOL_SLOTS,
     REQUESTS,
+    STEP,
     continuous_run,
     dispatch_rows,
     owned_vs_cache_rows,
@@ -98,7 +100,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 #   grown in steps included. (The seed sums its K/V buffers; kvsim keeps a Jamba's Mamba state in the cache list as
 #   mlx-lm does, so the state is counted here too. Section 4 shows the other design.)
 #
-# One pool of 4 slots, slots grown in steps of 8 tokens. Each allocate is followed by a real prefill of that many
+# One pool, just big enough for the four sequences below (sizes printed with the table). Each allocate is followed by a real prefill of that many
 # tokens through the sequence's own model: a Llama-like or a Jamba-like one. The pool then refuses a fifth sequence,
 # releases sequence 1 and takes a new one. The last three columns are the pool's own count, the sum over the caches'
 # arrays, and the calculator's allocated view (`kvsim.calc.pool_bytes.pool_allocated_bytes`: K/V slots rounded up to
@@ -106,6 +108,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 
 # %%
 timeline = pool_timeline()
+print(f"one CachePool: max_sequences = {POOL_SLOTS}, slots grown in steps of {STEP} tokens")
 print(format_table([{k: r[k] for k in ("event", "id", "active", "next_id", "memory_usage_bytes", "Σ nbytes",
                                        "calculator")} for r in timeline]))
 
@@ -171,14 +174,15 @@ except PoolFullError as err:
 print("ids:", first, second, "| after a release and two allocates:", ids_after(["a", "a", 0, "a", 1, "a"]))
 
 # %% [markdown]
-# The traffic is the serving simulator's (lesson 07): `kvsim.serving.workload.make_workload` draws 200 requests with
+# The traffic is the serving simulator's (lesson 07): `kvsim.serving.workload.make_workload` draws requests with
 # short chat-like lengths and Poisson arrivals at a given rate per iteration, seeded, so both policies see the very
 # same requests. A request holds its slot for as many iterations as it generates tokens; its first token comes at the
-# end of its first iteration, so its time-to-first-token (TTFT) is the iterations it waited plus one. The pool has
-# 8 slots, the wait queue holds 16.
+# end of its first iteration, so its time-to-first-token (TTFT) is the iterations it waited plus one. The number of
+# requests, the pool's slots and the queue's bound are printed with the table.
 
 # %%
 curves = admission_curves()
+print(f"{NUM_REQUESTS} requests, max_sequences = {MAX_SEQUENCES}, max_queue = {MAX_QUEUE} (wait policy)")
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.9), layout="constrained")
 for ax, measure in zip(axes, ("mean_ttft", "rejected", "max_queue")):
     draw_admission_sweep(ax, curves, measure)
@@ -188,7 +192,7 @@ print(format_table([{"rate": r, **{f"{p} {m}": curves[p][m][i] for p in ("wait",
 
 # %% [markdown]
 # - At low rates the pool is rarely full: both policies admit everyone at once (TTFT one iteration).
-# - As the rate grows past what 8 slots can serve, **busy** keeps TTFT at one iteration by turning more and more
+# - As the rate grows past what the slots can serve, **busy** keeps TTFT at one iteration by turning more and more
 #   requests away. **wait** turns nobody away for a while, and pays in TTFT instead: the queue fills, and each admitted
 #   request first waits for a slot. Once the queue is full as well, wait rejects too, but fewer than busy at every rate
 #   here (compare the two rejected columns).
@@ -212,7 +216,8 @@ admission_view()
 #
 # `kvsim.decode.continuous.continuous_generate` does exactly that on a CachePool: every step, ONE forward pass decodes
 # all running sequences, each row reading and writing only its own caches (`kvsim.model.Rows`: its own RoPE offset,
-# mask and state). Six requests, with different prompts and lengths, arrive over the first steps; there are 2 slots.
+# mask and state). A few requests, with different prompts and lengths, arrive over the first steps; there are 2 slots
+# (`max_batch=2`).
 
 # %%
 run = continuous_run("gqa", 2)
@@ -298,8 +303,8 @@ print("Jamba, model-owned state, 2 slots: tokens equal the cache-owned run:",
 # (`RotatingKVCache`) or chunked (`ChunkedKVCache`) cache keeps its window semantics behind the same call.
 #
 # So storage can change without touching the model. One model object per layer kind, run once on dense caches and once
-# on paged caches (blocks of 4 tokens in a block pool per layer), through a 20-token prefill past the window and the
-# chunk and 11 decode steps:
+# on paged caches (a block pool per layer), through a prefill longer than the window and the chunk, then decode steps
+# (the sizes are in the table):
 
 # %%
 dispatch = dispatch_rows()

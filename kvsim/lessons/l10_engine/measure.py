@@ -40,6 +40,7 @@ SEEDS = {"gqa": 1, "jamba": 2, "rg_lru": 6, "sliding": 5, "chunked": 7}
 NAMES = {"gqa": "Llama-like (toy GQA)", "jamba": "Jamba-like (toy Jamba)", "rg_lru": "RecurrentGemma-like",
          "sliding": "sliding window", "chunked": "chunked attention"}
 POOL_PLAN = (("gqa", 5), ("jamba", 11), ("gqa", 17), ("jamba", 3))
+POOL_SLOTS = 4      # max_sequences of pool_timeline's pool: the plan fills it
 # prompt tokens, new tokens, arrival step: more requests than slots, arriving while others decode
 REQUESTS = (((3, 14, 15, 92), 5, 0), ((65, 35), 3, 0), ((89, 79, 32, 38, 46), 4, 1),
             ((26, 43), 6, 2), ((38, 32, 79), 3, 3), ((50, 28, 84, 19), 4, 5))
@@ -55,7 +56,7 @@ def _prompt(n: int, start: int = 1) -> list[int]:
     return [(start + 7 * i) % 120 + 1 for i in range(n)]
 
 
-def pool_timeline(plan=POOL_PLAN, release=1, then=("jamba", 7), max_sequences: int = 4) -> list[dict]:
+def pool_timeline(plan=POOL_PLAN, release=1, then=("jamba", 7), max_sequences: int = POOL_SLOTS) -> list[dict]:
     """Allocate + prefill each (kind, tokens) of ``plan``, try once more on the full pool, release, allocate."""
     pool = CachePool(toy_model("gqa").spec, max_sequences, step=STEP)
     held: dict[int, tuple] = {}   # id -> (spec, tokens)
@@ -134,7 +135,10 @@ def owned_vs_cache_rows(prompt=(4, 8, 15, 16, 23, 42), new_tokens: int = 6) -> l
     return rows
 
 
-def _paged_caches(spec, block_size: int = 4) -> list:
+BLOCK_SIZE = 4  # tokens per page of the paged caches in dispatch_rows
+
+
+def _paged_caches(spec, block_size: int = BLOCK_SIZE) -> list:
     """One PagedKVCache per layer, each layer in its own block pool of its kind (full / sliding / chunked)."""
     out = []
     for layer in spec.layers:
@@ -160,5 +164,6 @@ def dispatch_rows(kinds=("gqa", "sliding", "chunked"), prompt_tokens: int = 20, 
         rows.append({"layer kind": kind, "window / chunk": layer.sliding_window or layer.attention_chunk_size or "-",
                      "dense cache": type(dense[0]).__name__, "dense path": dense[0].attention_path,
                      "paged cache": type(paged[0]).__name__, "paged path": paged[0].attention_path,
-                     "tokens": prompt_tokens + decode_steps, "max |Δ logit|": diff})
+                     "block size": BLOCK_SIZE, "prefill tokens": prompt_tokens, "decode steps": decode_steps,
+                     "max |Δ logit|": diff})
     return rows
