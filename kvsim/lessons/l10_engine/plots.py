@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from ...ui.style import clear_for, decorate, keep
 
@@ -74,6 +75,7 @@ def plot_queue_over_time(ax, queue_length: dict, running: dict, max_sequences: i
     decorate(ax, xlabel="iteration", ylabel="requests", xlim=(0, longest), ylim=(0, 1.3 * top + 1),
              title=title, legend_loc=None)
     ax.legend(loc="upper right", fontsize=8, ncol=3)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))   # requests come whole
     keep(ax, "queue_over_time", len(queue_length), {"lines": lines})
     return ax
 
