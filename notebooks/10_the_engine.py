@@ -105,6 +105,9 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # releases sequence 1 and takes a new one. The last three columns are the pool's own count, the sum over the caches'
 # arrays, and the calculator's allocated view (`kvsim.calc.pool_bytes.pool_allocated_bytes`: K/V slots rounded up to
 # the step, plus each Jamba sequence's fixed state) for the same sequences.
+#
+# *Predict first:* after `release 1`, which id does the next allocate return? And which holds more bytes: the
+# Llama-like sequence of 5 tokens or the Jamba-like one of 3?
 
 # %%
 timeline = pool_timeline()
@@ -179,6 +182,9 @@ print("ids:", first, second, "| after a release and two allocates:", ids_after([
 # same requests. A request holds its slot for as many iterations as it generates tokens; its first token comes at the
 # end of its first iteration, so its time-to-first-token (TTFT) is the iterations it waited plus one. The number of
 # requests, the pool's slots and the queue's bound are printed with the table.
+#
+# *Predict first:* at the highest rate, which policy turns more requests away, and which makes the admitted ones wait
+# longer for their first token?
 
 # %%
 curves = admission_curves()
@@ -218,6 +224,8 @@ admission_view()
 # all running sequences, each row reading and writing only its own caches (`kvsim.model.Rows`: its own RoPE offset,
 # mask and state). A few requests, with different prompts and lengths, arrive over the first steps; there are 2 slots
 # (`max_batch=2`).
+#
+# *Predict first:* request 2 arrives at step 1, when both slots are taken. At which step is it prefilled?
 
 # %%
 run = continuous_run("gqa", 2)
