@@ -1,4 +1,4 @@
-"""The "your turn" exercises of lessons 01-09, checked against kvsim.
+"""The "your turn" exercises of lessons 01-10, checked against kvsim.
 
 Contract (pure)
 - ``EXERCISES`` maps a key such as "02.1" (lesson 02, exercise 1) to an
@@ -26,6 +26,7 @@ from .l04_windows.data import ring_slot
 from .l05_hybrids.data import hybrid_crossover_tokens
 from .l08_decode_speed import data as h200
 from .l09_speculation import data as speculation
+from .l10_engine import data as engine
 
 BF16 = DTYPE_BYTES["bf16"]
 
@@ -364,6 +365,47 @@ EXERCISES = dict([
         "spare slots plus the newest token", _ring_rewind),
 ])
 
+
+# ---------------------------------------------------------------- lesson 10: the engine
+
+def _jamba_pool_bytes(sequences=3, tokens=1000, step=256):
+    from ..calc.pool_bytes import pool_allocated_bytes
+    spec = load_model("jamba-v0.1")
+    view = pool_allocated_bytes([(spec, tokens)] * sequences, "bf16", step, "bf16")
+    slots = -(-tokens // step) * step
+    per_slot = memory.bytes_per_token(spec, "bf16")
+    state = memory.fixed_state_bytes(spec, 1, model_dtype="bf16")
+    attention = sum(1 for layer in spec.layers if layer.kind != "recurrent")
+    return Solution(view["pool"], f"{sequences} × (⌈{tokens}/{step}⌉·{step} = {slots} slots × {per_slot:,} B "
+                                  f"({attention} attention layers) + {state:,} B of Mamba state) = {view['pool']:,} B "
+                                  "(pool_allocated_bytes)",
+                    ((view["kv"], "the Mamba layers' state is in the pool too (kvsim keeps it in the cache list)."),
+                     (sequences * (tokens * per_slot + state), f"slots grow in steps of {step}: {slots} are "
+                                                               f"allocated, not {tokens}."),
+                     (view["pool"] // sequences, "that is one sequence; the pool holds all of them.")))
+
+
+def _burst_ttft(requests=10, output_tokens=3, max_sequences=4, max_queue=4):
+    import numpy as np
+    res = engine.burst(requests, output_tokens, max_sequences, max_queue, "wait")
+    value = int(np.nanmax(res.ttft_iterations))
+    return Solution(value, f"{max_sequences} start at iteration 0; {max_queue} wait; the slots free at iteration "
+                           f"{output_tokens}, so the last admitted starts there: TTFT = {output_tokens} + 1 = {value} "
+                           f"iterations; {res.rejected_count} answered 503 (admission.simulate_admission)",
+                    ((value - 1, "the first token comes at the END of the request's first iteration: + 1."),
+                     (1, "the queue holds only the requests the pool cannot take yet; they start when a slot "
+                         "frees."),
+                     (2 * output_tokens + 1, f"the queue is bounded at {max_queue}: the requests beyond it are "
+                                             "rejected, not queued for a third wave.")))
+
+
+# lesson 10
+EXERCISES.update([
+    _ex("10.1", "memory_usage_bytes() of a pool of 3 Jamba v0.1 sequences after 1,000 tokens each (bf16, step 256)",
+        "bytes", "allocated K/V slots of the attention layers plus each sequence's Mamba state", _jamba_pool_bytes),
+    _ex("10.2", "time-to-first-token of the last admitted request: 10 at once, 4 slots, queue 4, 3 tokens each",
+        "iterations", "who starts at once, who waits for a slot, who is turned away?", _burst_ttft),
+])
 
 def verdict_for(key: str, answer) -> Verdict:
     """The :class:`~kvsim.lessons.checking.Verdict` for exercise ``key`` (e.g. "02.1")."""
