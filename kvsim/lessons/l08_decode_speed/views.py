@@ -44,6 +44,7 @@ from .data import (
     time_and_floors,
 )
 from .plots import (
+    plot_step_breakdown,
     plot_roofline,
     plot_step_floor,
     plot_stored_vs_read,
@@ -157,7 +158,7 @@ def draw_batch_floors(ax, tokens=8192, run: data.Run | None = None):
     d = batch_floors(run or _run(), tokens)
     floors = {f"bandwidth floor at {tokens:,} tokens": (d["batches"], d["bandwidth_ms"]),
               "compute floor": (d["batches"], d["compute_ms"])}
-    measured = {f"measured at {d['sweep_tokens']:,} tokens (kvsim)": (d["measured_batches"], d["measured_ms"])}
+    measured = {f"measured: {label}": xy for label, xy in d["measured"].items()}
     cross, full = d["ridge_batch"], d["memory_full_batch"]
     verdict = (f"compute-bound from B = {cross:,.0f}" if cross else
                f"memory-bound at any B (FLOP/B → {d['limit_intensity']:.0f} < ridge {d['ridge']:.0f})")
@@ -172,6 +173,18 @@ def batch_floor_view(tokens=8192):
     control = widgets.SelectionSlider(options=[(f"{t:,}", t) for t in BATCH_TOKENS], value=tokens,
                                       description="context", continuous_update=False)
     return make_view(draw_batch_floors, {"tokens": control}, figsize=(8, 4.6))
+
+
+def draw_step_breakdown(ax, breakdown: dict | None = None):
+    """Where the H200's eager decode step goes, one stacked bar per context (:func:`data.step_segments`)."""
+    b = breakdown or data.load_breakdown()
+    parts = [data.step_segments(p) for p in b["points"]]
+    segments = {k: [p["segments"][k] for p in parts] for k in data.SEGMENTS}
+    marks = {"compiled step (mx.compile)": [p["compiled_ms"] for p in parts],
+             "mlx-lm's step": [p["mlx_lm_ms"] for p in parts]}
+    return plot_step_breakdown(ax, [p["context_tokens"] for p in parts], segments, [p["step_ms"] for p in parts],
+                               marks, title=f"{b['device']['name']}, Llama 3 8B (32 layers, bf16): where one "
+                               "eager decode step goes")
 
 
 def draw_h200_variants(ax, variant="GQA-8 (Llama 3 8B)", run: data.Run | None = None):
