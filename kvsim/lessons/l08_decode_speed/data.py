@@ -242,7 +242,8 @@ def technique_table(nsa_tokens: int = 65_536, dsa_tokens: int = 131_072) -> list
 
 __all__ = ["Run", "load_run", "provenance", "decode_point_rows", "comparison_rows", "load_fused_check",
            "quantized_probe_rows", "RUN_FILE", "CHECK_FILE", "BREAKDOWN_FILE", "dataset_from_results",
-           "load_breakdown", "step_segments", "breakdown_rows", "quantized_kernel_rows", "batch_sweep_rows"]
+           "load_breakdown", "step_segments", "breakdown_rows", "quantized_kernel_rows", "batch_sweep_rows",
+           "dataset_findings"]
 
 RUN_FILE, CHECK_FILE, BREAKDOWN_FILE = "roofline_cuda.json", "check_fused.json", "step_breakdown_cuda.json"
 ONE_TENSOR = ("kvsim: one KVCache per layer holding all B sequences (a (B, n_kv, T, d_h) tensor); "
@@ -377,7 +378,23 @@ def comparison_rows(run: Run) -> list[dict]:
                      "kvsim / mlx-lm (geo. mean)": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3),
                      "worst": round(max(ratios), 2),
                      "kvsim / floor": f"{min(floors):.2f}-{max(floors):.2f}"})
+        compiled = [p["step_ms"]["kvsim-compiled"] / p["step_ms"]["mlx-lm"] for p in pts
+                    if "kvsim-compiled" in p["step_ms"]]
+        if compiled:                                       # runs with the compiled step (mx.compile) as a third side
+            rows[-1]["compiled / mlx-lm (geo. mean)"] = round(math.exp(sum(map(math.log, compiled)) / len(compiled)), 3)
     return rows
+
+
+def dataset_findings(run: Run) -> list[str]:
+    """What the single-sequence points show, as sentences written from the data: how far above their floor
+    (time / floor, floor = bytes read / copy bandwidth) and the largest read."""
+    points = [(v, p) for v in run.measured_variants() for p in run.points(v)]
+    ratios = [_ratio(p, run.bytes_per_s) for _, p in points]
+    v, big = max(points, key=lambda vp: vp[1]["read_bytes"])
+    return [f"{len(points)} single-sequence points: each step took {min(ratios):.2f} to {max(ratios):.2f} times its "
+            f"floor; {sum(r < 2 for r in ratios)} of them under twice it.",
+            f"the largest read: {run.label(v)} at {big['context_tokens']:,} tokens, {big['read_bytes'] / 1e9:.1f} GB "
+            f"in {big['step_ms']['kvsim']:.1f} ms, {_ratio(big, run.bytes_per_s):.2f} times its floor."]
 
 
 def load_fused_check(folder=None) -> dict:
@@ -612,15 +629,18 @@ def breakdown_rows(breakdown: dict) -> list[dict]:
 
 
 def quantized_kernel_rows(run: Run) -> list[dict]:
-    """Per context: bf16 attention over 32 heads' K/V, and each quantized way that ran (ms, × the bf16 one)."""
+    """One row per way of one layer's attention over 32 heads' K/V (bf16 first): at each measured context its ms
+    and its time × the bf16 attention's, or "no kernel" where MLX's CUDA backend has none for the shape."""
+    ways = list(dict.fromkeys(w for k in run.quantized_kernels for w in [*k["step_ms"], *k.get("errors", {})]))
     rows = []
-    for k in run.quantized_kernels:
-        dense = k["step_ms"]["dense"]
-        for way, ms in k["step_ms"].items():
-            rows.append({"context": k["context_tokens"], "attention of one layer": way, "ms": round(ms, 3),
-                         "× bf16": round(ms / dense, 2)})
-        rows += [{"context": k["context_tokens"], "attention of one layer": way, "ms": "no kernel", "× bf16": ""}
-                 for way in k.get("errors", {})]
+    for way in ways:
+        row = {"attention of one layer": "dense, bf16" if way == "dense" else way}
+        for k in run.quantized_kernels:
+            t = f"{k['context_tokens'] // 1024}K"
+            ms = k["step_ms"].get(way)
+            row[f"{t} ms"] = round(ms, 3) if ms is not None else "no kernel"
+            row[f"{t} × bf16"] = round(ms / k["step_ms"]["dense"], 2) if ms is not None else ""
+        rows.append(row)
     return rows
 
 
