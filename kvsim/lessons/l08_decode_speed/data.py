@@ -518,11 +518,13 @@ def time_and_floors(points: list[dict], bytes_per_s: float, flops_per_s: float, 
 
 
 def h200_time_vs_bytes(run: Run) -> dict:
-    """{series label: (bytes read, kvsim step ms)} for every measured variant and the batch sweep."""
+    """{series label: (bytes read, kvsim step ms)} for every measured variant and the one-tensor batch sweep (the
+    batch in one cache tensor per layer, an earlier run: its label names the commit), else the batch sweep."""
     series = {run.label(v): ([p["read_bytes"] for p in run.points(v)], [p["step_ms"]["kvsim"] for p in run.points(v)])
               for v in run.measured_variants()}
-    sweep = run.batch_sweep
-    series[f"batch sweep B = 1-64, {sweep['variant'].split(' (')[0]} at {sweep['context_tokens'] // 1024}K"] = (
+    sweep = run.batch_sweep_one_tensor or run.batch_sweep
+    how = f", one tensor ({sweep['source']['kvsim_commit']})" if run.batch_sweep_one_tensor else ""
+    series[f"batch sweep B = 1-64{how}, {sweep['variant'].split(' (')[0]} at {sweep['context_tokens'] // 1024}K"] = (
         [p["read_bytes"] for p in sweep["points"]], [p["step_ms"]["kvsim"] for p in sweep["points"]])
     return series
 

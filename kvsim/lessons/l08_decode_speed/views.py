@@ -150,7 +150,7 @@ def draw_h200_time_vs_bytes(ax, run: data.Run | None = None):
     run = run or _run()
     return plot_time_vs_bytes(ax, h200_time_vs_bytes(run), run.bytes_per_s,
                               f"floor: bytes / {run.bytes_per_s / 1e12:.2f} TB/s (measured copy)",
-                              title=f"{run.device['name']}: every step time follows the bytes it reads")
+                              title=f"{run.device['name']}: step time against the bytes each step reads")
 
 
 def draw_batch_floors(ax, tokens=8192, run: data.Run | None = None):
