@@ -422,7 +422,7 @@ print(f"reference {fused['reference_ms']:.2f} ms, fused {fused['fused_ms']:.2f} 
 # %% [markdown]
 # Same bytes in, the same answer out. On Metal and CUDA the fused kernel keeps the scores on chip and splits the
 # keys across the processors, so its time ratio drops below 1; on a CPU MLX composes the same matrix products both
-# ways, so expect a ratio near 1 there: the saving is a GPU kernel's, not a smaller cache.
+# ways, so the ratio there is run-to-run noise around 1: the saving is a GPU kernel's, not a smaller cache.
 
 # %% [markdown]
 # ## Stored vs read
