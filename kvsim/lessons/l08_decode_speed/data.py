@@ -32,7 +32,14 @@ Contract (pure: json and arithmetic)
   with kvsim / mlx-lm (geometric mean and worst of the best-of ratios) and time / floor, where
   floor = bytes read / copy bandwidth (:func:`kvsim.calc.roofline.floor_seconds`, recomputed here).
 - :func:`load_fused_check` reads ``check_fused.json``; :func:`quantized_probe_rows` lists which
-  quantized attention products MLX's CUDA backend ran there.
+  quantized attention products MLX's CUDA backend ran there; :func:`quantized_kernel_rows` the quantized
+  attention kernels timed against bf16 (``quantized_kernels``).
+- :func:`dataset_from_results` makes ``roofline_cuda.json`` from a benchmark run plus an earlier run's
+  one-tensor batch sweep (``benchmarks/refresh_h200_dataset.py`` writes it); :func:`batch_sweep_rows` and
+  :func:`dataset_findings` print what the sweeps and points show, from the data.
+- :func:`load_breakdown` reads ``step_breakdown_cuda.json``; :func:`step_segments` splits one measured
+  eager step into :data:`SEGMENTS` (weights' floor, matrix-vector kernels, cache's floor, launch and host
+  overhead, rest) that sum to it; :func:`breakdown_rows` one row per context.
 
 The floor on decode speed, and stored vs read bytes, from the calculator alone (no measurement).
 

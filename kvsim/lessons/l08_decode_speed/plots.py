@@ -11,6 +11,9 @@ Plots of decode on the roofline: rooflines with marked intensities, step times a
 Drawing only: every number comes in from :mod:`kvsim.calc` (roofline, phases, h200) or from a
 measurement. :func:`plot_roofline`, :func:`plot_time_and_floors` and :func:`plot_variants` update the
 artists of an earlier call on the same Axes in place (:func:`kvsim.ui.style.reuse`).
+
+:func:`plot_step_breakdown`: one stacked bar per context (parts of a measured step), with ticks for other
+steps measured beside it.
 """
 
 from __future__ import annotations

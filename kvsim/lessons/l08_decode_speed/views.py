@@ -20,6 +20,8 @@ Contract
   bandwidth floor (bytes / bandwidth) and the compute floor (FLOPs / FLOP per s).
 - :func:`draw_h200_time_vs_bytes`, :func:`draw_batch_floors` / :func:`batch_floor_view`,
   :func:`draw_h200_variants` / :func:`h200_variants_view`: the H200 dataset (:mod:`kvsim.lessons.l08_decode_speed.data`).
+- :func:`draw_step_breakdown`: where the H200's eager step goes, one stacked bar per context
+  (:func:`kvsim.lessons.l08_decode_speed.data.step_segments`), the compiled and mlx-lm steps as ticks.
 """
 
 from __future__ import annotations
