@@ -222,3 +222,15 @@ def test_quantized_kv_notes_are_the_data_numbers():
     assert format_bytes(totals["bf16"]) in texts
     assert f"{format_bytes(totals['q2 g32 R=0'])}  = {pct:.1f} % of bf16" in texts
     plt.close(fig)
+
+
+def test_predicted_rotated_nbytes_is_what_a_real_turboquant_cache_holds():
+    import mlx.core as mx
+    from kvsim.cache import make_caches
+    from kvsim.calc.registry import load_model
+    from kvsim.lessons.exercises import EXERCISES, verdict_for
+    cache = make_caches(load_model("llama-3-8b"), kv_dtype="q4", group_size=64, quant_mode="rotated")[0]
+    k = mx.random.normal((1, 8, 300, 128), key=mx.random.key(0)).astype(mx.bfloat16)
+    cache.update_and_fetch(k, k)
+    assert cache.nbytes == EXERCISES["06.3"].solve().value == 590_080
+    assert verdict_for("06.3", cache.nbytes).ok
