@@ -205,15 +205,15 @@ def test_the_whole_sample_error_lies_within_the_per_head_errors():
 
 def test_key_error_maps_share_a_colour_scale_shown_by_one_colour_bar():
     maps = {"|K|": np.ones((4, 8)), "e1": np.full((4, 8), 0.5), "e2": np.full((4, 8), 2.0)}
-    fig, axes = plt.subplots(1, 3)
+    fig, axes = plt.subplots(1, 4)                       # three maps, then the colour bar's Axes
     plot_key_error_maps(axes, maps)
-    ims = [im for ax in axes for im in ax.get_images()]
+    ims = [im for ax in axes[:3] for im in ax.get_images()]
     assert len(ims) == 3 and ims[1].get_clim() == ims[2].get_clim() == (0, 2.0)
-    bars = [a for a in fig.axes if a not in axes]
-    assert len(bars) == 1 and bars[0].get_ylim() == (0, 2.0)                   # the colour bar spans the scale
+    bar = axes[3]
+    assert bar.get_ylim() == (0, 2.0) and bar.get_position().width < 0.2 * axes[0].get_position().width
     plot_key_error_maps(axes, {**maps, "e2": np.full((4, 8), 3.0)})           # a redraw reuses the images
-    assert [im for ax in axes for im in ax.get_images()][1:] == ims[1:] and ims[1].get_clim() == (0, 3.0)
-    assert len(fig.axes) == 4 and bars[0].get_ylim() == (0, 3.0)
+    assert [im for ax in axes[:3] for im in ax.get_images()][1:] == ims[1:] and ims[1].get_clim() == (0, 3.0)
+    assert len(fig.axes) == 4 and bar.get_ylim() == (0, 3.0)
     with pytest.raises(ValueError, match="one Axes per map"):
         plot_key_error_maps(axes[:2], maps)
     plt.close(fig)

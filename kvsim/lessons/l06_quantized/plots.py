@@ -138,9 +138,6 @@ def plot_bytes_bars(ax, bars: dict, unit: str = "MiB", title: str | None = None,
     return ax
 
 
-COLORBAR_LABEL = "key error colour bar"   # the colour bar's Axes label, so a rebuild finds and replaces it
-
-
 def _build_panel(ax, name: str, shape, first: bool):
     """One heatmap on its own Axes (rows = tokens, columns = channels), kept for :func:`reuse`."""
     rows, cols = shape
@@ -154,24 +151,30 @@ def _build_panel(ax, name: str, shape, first: bool):
     return keep(ax, "key_error_map", (name, shape), {"image": image})
 
 
-def _colorbar(axes, image):
-    """One colour bar for the error panels, right of the last; an earlier one (a rebuild) is removed first."""
-    fig = axes[-1].figure
-    for old in [a for a in fig.axes if a.get_label() == COLORBAR_LABEL]:
-        old.remove()
-    bar = fig.colorbar(image, ax=list(axes), fraction=0.04, pad=0.02)
-    bar.ax.set_label(COLORBAR_LABEL)
-    bar.ax.tick_params(labelsize=7)
+def _colorbar(cax, image):
+    """The error panels' colour bar, drawn into its own Axes ``cax`` (kept narrow when it sits in a grid)."""
+    cax.clear()
+    spec = cax.get_subplotspec()
+    if spec is not None:                        # a (1, n + 1) grid: the last column is the bar's, narrow
+        grid = spec.get_gridspec()
+        grid.set_width_ratios([1] * (grid.ncols - 1) + [0.05])
+        for ax in cax.figure.axes:              # place the grid's Axes again at the new ratios
+            if ax.get_subplotspec() is not None and ax.get_subplotspec().get_gridspec() is grid:
+                ax.set_subplotspec(ax.get_subplotspec())
+    bar = cax.figure.colorbar(image, cax=cax)
+    cax.tick_params(labelsize=7)
     bar.set_label(r"$|\hat{K} - K|$", fontsize=8)
     return bar
 
 
 def plot_key_error_maps(axes, maps: dict, notes: dict | None = None, title: str | None = None):
-    """Heatmaps side by side, one Axes each (``axes``: one per map, in order); the error panels share one
-    colour scale, shown by one colour bar."""
+    """Heatmaps side by side, one Axes each (``axes``: one per map, in order, then optionally one more for the
+    colour bar); the error panels share one colour scale, which that colour bar shows."""
     axes = list(np.ravel(axes))
-    if len(axes) != len(maps):
-        raise ValueError(f"axes must hold one Axes per map ({len(maps)}), got {len(axes)}")
+    if len(axes) not in (len(maps), len(maps) + 1):
+        raise ValueError(f"axes must hold one Axes per map ({len(maps)}), plus one for the colour bar, "
+                         f"got {len(axes)}")
+    cax = axes.pop() if len(axes) > len(maps) else None
     shape = next(iter(maps.values())).shape
     errors = [m for name, m in maps.items() if name != "|K|"]
     vmax = max(float(np.max(m)) for m in errors) if errors else 1.0
@@ -185,7 +188,7 @@ def plot_key_error_maps(axes, maps: dict, notes: dict | None = None, title: str 
         ax.set_title(name + (f"\n{notes[name]}" if notes and name in notes else ""), fontsize=9)
         if name != "|K|":
             error_image = art["image"]
-    if built and error_image is not None:
-        _colorbar([a for a, name in zip(axes, maps) if name != "|K|"], error_image)
+    if built and error_image is not None and cax is not None:
+        _colorbar(cax, error_image)
     axes[0].figure.suptitle(title or "", fontsize=11)
     return axes

@@ -55,7 +55,8 @@ def quantized_kv_view(bits=4, group_size=64, recent_tokens=128, tokens=1024):
 
 
 def draw_channel_quant(axes, bits=2, group_size=64):
-    """|K| and the key error per token vs per channel (three Axes); attention errors in the panel titles."""
+    """|K| and the key error per token vs per channel (three Axes, then one for the colour bar); attention errors
+    in the panel titles."""
     errs = lesson_scheme_errors(bits, group_size)
     notes = {"|K|": "(one KV head; outlier channels dark)",
              "error, per token": f"attention error {100 * errs['keys per token']:.1f} %",
@@ -71,4 +72,4 @@ def channel_quant_view(bits=2, group_size=64):
         "bits": widgets.SelectionSlider(options=BITS, value=bits, description="bits", continuous_update=False),
         "group_size": widgets.SelectionSlider(options=GROUP_SIZES, value=group_size, description="group size",
                                               continuous_update=False),
-    }, figsize=(10, 3.6), subplots=(1, 3), margins=dict(left=0.05, right=0.92, bottom=0.15, top=0.78, wspace=0.15))
+    }, figsize=(10, 3.6), subplots=(1, 4), margins=dict(left=0.05, right=0.95, bottom=0.15, top=0.78, wspace=0.15))
