@@ -28,6 +28,8 @@ ANSWERS = {
     "09.1": (1 - 0.8**5) / 0.2, "09.2": 3, "09.3": 3,
     "10.1": 3 * (1024 * 16_384 + 8_716_288),   # 3 × (1,024 slots × 4 attention layers' K/V + Mamba state), bf16
     "10.2": 3 + 1,                             # the queued wave starts when the slots free at iteration 3
+    # lessons 03/06: 512 slots × (512 + 64) × 2 B; 512 slots × 8 heads × 2 × (64 + 8) B + 256 sign bytes
+    "03.4": 512 * 576 * 2, "06.3": 512 * 8 * 2 * 72 + 256,
 }
 
 

@@ -19,7 +19,7 @@ from ..calc.counterfactual import as_mha, attention_variants, equivalent_gqa_gro
 from ..calc.hardware import get_accelerator
 from ..calc.registry import load_model
 from ..calc.search import first_true
-from ..calc.units import DTYPE_BYTES, InputError
+from ..calc.units import DEFAULT_STEP, DTYPE_BYTES, InputError
 from ..calc.weights import param_count, weights_bytes
 from .checking import Exercise, Solution, Verdict, verdict
 from .l04_windows.data import ring_slot
@@ -429,6 +429,53 @@ EXERCISES.update([
     _ex("10.2", "time-to-first-token of the last admitted request: 10 at once, 4 slots, queue 4, 3 tokens each",
         "iterations", "who starts at once, who waits for a slot, who is turned away?", _burst_ttft),
 ])
+# lessons 03/06 (predict-then-measure: the learner predicts a real cache's nbytes, then measures it)
+
+def _mla_layer():
+    spec = load_model("deepseek-v3")
+    return spec, next(layer for layer in spec.layers if layer.kind == "mla")
+
+
+def _latent_nbytes(tokens=300):
+    _, layer = _mla_layer()
+    value = int(memory.layer_kv_bytes(layer, tokens, "bf16", view="allocated"))
+    slots = value // ((layer.kv_lora_rank + layer.qk_rope_head_dim) * BF16)
+    per = (layer.kv_lora_rank + layer.qk_rope_head_dim) * BF16
+    return Solution(value, f"⌈{tokens}/{DEFAULT_STEP}⌉·{DEFAULT_STEP} = {slots} slots × ({layer.kv_lora_rank} + {layer.qk_rope_head_dim}) "
+                           f"× {BF16} B = {value:,} B (memory.layer_kv_bytes, view='allocated')",
+                    ((tokens * per, "that is used_bytes: the cache allocates its slots 256 at a time."),
+                     (DEFAULT_STEP * per, f"{tokens} tokens do not fit in the first {DEFAULT_STEP} slots: a second step is allocated."),
+                     (slots * 2 * 128 * 128 * BF16, "that is MHA's K and V for 128 heads of 128; MLA caches one "
+                                                     "latent and one RoPE key for all heads.")))
+
+
+def _rotated_nbytes(tokens=300, bits=4, group_size=64):
+    from ..calc.quant_bytes import SIGN_BYTES, storage_mode_bytes
+    _, layer = _attn("llama-3-8b")
+    dt = memory.parse_kv_dtype(f"q{bits}", group_size=group_size, scale_dtype="bf16")
+    uniform = int(memory.layer_kv_bytes(layer, tokens, dt, view="allocated"))
+    signs = (layer.head_dim + layer.v_head_dim) * SIGN_BYTES
+    value = uniform + signs
+    H, d = layer.num_key_value_heads, layer.head_dim
+    slots = uniform // storage_mode_bytes("uniform", 1, H, d, layer.v_head_dim, bits, group_size)["total"]
+    used = storage_mode_bytes("rotated", tokens, H, d, layer.v_head_dim, bits, group_size)["total"]
+    return Solution(value, f"{slots} slots × {H} heads × 2 × ({d}·{bits}/8 + 2·({d}/{group_size})·2) B = {uniform:,} B "
+                           f"+ signs ({d} + {layer.v_head_dim}) × {SIGN_BYTES} B = {value:,} B "
+                           "(memory.layer_kv_bytes allocated + quant_bytes.storage_mode_bytes' signs)",
+                    ((uniform, "that is QuantizedKVCache's: the rotation adds its ±1 signs, one byte per element "
+                               "of d_k + d_v."),
+                     (used, "that is the filled slots; nbytes counts the allocated ones (steps of 256)."),
+                     (used - signs, "that is the filled slots without the signs; nbytes counts 256-token steps "
+                                    "and the rotation's signs.")))
+
+
+EXERCISES.update(dict([
+    _ex("03.4", "nbytes of a DeepSeek-V3 LatentCache (bf16) after a 300-token prefill", "bytes",
+        "slots are allocated 256 at a time; each holds kv_lora_rank + qk_rope_head_dim elements", _latent_nbytes),
+    _ex("06.3", "nbytes of TurboQuantKVCache(4, 64) after 300 bf16 tokens of one Llama 3 8B layer", "bytes",
+        "QuantizedKVCache's allocated bytes, plus the rotation's sign vectors", _rotated_nbytes),
+]))
+
 
 def verdict_for(key: str, answer) -> Verdict:
     """The :class:`~kvsim.lessons.checking.Verdict` for exercise ``key`` (e.g. "02.1")."""
