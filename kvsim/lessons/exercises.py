@@ -429,6 +429,8 @@ EXERCISES.update([
     _ex("10.2", "time-to-first-token of the last admitted request: 10 at once, 4 slots, queue 4, 3 tokens each",
         "iterations", "who starts at once, who waits for a slot, who is turned away?", _burst_ttft),
 ])
+
+
 # lessons 03/06 (predict-then-measure: the learner predicts a real cache's nbytes, then measures it)
 
 def _mla_layer():
