@@ -25,6 +25,10 @@ ANSWERS = {
     "08.2": (15_009_857_536 + 2**34) / 3.35e12 * 1e3,  # ms: weights + 128K of KV over 3.35 TB/s
     "08.3": 205.3,          # the measured H200's ridge, 7.517e14 FLOP/s / 3.662e12 B/s
     "09.1": (1 - 0.8**5) / 0.2, "09.2": 3, "09.3": 3,
+    # lessons 00/01/09: predict-then-measure (the checker measures a real cache)
+    "00.1": 512 * 2 * 8 * 128 * 2,               # ⌈300/256⌉·256 slots × K+V × 8 heads × 128 × bf16
+    "01.4": 512 * 2 * 2 * 2 * 32 * 4,            # 299 tokens held → 512 slots × 2 layers × K+V × 2 × 32 × fp32
+    "09.4": (1024 + 3) * 2 * 16 * 128 * 2,       # W + k rows of Gemma 3 27B's sliding layer
 }
 
 
