@@ -21,6 +21,10 @@ Contract
   speculative one-token appends: both caches' nbytes, the rows each holds, and that undoing the appends restores
   the state (the log: bitwise the buffers before them; the spare slots: every key a later query sees).
 
+- :func:`refusal_rows`: seed 000's refusal list (:data:`kvsim.calc.padded_prefill.PADDED_PREFILL_REFUSALS`),
+  each row with what :func:`kvsim.decode.generate.check_padded_prefill` says for the config kvsim ships of that
+  ``model_type`` (or that none is shipped).
+
 Speculative decoding measured: real draft and target models, every draft length, checked against greedy.
 
 Contract
@@ -40,9 +44,11 @@ from ...cache import KVCache, RecurrentStateCache, RotatingKVCache, make_caches
 from ...cache.base import mx_dtype
 from ...cache.lookahead import OverwriteLogRotatingCache
 from ...calc.progress import Progress
-from ...calc.registry import load_model
+from ...calc.padded_prefill import PADDED_PREFILL_REFUSALS
+from ...calc.registry import load_model, model_names
 from ...calc.units import DEFAULT_STEP
 from ...decode import Speculation, generate, prefill, speculative_generate
+from ...decode.generate import check_padded_prefill
 from .data import expected_tokens_per_pass
 
 
@@ -233,3 +239,24 @@ def lookahead_cache_bytes(model: str = "gemma-3-27b", lookahead_tokens: int = 3,
     a, b = spare.update_and_fetch(nxt, nxt), plain.update_and_fetch(nxt, nxt)
     out["spare_slots_restored"] = bool(mx.array_equal(a[0], b[0]).item() and mx.array_equal(a[1], b[1]).item())
     return out
+
+
+def refusal_rows(prompt_tokens: int = 100, padded_tokens: int = 128) -> list[dict]:
+    """The seed's refusal list with kvsim's own check on the shipped config of each model_type."""
+    shipped = {}
+    for name in model_names():
+        shipped.setdefault(load_model(name).model_type, name)
+    rows = []
+    for r in PADDED_PREFILL_REFUSALS:
+        name = shipped.get(r["model_type"])
+        if name is None:
+            said = "no config shipped"
+        else:
+            try:
+                check_padded_prefill(load_model(name), prompt_tokens, padded_tokens)
+                said = f"{name}: accepted"
+            except ValueError as err:
+                said = f"{name}: refused, {str(err).split(': ', 1)[1].split(';')[0]}"
+        rows.append({"model": r["model"], "model_type": r["model_type"], "layer kind": r["kind"],
+                     "why it cannot pad": r["reason"], "kvsim's check": said})
+    return rows
