@@ -28,7 +28,7 @@ ANSWERS = {
     # lessons 00/01/09: predict-then-measure (the checker measures a real cache)
     "00.1": 512 * 2 * 8 * 128 * 2,               # ⌈300/256⌉·256 slots × K+V × 8 heads × 128 × bf16
     "01.4": 512 * 2 * 2 * 2 * 32 * 4,            # 299 tokens held → 512 slots × 2 layers × K+V × 2 × 32 × fp32
-    "09.4": (1024 + 3) * 2 * 16 * 128 * 2,       # W + k rows of Gemma 3 27B's sliding layer
+    "09.4": (1024 + 5) * 2 * 16 * 128 * 2,       # W + k rows of Gemma 3 27B's sliding layer
 }
 
 

@@ -345,7 +345,7 @@ def _measured_run_bytes(p=100, a=200):
                      (m["nbytes"] // 2, "half: count both layers, and a key AND a value per token.")))
 
 
-def _measured_lookahead(model="gemma-3-27b", k=3):
+def _measured_lookahead(model="gemma-3-27b", k=5):
     from .l09_speculation.measure import lookahead_cache_bytes
     m = lookahead_cache_bytes(model, k)
     w, row = m["window"], m["row_bytes"]
@@ -422,7 +422,7 @@ EXERCISES = dict([
         "the buffer grows 256 slots at a time; each slot holds a key and a value of 8 heads × 128", _measured_prompt_cache),
     _ex("01.4", "nbytes of the toy model's two caches after a 100-token prompt and a 200-token answer", "bytes",
         "tokens held P + A − 1, rounded up to whole 256-slot steps, × bytes per token (float32)", _measured_run_bytes),
-    _ex("09.4", "nbytes of Gemma 3 27B's sliding layer in the overwrite-log design with 3 appends pending",
+    _ex("09.4", "nbytes of Gemma 3 27B's sliding layer in the overwrite-log design with 5 appends pending",
         "bytes", "W ring rows plus one saved row per pending append; a row is 2 × 16 × 128 × 2 B",
         _measured_lookahead),
 ])
