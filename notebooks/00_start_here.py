@@ -36,6 +36,7 @@ from kvsim.calc.registry import load_model
 from kvsim.cli import run_cli
 from kvsim.lessons.exercises import check
 from kvsim.lessons.l00_start.data import partial_tail
+from kvsim.lessons.l00_start.measure import kv_cache_after_prompt
 from kvsim.lessons.l00_start.views import slider_demo_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
@@ -185,6 +186,12 @@ predicted_nbytes = None  # your turn: slots the buffer holds × 2 × KV heads ×
 
 # %%
 check("00.1", predicted_nbytes)
+
+# %% [markdown]
+# Then measure: build that cache, feed it the prompt and read what it reports.
+
+# %%
+print(kv_cache_after_prompt(tokens=300, model="llama-3-8b", dtype="bf16"))
 
 # %% [markdown]
 # The last section of every lesson, **self-test**, is different: its one cell holds `assert` statements that check the

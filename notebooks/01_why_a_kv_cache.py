@@ -43,6 +43,7 @@ from kvsim.calc.tokens_fed import CACHED, UNCACHED, fed_rows, tokens_fed
 from kvsim.lessons.exercises import check
 from kvsim.lessons.l01_why_a_cache.measure import (
     attention_seams,
+    cached_run_bytes,
     decode_with_and_without_cache,
     inplace_step_seconds,
     keys_without_cache,
@@ -336,6 +337,12 @@ predicted_nbytes = None  # your turn
 
 # %%
 check("01.4", predicted_nbytes)
+
+# %% [markdown]
+# Then measure: the real decode, and what its caches report at the end.
+
+# %%
+print(cached_run_bytes(prompt_tokens=100, answer_tokens=200))
 
 # %% [markdown]
 # ## Exercises

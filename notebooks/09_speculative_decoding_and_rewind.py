@@ -405,6 +405,12 @@ predicted_lookahead_nbytes = None  # your turn
 check("09.4", predicted_lookahead_nbytes)
 
 # %% [markdown]
+# Then measure: both designs on the real layer, now with 5 appends.
+
+# %%
+print(lookahead_cache_bytes("gemma-3-27b", lookahead_tokens=5, prompt_tokens=2000))
+
+# %% [markdown]
 # ## Exercises
 # 1. Add a draft with noise 0.1 to the sweep. Where does its acceptance rate at $k = 4$ land between the other two?
 # 2. Build a `RotatingKVCache(8, rewind_tokens=2)`, write 20 tokens one at a time and find `trimmable_tokens`. Then

@@ -62,3 +62,10 @@ def test_partial_tail_is_what_calc_rounds_up_to():
     assert partial_tail(8192, 256, 16)["empty_step_slots"] == 0
     with pytest.raises(ValueError, match="tokens"):
         partial_tail(0)
+
+
+def test_exercise_00_1_is_what_a_real_cache_measures():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l00_start.measure import kv_cache_after_prompt
+    m = kv_cache_after_prompt(300, "llama-3-8b", "bf16")
+    assert m["nbytes"] == EXERCISES["00.1"].solve().value == 512 * 4096 and m["used_bytes"] == 300 * 4096

@@ -225,3 +225,10 @@ def test_cached_run_bytes_is_the_allocated_view():
     from kvsim.lessons.l01_why_a_cache.measure import cached_run_bytes
     m = cached_run_bytes(10, 5)
     assert m["offset"] == 14 and m["used_bytes"] == 14 * 1024 and m["nbytes"] == 256 * 1024
+
+
+def test_exercise_01_4_is_what_a_real_run_measures():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l01_why_a_cache.measure import cached_run_bytes
+    m = cached_run_bytes(100, 200)
+    assert m["nbytes"] == EXERCISES["01.4"].solve().value and m["used_bytes"] == 299 * 1024

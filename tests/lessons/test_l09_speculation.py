@@ -276,3 +276,10 @@ def test_lookahead_and_mask_pictures():
     draw_padded_mask(b, 6, 8)
     assert "6 real tokens padded to 8" in b.get_title()
     plt.close(fig)
+
+
+def test_exercise_09_4_is_what_a_real_lookahead_cache_measures():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l09_speculation.measure import lookahead_cache_bytes
+    m = lookahead_cache_bytes("gemma-3-27b", 5, prompt_tokens=1100)
+    assert m["overwrite_log_nbytes"] == EXERCISES["09.4"].solve().value == (1024 + 5) * 8192
