@@ -201,7 +201,8 @@ print(kv_cache_after_prompt(tokens=300, model="llama-3-8b", dtype="bf16"))
 #
 # ## Glossary: 용어집
 #
-# The seed notes (in Korean) keep many terms in English; the middle column shows the term as the seeds write it.
+# The seed notes (in Korean) keep many terms in English; the middle column shows the term as the seeds write it, or,
+# marked †, the usual Korean term where the seeds have none.
 #
 # | English | in the seeds | lesson |
 # |---|---|---|
@@ -223,18 +224,27 @@ print(kv_cache_after_prompt(tokens=300, model="llama-3-8b", dtype="bf16"))
 # | latent (MLA) | latent 벡터 | 03 |
 # | absorption (absorbed MLA) | 흡수 | 03 |
 # | sliding window | sliding window | 04 |
-# | ring buffer, linearize | 고정 크기 버퍼에 돌려 가며 덮어쓴다; 선형화 | 04 |
+# | ring buffer, linearize | 고정 크기 버퍼에 돌려 가며 덮어쓴다; 링 버퍼†; 선형화 | 04 |
 # | chunk, chunked attention | chunk, ChunkedKVCache | 04 |
 # | recurrent state | 순환 상태 | 05 |
 # | hybrid | 하이브리드 | 05 |
 # | quantization | 양자화 | 06 |
 # | allocation | 할당 | 00, 07 |
+# | in-place write (slice update) | 캐시 버퍼에 직접(in place) 쓴다 | 01 |
+# | materialize (MLA's per-head K/V) | materialize 경로 | 03 |
+# | quantization constants (scales, biases) | 양자화 상수 | 06 |
+# | arithmetic intensity, roofline | 산술 강도†, roofline† | 08 |
 # | block, page | 블록 (16 토큰 블록), page | 07 |
 # | prefix sharing | prefix 공유 | 07 |
-# | preemption, eviction | preemption, eviction | 07 |
+# | preemption, eviction | preemption, eviction; 선점(preemption)† | 07 |
+# | block table | 블록 테이블† | 07 |
+# | copy-on-write | copy-on-write† (쓰기 시 복사) | 07 |
+# | admission queue: wait or busy | 대기할지 busy 응답을 받을지 (seed 000); 입장 대기열† | 10 (the engine lesson) |
 # | speculative decoding | 투기적 디코딩 | 09 |
 # | drafter, prompt lookup | 드래프터, 프롬프트 조회 | 09 |
 # | rewind, trim | rewind, 되돌리다; trim() | 09 |
+# | decode lookahead | decode lookahead, lookahead 파이프라인 | 09 |
+# | padded prefill | padded prefill | 09 |
 #
 # Plots stay in English, like the code they are drawn from.
 
