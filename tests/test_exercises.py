@@ -30,6 +30,10 @@ ANSWERS = {
     "10.2": 3 + 1,                             # the queued wave starts when the slots free at iteration 3
     # lessons 03/06: 512 slots × (512 + 64) × 2 B; 512 slots × 8 heads × 2 × (64 + 8) B + 256 sign bytes
     "03.4": 512 * 576 * 2, "06.3": 512 * 8 * 2 * 72 + 256,
+    # lessons 00/01/09: predict-then-measure (the checker measures a real cache)
+    "00.1": 512 * 2 * 8 * 128 * 2,               # ⌈300/256⌉·256 slots × K+V × 8 heads × 128 × bf16
+    "01.4": 512 * 2 * 2 * 2 * 32 * 4,            # 299 tokens held → 512 slots × 2 layers × K+V × 2 × 32 × fp32
+    "09.4": (1024 + 5) * 2 * 16 * 128 * 2,       # W + k rows of Gemma 3 27B's sliding layer
 }
 
 

@@ -8,6 +8,9 @@ Contract (pure)
 - :func:`check` prints the verdict for a learner's answer (a placeholder ``None`` prints what to do);
   :func:`verdict_for` returns it for tests. Neither raises on what a learner types.
 - The questions themselves are in the lessons' markdown; ``Exercise.title`` repeats them in short.
+- Predict-then-measure items (00.1, 01.4, 09.4): the learner predicts a quantity of a real cache or run, the check
+  compares it with the calculator, and the lesson's next cell measures the real cache or run with its ``measure``
+  module (this module stays pure); the lesson tests check that the measurement equals the expected value.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import math
 from ..calc import capacity, memory, phases
 from ..calc.counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from ..calc.hardware import get_accelerator
+from ..calc.padded_prefill import lookahead_rows_per_layer
 from ..calc.registry import load_model
 from ..calc.search import first_true
 from ..calc.units import DEFAULT_STEP, DTYPE_BYTES, InputError
@@ -328,6 +332,52 @@ def _ring_rewind(rewind_tokens=2):
                      (1, f"that is a ring without spare slots; this one has R = {rewind_tokens}.")))
 
 
+# ---------------------------------------------------------------- predict, then measure (lessons 00/01/09)
+
+def _prompt_cache_nbytes(tokens=300, model="llama-3-8b"):
+    spec, layer = _attn(model)
+    row = memory.layer_token_bytes(layer, "bf16")
+    slots = int(memory.allocated_slots(tokens))
+    value = slots * row
+    return Solution(value, f"⌈{tokens} / 256⌉ × 256 = {slots} slots × (2 × {layer.num_key_value_heads} × "
+                           f"{layer.head_dim} × {BF16} B = {row:,} B) = {value:,} B (memory.allocated_slots; a real "
+                           "KVCache's nbytes, measured in the next cell)",
+                    ((tokens * row, "that is used_bytes, the tokens held; the buffer grows 256 slots at a time."),
+                     (256 * row, f"{tokens} tokens do not fit in one step of 256 slots: the buffer grew twice."),
+                     (spec.num_hidden_layers * value, f"that is all {spec.num_hidden_layers} layers; the "
+                                                      "question asks for one layer's cache.")))
+
+
+def _run_cache_nbytes(p=100, a=200):
+    toy = attention_variants(num_layers=2, num_attention_heads=4, head_dim=32, gqa_groups=2)["GQA-2"]
+    per = memory.bytes_per_token(toy, "float32")
+    held = p + a - 1
+    slots = int(memory.allocated_slots(held))
+    value = slots * per
+    return Solution(value, f"{p} + {a} − 1 = {held} tokens held → ⌈{held} / 256⌉ × 256 = {slots} slots × {per:,} B "
+                           f"per token (2 layers × 2 × 2 KV heads × 32 × 4 B) = {value:,} B (memory.allocated_slots; "
+                           "the real run's nbytes, measured in the next cell)",
+                    ((held * per, "that is used_bytes (the tokens held); nbytes counts whole 256-slot steps."),
+                     ((p + a) * per, "that counts P + A tokens, and only the tokens held: the last answer token "
+                                     "is never fed, and the buffer grows in 256-slot steps."),
+                     (value // 2, "half: count both layers, and a key AND a value per token.")))
+
+
+def _lookahead_nbytes(model="gemma-3-27b", k=5):
+    layer = next(x for x in load_model(model).layers if x.kind == "sliding")
+    w, row = layer.sliding_window, memory.layer_token_bytes(layer, "bf16")
+    rows = lookahead_rows_per_layer(w, k)
+    value = rows["overwrite_log"]["peak"] * row
+    return Solution(value, f"(W + k) = ({w:,} + {k}) rows × {row:,} B = {value:,} B "
+                           "(padded_prefill.lookahead_rows_per_layer; a real OverwriteLogRotatingCache's nbytes, "
+                           "measured in the next cell)",
+                    ((w * row, f"that is the ring alone; while k = {k} appends are pending it also keeps the "
+                               f"{k} rows they overwrote."),
+                     (rows["spare_slots"]["peak"] * row, f"that is kvsim's spare-slot ring, W + k − 1 rows; the "
+                                                         f"log keeps the W ring rows plus the {k} overwritten ones."),
+                     (value // 2, "a row holds a key AND a value.")))
+
+
 def _ex(key, title, unit, hint, solve, rel_tol=None):
     return key, Exercise(key, title, unit, hint, solve, rel_tol)
 
@@ -386,6 +436,14 @@ EXERCISES = dict([
     # lesson 08
     _ex("08.4", "K/V bytes the measured layer's decode step reads: 4 sequences filled with 1,024 tokens, fp32",
         "bytes", "batch × tokens the step attends to × 2 × KV heads × head_dim × 4 B", _step_reads_cache),
+    # lessons 00/01/09: predict a real cache's bytes, then the checker measures it
+    _ex("00.1", "nbytes of a KVCache() holding one Llama 3 8B layer after a 300-token prompt (bf16)", "bytes",
+        "the buffer grows 256 slots at a time; each slot holds a key and a value of 8 heads × 128", _prompt_cache_nbytes),
+    _ex("01.4", "nbytes of the toy model's two caches after a 100-token prompt and a 200-token answer", "bytes",
+        "tokens held P + A − 1, rounded up to whole 256-slot steps, × bytes per token (float32)", _run_cache_nbytes),
+    _ex("09.4", "nbytes of Gemma 3 27B's sliding layer in the overwrite-log design with 5 appends pending",
+        "bytes", "W ring rows plus one saved row per pending append; a row is 2 × 16 × 128 × 2 B",
+        _lookahead_nbytes),
 ])
 
 
