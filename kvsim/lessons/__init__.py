@@ -44,6 +44,10 @@ _VIEW_HOMES = {
     "short_context": ("l05_hybrids", "short_context_view"),
     "preemption": ("l07_paged", "preemption_view"),
     "tp_bytes": ("l07_paged", "tp_view"),
+    # lesson 11
+    "copy_bytes": ("l11_paged_read", "copy_bytes_view"),
+    "cascade_bytes": ("l11_paged_read", "cascade_bytes_view"),
+    "split_k": ("l11_paged_read", "split_k_view"),
 }
 
 
