@@ -1,4 +1,4 @@
-"""The "your turn" exercises of lessons 01-09, checked against kvsim.
+"""The "your turn" exercises of lessons 01-09 and 11, checked against kvsim.
 
 Contract (pure)
 - ``EXERCISES`` maps a key such as "02.1" (lesson 02, exercise 1) to an
@@ -17,6 +17,7 @@ import math
 from ..calc import capacity, memory, phases
 from ..calc.counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from ..calc.hardware import get_accelerator
+from ..calc.paged_read import layer_block_bytes, read_step_bytes
 from ..calc.registry import load_model
 from ..calc.search import first_true
 from ..calc.units import DTYPE_BYTES, InputError
@@ -26,6 +27,7 @@ from .l04_windows.data import ring_slot
 from .l05_hybrids.data import hybrid_crossover_tokens
 from .l08_decode_speed import data as h200
 from .l09_speculation import data as speculation
+from .l11_paged_read import data as paged_read
 
 BF16 = DTYPE_BYTES["bf16"]
 
@@ -307,6 +309,39 @@ def _ring_rewind(rewind_tokens=2):
                      (1, f"that is a ring without spare slots; this one has R = {rewind_tokens}.")))
 
 
+# ---------------------------------------------------------------- 11 how a paged cache is read
+
+def _gather_copy(tokens=1000, block_size=16, heads=2, head_dim=16, dtype_bytes=4):
+    pages = -(-tokens // block_size)
+    block = layer_block_bytes(block_size, heads, head_dim, head_dim, dtype_bytes)
+    value = read_step_bytes("gather", pages, block)["copied_bytes"]
+    return Solution(value, f"⌈{tokens}/{block_size}⌉ = {pages} pages × {block_size}·{heads}·({head_dim} + {head_dim})·"
+                           f"{dtype_bytes} B = {block:,} B per page = {value:,} B (paged_read.read_step_bytes)",
+                    ((2 * value, "that is what the gather path READS (the pool once, the copy once); it copies half."),
+                     (tokens * block // block_size, "the copy is of whole pages: the last page is copied whole, "
+                                                    "even where it is not full."),
+                     (value // 2, "K and V are both copied.")))
+
+
+def _cascade_share(generated=1):
+    step = paged_read.lesson07_step(generated)
+    value = 100 * step["cascade_bytes"] / step["dense_bytes"]
+    return Solution(value, f"cascade (P + B·S)·tb·layers + extra partial = {step['cascade_bytes']:,} B over dense "
+                           f"B·(P + S)·tb·layers = {step['dense_bytes']:,} B, P = {step['prefix_tokens']} shared tokens, "
+                           f"S = {step['suffix_tokens']} own (data.lesson07_step)",
+                    ((100 * step["cascade_kv_bytes"] / step["dense_bytes"],
+                      "add the extra partial cascade writes and reads back (output and log-sum-exp, float32)."),))
+
+
+def _splits_to_fill(batch=1):
+    value = paged_read.splits_to_fill(batch)
+    heads = paged_read.geometry()["n_q"]
+    return Solution(value, f"⌈{paged_read.H200_SMS} SMs / ({batch} × {heads} query heads)⌉ = {value} "
+                           "(data.splits_to_fill)",
+                    ((value - 1, f"{value - 1} chunks give {batch * heads * (value - 1)} blocks: fewer than the SMs."),
+                     (8, "the smallest power of two is not asked; any whole S may be set.")))
+
+
 def _ex(key, title, unit, hint, solve, rel_tol=None):
     return key, Exercise(key, title, unit, hint, solve, rel_tol)
 
@@ -362,6 +397,13 @@ EXERCISES = dict([
         "the verify pass wrote k + 1 rows; keep the last token and the accepted drafts", _trimmed),
     _ex("09.3", "how far RotatingKVCache(8, rewind_tokens=2) can rewind right after a write", "tokens",
         "spare slots plus the newest token", _ring_rewind),
+    # lesson 11
+    _ex("11.1", "bytes the gather path copies for the live 1,000-token read (16-token pages, 2 KV heads × 16, fp32)",
+        "bytes", "whole pages × block_size × KV heads × (d_k + d_v) × bytes per element", _gather_copy),
+    _ex("11.2", "cascade's bytes per decode step as a share of dense for lesson 07's 100 requests (Llama 3 8B)", "%",
+        "(P + B·S) tokens + the extra partial, over B·(P + S) tokens", _cascade_share, rel_tol=0.001),
+    _ex("11.3", "fewest split-K chunks giving every H200 SM a block at batch 1 (Llama 3 8B)", "chunks",
+        "blocks = batch × query heads × S ≥ SMs", _splits_to_fill),
 ])
 
 

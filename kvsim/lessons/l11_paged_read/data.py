@@ -38,7 +38,7 @@ from ...serving.block_pool import cdiv
 
 __all__ = ["MODEL", "KV_DTYPE", "CONTEXTS", "FRACTIONS", "SPLITS", "H200_SMS", "LESSON07_GROUP", "GPU_FILES",
            "Geometry", "geometry", "copy_rows", "sparse_rows", "cascade_group", "cascade_rows", "split_k_rows",
-           "load_gpu_runs", "gpu_rows", "whole_pages", "lesson07_step", "CASCADE_MIN_MEMBERS", "CASCADE_MIN_SHARED_PAGES"]
+           "load_gpu_runs", "gpu_rows", "whole_pages", "lesson07_step", "splits_to_fill", "CASCADE_MIN_MEMBERS", "CASCADE_MIN_SHARED_PAGES"]
 
 MODEL, KV_DTYPE = "llama-3-8b", "bf16"
 CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)        # the issue's 1K-32K
@@ -173,6 +173,12 @@ def split_k_rows(context: int = 8192, splits=SPLITS, batch: int = 1, model: str 
     return rows
 
 
+def splits_to_fill(batch: int = 1, model: str = MODEL, sms: int = H200_SMS) -> int:
+    """Fewest chunks S with at least one block of work per SM: ⌈SMs / (B · H_q)⌉."""
+    blocks = positive_int("batch", batch) * geometry(model)["n_q"]
+    return cdiv(positive_int("sms", sms), blocks)
+
+
 def _results_dir() -> Path:
     return data_dir().parent / "benchmarks" / "results"
 
@@ -193,12 +199,14 @@ def load_gpu_runs(folder=None) -> list[dict]:
 
 
 def gpu_rows(runs) -> list[dict]:
-    """One row per run, group size and case: step µs, K/V bytes read and step / fused dense step."""
+    """One row per run, group size and case: step µs, K/V bytes read, step / fused dense step, and the
+    bandwidth that would be if the step did nothing but read its K/V: read_bytes / step time (GB/s, 10⁹)."""
     out = []
     for run in runs:
         fused = {r["sequences"]: r["step_us"] for r in run["rows"] if r["case"] == "dense (mx.fast sdpa)"}
         for r in run["rows"]:
             out.append({"run": run["file"], "sequences": r["sequences"], "case": r["case"],
                         "prefix_tokens": r["prefix_tokens"], "step_us": r["step_us"], "read_bytes": r["read_bytes"],
-                        "over_fused": r["step_us"] / fused[r["sequences"]]})
+                        "over_fused": r["step_us"] / fused[r["sequences"]],
+                        "read_GB_per_s": r["read_bytes"] / r["step_us"] / 1e3})
     return out

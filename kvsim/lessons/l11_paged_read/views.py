@@ -3,7 +3,7 @@ and its plots; it computes nothing.
 
 Contract
 - :func:`draw_copy_bytes` / :func:`copy_bytes_view`: :func:`kvsim.lessons.l11_paged_read.data.copy_rows`
-  (bytes one decode step copies and reads, gather vs block table, 1K-32K tokens) for a model and block size.
+  (bytes one decode step copies and reads, gather vs block table, 1K-32K tokens) for a model and KV dtype.
 - :func:`draw_cascade_bytes` / :func:`cascade_bytes_view`: :func:`kvsim.lessons.l11_paged_read.data.cascade_rows`
   (a group of B sequences, dense vs cascade bytes per step against shared pages) with the gate's thresholds.
 - :func:`draw_split_k` / :func:`split_k_view`: :func:`kvsim.lessons.l11_paged_read.data.split_k_rows`
@@ -19,23 +19,23 @@ from .data import (CASCADE_MIN_MEMBERS, CASCADE_MIN_SHARED_PAGES, CONTEXTS, H200
 from .plots import plot_cascade, plot_copy_vs_context, plot_split_k
 
 MODELS = ("llama-3-8b", "llama-3-70b", "qwen3-8b", "qwen2.5-7b")
-BLOCK_SIZES = (8, 16, 32, 64, 128)
+KV_DTYPES = ("fp32", "bf16", "fp8")
 
 
-def draw_copy_bytes(ax, model=MODEL, block_size=16):
-    """Gather vs block table: bytes copied and read per decode step against context, all layers, bf16."""
-    rows = copy_rows(CONTEXTS, model, block_size)
+def draw_copy_bytes(ax, model=MODEL, kv_dtype="bf16"):
+    """Gather vs block table: bytes copied and read per decode step against context, all layers, 16-token blocks."""
+    rows = copy_rows(CONTEXTS, model, 16, kv_dtype)
     last = rows[-2]                                             # the gather row at the longest context
     return plot_copy_vs_context(ax, rows, title=(
-        f"{model}, {block_size}-token blocks: gathering copies {format_bytes(last['copied_bytes'])} "
+        f"{model}, {kv_dtype} KV: gathering copies {format_bytes(last['copied_bytes'])} "
         f"per step at {last['context']:,} tokens; the block table copies nothing"))
 
 
-def copy_bytes_view(model=MODEL, block_size=16):
-    """Model and block size over :func:`draw_copy_bytes`."""
+def copy_bytes_view(model=MODEL, kv_dtype="bf16"):
+    """Model and KV dtype over :func:`draw_copy_bytes`."""
     return make_view(draw_copy_bytes, {
         "model": dropdown("model", MODELS, model),
-        "block_size": dropdown("block size", BLOCK_SIZES, block_size),
+        "kv_dtype": dropdown("KV dtype", KV_DTYPES, kv_dtype),
     }, figsize=(7.5, 4.4), margins=dict(left=0.1, right=0.97, bottom=0.13, top=0.86))
 
 
