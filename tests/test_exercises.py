@@ -25,6 +25,9 @@ ANSWERS = {
     "08.2": (15_009_857_536 + 2**34) / 3.35e12 * 1e3,  # ms: weights + 128K of KV over 3.35 TB/s
     "08.3": 205.3,          # the measured H200's ridge, 7.517e14 FLOP/s / 3.662e12 B/s
     "09.1": (1 - 0.8**5) / 0.2, "09.2": 3, "09.3": 3,
+    # lesson 11: 63 pages × 4,096 B; Llama 3 8B (tb 4,096 B, 32 layers, 32 query heads): (496 + 100·65) tokens + the
+    # float32 partial 2·100·32·129·4 B per layer, over 100·561 tokens; ⌈132 SMs / 32 heads⌉
+    "11.1": 258_048, "11.2": 100 * ((496 + 100 * 65) * 4096 + 2 * 100 * 32 * 129 * 4) / (100 * 561 * 4096), "11.3": 5,
 }
 
 
