@@ -159,7 +159,7 @@ print(group)
 
 # %%
 steps = {g: data.lesson07_step(g) for g in (1, 100, 500)}
-print(format_table([{"decode step": g, "own tokens per row": s["suffix_tokens"],
+print(format_table([{"decode step": g, "shared tokens": s["prefix_tokens"], "own tokens per row": s["suffix_tokens"],
                      "dense": format_bytes(s["dense_bytes"]), "cascade K/V": format_bytes(s["cascade_kv_bytes"]),
                      "extra partial": format_bytes(s["partial_bytes"]), "cascade total": format_bytes(s["cascade_bytes"]),
                      "cascade / dense": f"{s['cascade_bytes'] / s['dense_bytes']:.3f}"} for g, s in steps.items()]))
@@ -233,15 +233,18 @@ plt.show()
 print(format_table(measure.split_k_rows(), formats={"max |split-K - dense|": "{:.1e}".format}))
 
 # %%
+print(f"Llama 3 8B at batch 1, 8,192 tokens, on an H200 ({data.H200_SMS} SMs):")
 print(format_table([{"S": r["splits"], "blocks": r["work_blocks"], "SMs busy": f"{r['sm_share']:.0%}",
                      "K/V read": format_bytes(r["kv_bytes"]), "partials": format_bytes(r["partial_bytes"])}
                     for r in data.split_k_rows()]))
+print("blocks at batch 16 without splitting:", data.split_k_rows(batch=16, splits=(1,))[0]["work_blocks"])
 
 # %% tags=["nbval-ignore-output"]
 split_k_view()
 
 # %% [markdown]
-# At batch 16 there are already 16 × 32 blocks without splitting: split-K is a batch-1 (and few-heads) remedy.
+# With a batch of 16 there are already more blocks than SMs without splitting (printed above): split-K is a remedy
+# for batch 1 and few heads, where a long cache meets too little parallel work.
 
 # %% [markdown]
 # ## Summary
@@ -329,4 +332,5 @@ assert all(r["read_GB_per_s"] < bandwidth / 2 for r in gpu)
 assert all(r["max |split-K - dense|"] < 1e-5 for r in measure.split_k_rows(context=512, cut_sets=1))
 split = data.split_k_rows()
 assert len({r["kv_bytes"] for r in split}) == 1 and split[0]["work_blocks"] < data.H200_SMS <= split[3]["work_blocks"]
+assert data.split_k_rows(batch=16, splits=(1,))[0]["work_blocks"] > data.H200_SMS
 print("self-test passed")
