@@ -79,7 +79,9 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # page straight from the pool with `mx.gather_mm`, merged by log-sum-exp) and `online` (the same as a readable loop
 # over the table, the formula above). `measure.read_path_rows` writes a 1,000-token sequence in turns with a
 # neighbour (so its blocks are scattered over the pool), reads the newest query by each path and compares with plain
-# attention over the same keys. The gather path's copy is measured as the `nbytes` of the arrays it builds.
+# attention over the same keys. The gather path's copy is measured as the `nbytes` of the arrays it builds. (The seed's
+# production path, "fused paged attention", is one GPU kernel that reads through the block table in the same way;
+# kvsim's `block_table` path writes it with MLX operations.)
 
 # %%
 paths = measure.read_path_rows(context=1000)
@@ -210,7 +212,7 @@ plt.show()
 # sequences on. The last column says why: none of these steps comes near the H200's memory bandwidth, so the step
 # time is set by kernel launches and arithmetic, not by bytes, and one fused kernel beats several unfused ones. Cascade's
 # byte saving turns into time when the group is large and the shared prefix long, or inside a fused kernel (as the
-# seed's production path); that is why it is opt-in behind a gate.
+# seed's production path); that is why the seed makes it opt-in (`MLXCEL_CASCADE_ATTENTION`) and gated.
 
 # %% [markdown]
 # ## 4. Split-K (Flash-Decoding): more parallel work over the same bytes
