@@ -83,7 +83,8 @@ def plot_cascade(ax, rows, min_shared_pages: int, title: str | None = None, mark
     art["cascade"].set_data(p, cascade)
     top = 1.08 * max(dense.max(), cascade.max())
     gate = np.array([r["gate_open"] for r in rows])
-    set_fill_between(art["gate"], p, np.where(gate, top, 0.0), 0.0)
+    if gate.any():  # the gate opens from some page on and stays open (pages only grow past min_shared_pages)
+        set_fill_between(art["gate"], [p[gate].min(), p.max()], [top, top], [0.0, 0.0])
     art["gate"].set_visible(bool(gate.any()))
     art["min_pages"].set_data([min_shared_pages] * 2, [0, top])
     even = rows[0]["break_even_pages"]
@@ -91,6 +92,8 @@ def plot_cascade(ax, rows, min_shared_pages: int, title: str | None = None, mark
     art["even"].set_visible(even is not None)
     art["mark"].set_data([mark_pages] * 2 if mark_pages is not None else [np.nan] * 2, [0, top])
     art["mark"].set_visible(mark_pages is not None)
+    for name, label in (("gate", "gate open"), ("even", "break-even pages"), ("mark", "lesson 07's prompt")):
+        art[name].set_label(label if art[name].get_visible() else f"_{label}")   # hidden: not in the legend
     decorate(ax, xlabel="whole pages the group shares", ylabel="GiB read per decode step (all layers)",
              title=title, xlim=(0, p.max()), ylim=(0, top), legend_loc=None)
     legend_below(ax, ncol=3, fontsize=8)
