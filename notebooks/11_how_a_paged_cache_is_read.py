@@ -210,9 +210,10 @@ plt.show()
 # though it reads several times fewer bytes; only at 64 sequences does it draw level (one run slightly slower, the other
 # faster). Against the explicit dense attention, the same arithmetic without the sharing, cascade wins from 16
 # sequences on. The last column says why: none of these steps comes near the H200's memory bandwidth, so the step
-# time is set by kernel launches and arithmetic, not by bytes, and one fused kernel beats several unfused ones. Cascade's
-# byte saving turns into time when the group is large and the shared prefix long, or inside a fused kernel (as the
-# seed's production path); that is why the seed makes it opt-in (`MLXCEL_CASCADE_ATTENTION`) and gated.
+# time is set by something other than reading bytes (kernel launches, the arithmetic, the merge), and one fused kernel
+# beats several unfused ones. Cascade's byte saving turns into time when the group is large and the shared prefix
+# long, or inside a fused kernel (as the seed's production path); that is why the seed makes it opt-in
+# (`MLXCEL_CASCADE_ATTENTION`) and gated.
 
 # %% [markdown]
 # ## 4. Split-K (Flash-Decoding): more parallel work over the same bytes
@@ -255,7 +256,8 @@ split_k_view()
 # - Sparse page indirection reads only the listed pages: bytes in proportion to the pages kept, output equal to dense
 #   attention over those pages' keys.
 # - Cascade attention reads a shared prefix once per group and merges two partials by their log-sum-exp; for lesson 07's
-#   100 requests it cuts the bytes of their first decode step several-fold, less as their own tokens grow. It runs only past the gate (members, whole shared pages).
+#   100 requests it cuts the bytes of their first decode step several-fold, less as their own tokens grow. It runs
+#   only past the gate (members, whole shared pages).
 #   Measured on an H200, kvsim's unfused cascade is still slower than one fused dense kernel for small groups.
 # - Split-K cuts the keys into chunks to give a GPU more parallel work at batch 1, with the same bytes and the same merge.
 #

@@ -327,7 +327,8 @@ def _cascade_share(generated=1):
     step = paged_read.lesson07_step(generated)
     value = 100 * step["cascade_bytes"] / step["dense_bytes"]
     return Solution(value, f"cascade (P + B·S)·tb·layers + extra partial = {step['cascade_bytes']:,} B over dense "
-                           f"B·(P + S)·tb·layers = {step['dense_bytes']:,} B, P = {step['prefix_tokens']} shared tokens, "
+                           f"B·(P + S)·tb·layers = {step['dense_bytes']:,} B, "
+                           f"P = {step['prefix_tokens']} shared tokens, "
                            f"S = {step['suffix_tokens']} own (data.lesson07_step)",
                     ((100 * step["cascade_kv_bytes"] / step["dense_bytes"],
                       "add the extra partial cascade writes and reads back (output and log-sum-exp, float32)."),))

@@ -111,7 +111,8 @@ def test_live_read_paths_equal_dense_and_the_copy_is_measured():
 
 def test_live_sparse_cascade_and_split_k():
     sparse = measure.sparse_rows(context=200, strides=(1, 3))
-    assert [r["kept pages"] for r in sparse] == [13, 5] and all(r["max |sparse - dense over kept|"] < 1e-5 for r in sparse)
+    assert [r["kept pages"] for r in sparse] == [13, 5]
+    assert all(r["max |sparse - dense over kept|"] < 1e-5 for r in sparse)
     group = measure.cascade_run(requests=6, prompt_tokens=50, own_tokens=7, block_size=8)
     assert group["shared pages"] == 6 and group["context"] == 58 and group["max |cascade - each row alone|"] < 1e-5
     assert group["blocks held"] == 6 + 6 * (8 - 6)                         # 6 shared + each row's own 2 blocks
@@ -122,7 +123,8 @@ def test_live_sparse_cascade_and_split_k():
 # ---------------------------------------------------------------- properties (hypothesis)
 
 @settings(max_examples=25, deadline=None)
-@given(sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5), data_=st.data(), block_size=st.sampled_from([2, 4, 8]),
+@given(sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5), data_=st.data(),
+       block_size=st.sampled_from([2, 4, 8]),
        path=st.sampled_from(["block_table", "online", "gather"]), seed=st.integers(0, 2**16))
 def test_any_page_subset_equals_dense_over_those_keys(sizes, data_, block_size, path, seed):
     """Sparse page indirection: ANY non-empty set of held pages, read through the block table, equals dense

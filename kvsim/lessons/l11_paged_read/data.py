@@ -38,7 +38,8 @@ from ...serving.block_pool import cdiv
 
 __all__ = ["MODEL", "KV_DTYPE", "CONTEXTS", "FRACTIONS", "SPLITS", "H200_SMS", "LESSON07_GROUP", "GPU_FILES",
            "Geometry", "geometry", "copy_rows", "sparse_rows", "cascade_group", "cascade_rows", "split_k_rows",
-           "load_gpu_runs", "gpu_rows", "whole_pages", "lesson07_step", "splits_to_fill", "CASCADE_MIN_MEMBERS", "CASCADE_MIN_SHARED_PAGES"]
+           "load_gpu_runs", "gpu_rows", "whole_pages", "lesson07_step", "splits_to_fill", "CASCADE_MIN_MEMBERS",
+           "CASCADE_MIN_SHARED_PAGES"]
 
 MODEL, KV_DTYPE = "llama-3-8b", "bf16"
 CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)        # the issue's 1K-32K
@@ -79,7 +80,8 @@ def copy_rows(contexts=CONTEXTS, model: str = MODEL, block_size: int = DEFAULT_B
               kv_dtype: str = KV_DTYPE) -> list[dict]:
     """Per context and path: pages, read_bytes and copied_bytes of one decode step, all layers.
 
-    gather: copied = layers · ⌈T/bs⌉ · block bytes, read = 2 · copied; block_table: copied 0, read = layers · pages · block bytes.
+    gather: copied = layers · ⌈T/bs⌉ · block bytes, read = 2 · copied;
+    block_table: copied 0, read = layers · pages · block bytes.
     """
     g = geometry(model, kv_dtype)
     block = _block_bytes(g, positive_int("block_size", block_size))

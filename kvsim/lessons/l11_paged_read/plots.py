@@ -32,7 +32,8 @@ def _k_tokens(ax, xs):
 
 
 def _lines(ax, key, styles):
-    """Lines of ``styles`` [(color, linestyle, marker, label[, linewidth, alpha])] on a cleared Axes, kept under ``key``."""
+    """Lines of ``styles`` [(color, linestyle, marker, label[, linewidth, alpha])] on a cleared Axes, kept
+    under ``key``."""
     clear_for(ax, key)
     return keep(ax, key, len(styles), {"lines": [ax.plot([], [], color=c, ls=s, marker=m, ms=5, label=lab,
                                                          lw=rest[0] if rest else 1.6, alpha=rest[1] if rest else 1)[0]

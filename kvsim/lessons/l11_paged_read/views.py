@@ -46,7 +46,8 @@ def draw_cascade_bytes(ax, members=LESSON07_GROUP["requests"], suffix_tokens=65,
     at = rows[shared]
     gate = "open" if at["gate_open"] else f"closed (fewer than {CASCADE_MIN_MEMBERS} members)"
     return plot_cascade(ax, rows, CASCADE_MIN_SHARED_PAGES, mark_pages=shared, title=(
-        f"{members} sequence{'s' if members > 1 else ''} of {model}, {suffix_tokens} own tokens each: at {shared} shared pages dense reads "
+        f"{members} sequence{'s' if members > 1 else ''} of {model}, {suffix_tokens} own tokens each: "
+        f"at {shared} shared pages dense reads "
         f"{format_bytes(at['dense_bytes'])}, cascade {format_bytes(at['cascade_bytes'])}; gate {gate}"))
 
 
