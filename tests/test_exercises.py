@@ -34,6 +34,9 @@ ANSWERS = {
     "00.1": 512 * 2 * 8 * 128 * 2,               # ⌈300/256⌉·256 slots × K+V × 8 heads × 128 × bf16
     "01.4": 512 * 2 * 2 * 2 * 32 * 4,            # 299 tokens held → 512 slots × 2 layers × K+V × 2 × 32 × fp32
     "09.4": (1024 + 5) * 2 * 16 * 128 * 2,       # W + k rows of Gemma 3 27B's sliding layer
+    # lesson 11: 63 pages × 4,096 B; Llama 3 8B (tb 4,096 B, 32 layers, 32 query heads): (496 + 100·65) tokens + the
+    # float32 partial 2·100·32·129·4 B per layer, over 100·561 tokens; ⌈132 SMs / 32 heads⌉
+    "11.1": 258_048, "11.2": 100 * ((496 + 100 * 65) * 4096 + 2 * 100 * 32 * 129 * 4) / (100 * 561 * 4096), "11.3": 5,
 }
 
 

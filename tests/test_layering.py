@@ -172,7 +172,8 @@ def test_every_module_lives_in_a_known_folder():
 
 
 def test_every_lesson_package_has_only_the_known_files():
-    assert len(LESSONS) == 11, LESSONS
+    notebooks = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert [name[1:3] for name in LESSONS] == notebooks, LESSONS   # one lesson package per lesson notebook
     for lesson in LESSONS:
         files = {p.name for p in (PACKAGE / "lessons" / lesson).glob("*.py")}
         assert {"__init__.py", "data.py", "views.py"} <= files <= {"__init__.py", "data.py", "measure.py",

@@ -1,4 +1,4 @@
-"""The "your turn" exercises of lessons 01-10, checked against kvsim.
+"""The "your turn" exercises of lessons 00-11, checked against kvsim.
 
 Contract (pure)
 - ``EXERCISES`` maps a key such as "02.1" (lesson 02, exercise 1) to an
@@ -21,6 +21,7 @@ from ..calc import capacity, memory, phases
 from ..calc.counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from ..calc.hardware import get_accelerator
 from ..calc.padded_prefill import lookahead_rows_per_layer
+from ..calc.paged_read import layer_block_bytes, read_step_bytes
 from ..calc.registry import load_model
 from ..calc.search import first_true
 from ..calc.units import DEFAULT_STEP, DTYPE_BYTES, InputError
@@ -31,6 +32,7 @@ from .l05_hybrids.data import hybrid_crossover_tokens
 from .l08_decode_speed import data as h200
 from .l09_speculation import data as speculation
 from .l10_engine import data as engine
+from .l11_paged_read import data as paged_read
 
 BF16 = DTYPE_BYTES["bf16"]
 
@@ -376,6 +378,38 @@ def _lookahead_nbytes(model="gemma-3-27b", k=5):
                      (rows["spare_slots"]["peak"] * row, f"that is kvsim's spare-slot ring, W + k − 1 rows; the "
                                                          f"log keeps the W ring rows plus the {k} overwritten ones."),
                      (value // 2, "a row holds a key AND a value.")))
+# ---------------------------------------------------------------- 11 how a paged cache is read
+
+def _gather_copy(tokens=1000, block_size=16, heads=2, head_dim=16, dtype_bytes=4):
+    pages = -(-tokens // block_size)
+    block = layer_block_bytes(block_size, heads, head_dim, head_dim, dtype_bytes)
+    value = read_step_bytes("gather", pages, block)["copied_bytes"]
+    return Solution(value, f"⌈{tokens}/{block_size}⌉ = {pages} pages × {block_size}·{heads}·({head_dim} + {head_dim})·"
+                           f"{dtype_bytes} B = {block:,} B per page = {value:,} B (paged_read.read_step_bytes)",
+                    ((2 * value, "that is what the gather path READS (the pool once, the copy once); it copies half."),
+                     (tokens * block // block_size, "the copy is of whole pages: the last page is copied whole, "
+                                                    "even where it is not full."),
+                     (value // 2, "K and V are both copied.")))
+
+
+def _cascade_share(generated=1):
+    step = paged_read.lesson07_step(generated)
+    value = 100 * step["cascade_bytes"] / step["dense_bytes"]
+    return Solution(value, f"cascade (P + B·S)·tb·layers + extra partial = {step['cascade_bytes']:,} B over dense "
+                           f"B·(P + S)·tb·layers = {step['dense_bytes']:,} B, "
+                           f"P = {step['prefix_tokens']} shared tokens, "
+                           f"S = {step['suffix_tokens']} own (data.lesson07_step)",
+                    ((100 * step["cascade_kv_bytes"] / step["dense_bytes"],
+                      "add the extra partial cascade writes and reads back (output and log-sum-exp, float32)."),))
+
+
+def _splits_to_fill(batch=1):
+    value = paged_read.splits_to_fill(batch)
+    heads = paged_read.geometry()["n_q"]
+    return Solution(value, f"⌈{paged_read.H200_SMS} SMs / ({batch} × {heads} query heads)⌉ = {value} "
+                           "(data.splits_to_fill)",
+                    ((value - 1, f"{value - 1} chunks give {batch * heads * (value - 1)} blocks: fewer than the SMs."),
+                     (8, "the smallest power of two is not asked; any whole S may be set.")))
 
 
 def _ex(key, title, unit, hint, solve, rel_tol=None):
@@ -444,6 +478,13 @@ EXERCISES = dict([
     _ex("09.4", "nbytes of Gemma 3 27B's sliding layer in the overwrite-log design with 5 appends pending",
         "bytes", "W ring rows plus one saved row per pending append; a row is 2 × 16 × 128 × 2 B",
         _lookahead_nbytes),
+    # lesson 11
+    _ex("11.1", "bytes the gather path copies for the live 1,000-token read (16-token pages, 2 KV heads × 16, fp32)",
+        "bytes", "whole pages × block_size × KV heads × (d_k + d_v) × bytes per element", _gather_copy),
+    _ex("11.2", "cascade's bytes per decode step as a share of dense for lesson 07's 100 requests (Llama 3 8B)", "%",
+        "(P + B·S) tokens + the extra partial, over B·(P + S) tokens", _cascade_share, rel_tol=0.001),
+    _ex("11.3", "fewest split-K chunks giving every H200 SM a block at batch 1 (Llama 3 8B)", "chunks",
+        "blocks = batch × query heads × S ≥ SMs", _splits_to_fill),
 ])
 
 
