@@ -30,6 +30,8 @@ def measured(name, dtype, prompt, steps, cache="dynamic", max_cache_len=None):
     model = tb.tiny_model(transformers_config(name), dtype)
     c = tb.run_generate(model, prompt, steps, cache, max_cache_len)
     rows = [(type(x).__name__, tb.layer_bytes(x), tb.layer_storage_bytes(x)) for x in tb.cache_layers(c)]
+    if CONFIGS[name]["model_type"] == "minimax":  # lightning state in MiniMaxCache.linear_cache
+        rows = tb.decoder_layer_rows(c, model.config.num_hidden_layers)
     if CONFIGS[name]["model_type"] == "recurrent_gemma":
         rows = [(cls, v + mv, s + ms) for (cls, v, s), (mv, ms) in zip(rows, tb.module_state_bytes(model))]
     return rows

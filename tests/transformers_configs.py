@@ -179,6 +179,45 @@ CONFIGS = {
               "first_k_dense_replace": 3},
 }
 
+# ------------------------------------------------------------ h22-fam-hybrid: hybrid / recurrent families
+# (kvsim.calc.families_hybrid). 4-5 layers so every layer type appears; conv kernels of 3 show K, not 4.
+HYBRID = {**BASE, "num_hidden_layers": 4}
+HYBRID.pop("head_dim")
+GDN = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 16,
+       "linear_conv_kernel_dim": 3}
+MLA_KDA = {"kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
+           "num_key_value_heads": 4, "num_local_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32}
+HYBRID_CONFIGS = {
+    "lfm2": {**HYBRID, "model_type": "lfm2", "full_attn_idxs": [1], "conv_L_cache": 3},
+    "lfm2_layer_types": {**HYBRID, "model_type": "lfm2", "conv_L_cache": 4,
+                         "layer_types": ["conv", "conv", "full_attention", "conv"]},
+    "lfm2_moe": {**HYBRID, "model_type": "lfm2_moe", "layer_types": ["conv", "full_attention", "conv", "conv"],
+                 "conv_L_cache": 3, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32,
+                 "num_dense_layers": 1},
+    "bamba": {**HYBRID, "model_type": "bamba", "attn_layer_indices": [1], "mamba_n_heads": 8, "mamba_d_head": "auto",
+              "mamba_d_state": 16, "mamba_n_groups": 2, "mamba_d_conv": 3, "mamba_expand": 2},
+    "zamba": {**HYBRID, "model_type": "zamba", "num_hidden_layers": 5, "attn_layer_period": 2, "attn_layer_offset": 1,
+              "n_mamba_heads": 2, "mamba_d_state": 8, "mamba_d_conv": 3, "mamba_expand": 2,
+              "use_mamba_kernels": False},
+    "zamba2": {**HYBRID, "model_type": "zamba2", "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"],
+               "n_mamba_heads": 8, "mamba_d_state": 16, "mamba_ngroups": 2, "mamba_d_conv": 3, "mamba_expand": 2,
+               "use_mamba_kernels": False, "num_mem_blocks": 2},
+    "olmo_hybrid": {**HYBRID, "model_type": "olmo_hybrid", **GDN},
+    "olmo_hybrid_defaults": {**HYBRID, "model_type": "olmo_hybrid", "num_hidden_layers": 2, "hidden_size": 64,
+                             "num_attention_heads": 4, "linear_conv_kernel_dim": 3},
+    "qwen3_5_text": {**HYBRID, "model_type": "qwen3_5_text", "head_dim": 16, **GDN},
+    "qwen3_5_moe_text": {**HYBRID, "model_type": "qwen3_5_moe_text", "head_dim": 16, **GDN, "num_experts": 2,
+                         "num_experts_per_tok": 1, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32},
+    "kimi_linear": {**HYBRID, **MLA_KDA, "model_type": "kimi_linear", "linear_attn_config": {
+        "full_attn_layers": [2], "kda_layers": [1, 3, 4], "head_dim": 8, "num_heads": 4, "short_conv_kernel_size": 3}},
+    "bailing_hybrid": {**HYBRID, **MLA_KDA, "model_type": "bailing_hybrid", "head_dim": 16, "n_group": 1,
+                       "topk_group": 1, "layer_group_size": 2, "short_conv_kernel_size": 3, "first_k_dense_replace": 1},
+    "minimax": {**HYBRID, "model_type": "minimax", "head_dim": 16, "num_local_experts": 2, "num_experts_per_tok": 1,
+                "block_size": 4},
+}
+CONFIGS.update(HYBRID_CONFIGS)
+# ------------------------------------------------------------ end h22-fam-hybrid
+
 # "head_dim" / "num_attention_heads": None above mean "no such key" (transformers' classes read a present None as None)
 CONFIGS = {name: {k: v for k, v in cfg.items() if not (k in ("head_dim", "num_attention_heads") and v is None)}
            for name, cfg in CONFIGS.items()}

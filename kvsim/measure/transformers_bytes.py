@@ -14,6 +14,9 @@ Contract
   bookkeeping scalars are not cache data. :func:`layer_storage_bytes` sums the storages those
   tensors pin (a sliding slice is a view over a larger concatenation). RecurrentGemma keeps its
   state on its modules: :func:`module_state_bytes` reads ``conv1d_state`` and ``recurrent_states``.
+  MiniMax keeps its lightning-attention state beside the layers, in ``MiniMaxCache.linear_cache``, and
+  appends cache layers only up to its last attention layer: :func:`decoder_layer_rows` gives one row
+  per decoder layer with that state counted.
 - torch and transformers are imported inside these functions; what they return is measured,
   never computed (the prediction is :mod:`kvsim.calc.engines_transformers`').
 """
@@ -96,4 +99,27 @@ def module_state_bytes(model) -> list[tuple[int, int]]:
         ts = [t for t in ts if isinstance(t, torch.Tensor)]
         rows.append((sum(t.numel() * t.element_size() for t in ts),
                      sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in ts}.values())))
+    return rows
+
+
+LINEAR_CACHE = "MiniMaxCache.linear_cache"
+
+
+def decoder_layer_rows(cache, num_layers: int) -> list[tuple[str, int, int]]:
+    """(class, view bytes, storage bytes) per decoder layer; a MiniMax ``linear_cache`` entry counts as
+    that layer's state (class ``MiniMaxCache.linear_cache``), a layer the cache never appended as 0 B."""
+    import torch
+
+    layers = cache_layers(cache)
+    linear = list(getattr(cache, "linear_cache", None) or [])
+    rows = []
+    for i in range(num_layers):
+        state = linear[i] if i < len(linear) and isinstance(linear[i], torch.Tensor) else None
+        if state is not None:
+            view = state.numel() * state.element_size()
+            rows.append((LINEAR_CACHE, view, view + (layer_bytes(layers[i]) if i < len(layers) else 0)))
+        elif i < len(layers):
+            rows.append((type(layers[i]).__name__, layer_bytes(layers[i]), layer_storage_bytes(layers[i])))
+        else:
+            rows.append(("", 0, 0))
     return rows

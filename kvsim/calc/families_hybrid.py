@@ -1,0 +1,289 @@
+"""Hybrid and recurrent families added for issue 17 (pure Python): LFM2's short convolutions, Bamba,
+Zamba / Zamba2 hybrid layers, OLMo-Hybrid and Qwen3.5 Gated DeltaNet, Kimi-Linear / Bailing-Hybrid KDA
+beside MLA, MiniMax lightning attention, and the encoder-style models transformers lists as causal LMs.
+
+Contract
+- :data:`FAMILIES` maps each model type here to its parser ``cfg -> list[LayerSpec]`` (config flattened
+  by :func:`kvsim.calc.hf_config.text_config`); :data:`ALIASES` the family's own key names to add as the
+  standard ones; :data:`REFUSED` the causal-LM model types kvsim refuses, each with a one-line reason.
+- New recurrent state families (each a ``LayerSpec.recurrent_family``; kvsim's ``state_shapes`` keep the
+  conv window as (K − 1, width), as for Mamba):
+  * ``short_conv`` (LFM2 ``conv`` layers): one conv state of width ``hidden_size`` and kernel
+    K = ``conv_L_cache``; no recurrent state.
+  * ``kda`` (Kimi Delta Attention): one conv over the concatenated q, k, v, width 3·H·d, and the
+    delta-rule state (H, d, d) in fp32.
+  * ``lightning`` (MiniMax): the state (H, d, d), no conv, kept in the model dtype.
+- What transformers 5.24 keeps for them (:func:`transformers_state_bytes`, used by
+  :mod:`kvsim.calc.engines_transformers`): conv K·width·b for ``short_conv`` and ``kda`` (K columns,
+  like Mamba); KDA's state in fp32; the lightning state H·d·d·b in the model dtype, held in
+  ``MiniMaxCache.linear_cache`` outside the cache layers.
+- Hybrid layers that hold K/V and a Mamba state together (Zamba's and Zamba2's shared-attention blocks)
+  are full-attention LayerSpecs that also carry the Mamba state, as Falcon-H1's; attention runs on
+  2·hidden_size, so its head size is ``attention_head_dim`` = 2·hidden_size / heads.
+- Errors are :class:`~kvsim.calc.config.ConfigError` naming the field and what is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from .config import ConfigError, LayerSpec, config_int
+from .layer_fields import attention_layer, kv_heads, layer_types_or, mamba2_layer_state, mamba_layer
+from .validate import show
+
+# state families defined here: conv columns transformers keeps beyond kvsim's K − 1, and whether the
+# non-conv state is fp32 (else the model dtype) in transformers' torch path
+TRANSFORMERS_CONV_EXTRA_COLUMNS = {"short_conv": 1, "kda": 1, "lightning": 0}
+TRANSFORMERS_MODEL_DTYPE_STATES = ("lightning",)  # MiniMaxCache.linear_cache keeps the model dtype
+LIGHTNING_CACHE = "MiniMaxCache.linear_cache"  # where transformers keeps MiniMax's lightning state
+
+_LEGACY = {"mamba": "linear_attention", "attention": "full_attention"}  # remap_legacy_layer_types
+
+
+def _types(cfg, n, default_fn, accepted, *names):
+    """The first present per-layer type list among ``names`` (legacy names remapped), else ``default_fn``."""
+    key = next((k for k in names if cfg.get(k) is not None), None)
+    types = layer_types_or({"layer_types": cfg[key]} if key else {}, n, default_fn)
+    out = []
+    for i, t in enumerate(types):
+        t = _LEGACY.get(t, t)
+        if t not in accepted:
+            raise ConfigError(f"{key or 'layer_types'}[{i}] is {t!r}; accepted: {', '.join(accepted)}")
+        out.append(t)
+    return out
+
+
+def _indices(cfg, name, n):
+    """A list of layer indices in [0, n) (``full_attn_idxs``, ``attn_layer_indices``), or None when absent."""
+    value = cfg.get(name)
+    if value is None:
+        return None
+    if (not isinstance(value, (list, tuple))
+            or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in value)):
+        raise ConfigError(f"{name} must be a list of layer indices in [0, {n}) (num_hidden_layers), got {show(value)}")
+    return set(value)
+
+
+# ---------------------------------------------------------------- LFM2: short convolutions
+
+
+def short_conv_layer(width: int, kernel: int) -> LayerSpec:
+    """LFM2 ``conv`` layer: conv state (K − 1, width) in kvsim; transformers keeps K·width·b."""
+    return LayerSpec(kind="recurrent", recurrent_family="short_conv", state_shapes=(("conv", (kernel - 1, width)),))
+
+
+def lfm2(cfg):
+    """LFM2 / LFM2-MoE: layer_types ('conv' / 'full_attention'), else full_attn_idxs (absent: every layer
+    full, Lfm2Config); a conv layer keeps conv_L_cache columns of hidden_size."""
+    n = config_int(cfg, "num_hidden_layers")
+    full = _indices(cfg, "full_attn_idxs", n)
+    types = _types(cfg, n, lambda i: "full_attention" if full is None or i in full else "conv",
+                   ("conv", "full_attention"), "layer_types")
+    conv = short_conv_layer(config_int(cfg, "hidden_size"), config_int(cfg, "conv_L_cache", default=3))
+    return [attention_layer(cfg) if t == "full_attention" else conv for t in types]
+
+
+# ---------------------------------------------------------------- Mamba-2 / Mamba-1 hybrids
+
+
+def bamba(cfg):
+    """Bamba: attention on attn_layer_indices, Mamba-2 elsewhere (mamba_d_head "auto" = expand·hidden / heads)."""
+    n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
+    attn = _indices(cfg, "attn_layer_indices", n) or set()
+    d_inner = config_int(cfg, "mamba_expand", default=2) * hidden
+    heads = config_int(cfg, "mamba_n_heads", default=128)
+    d_head = d_inner // heads if cfg.get("mamba_d_head", "auto") == "auto" else config_int(cfg, "mamba_d_head")
+    state = mamba2_layer_state(d_inner, heads, d_head, config_int(cfg, "mamba_d_state", default=256),
+                               config_int(cfg, "mamba_n_groups", default=1), config_int(cfg, "mamba_d_conv", default=4))
+    mamba = LayerSpec(kind="recurrent", recurrent_family="mamba2", state_shapes=state)
+    return [attention_layer(cfg) if i in attn else mamba for i in range(n)]
+
+
+def _zamba_attention(cfg, head_dim: int) -> LayerSpec:
+    return LayerSpec(kind="full", num_key_value_heads=kv_heads(cfg), head_dim=head_dim)
+
+
+def zamba(cfg):
+    """Zamba: layers_block_type (Mamba-1 'mamba' / 'hybrid'), else [mamba, mamba, hybrid] then hybrid where
+    i % attn_layer_period == attn_layer_offset (ZambaConfig). A hybrid layer keeps K/V of
+    attention_head_dim (default 2·hidden / heads) and its Mamba-1 state (d_inner = mamba_expand·hidden)."""
+    n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
+    period = config_int(cfg, "attn_layer_period", default=6)
+    offset = cfg.get("attn_layer_offset", 4)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ConfigError(f"attn_layer_offset must be an integer >= 0, got {show(offset)}")
+    default = (["linear_attention", "linear_attention", "hybrid"]
+               + ["hybrid" if i % period == offset else "linear_attention" for i in range(n - 3)])
+    types = _types(cfg, n, lambda i: default[i], ("linear_attention", "hybrid"), "layers_block_type", "layer_types")
+    mamba = mamba_layer(config_int(cfg, "mamba_expand", default=2) * hidden,
+                        config_int(cfg, "mamba_d_state", default=16), config_int(cfg, "mamba_d_conv", default=4))
+    heads = config_int(cfg, "num_attention_heads")
+    d_attn = config_int(cfg, "attention_head_dim", default=None) or 2 * hidden // heads
+    hybrid = replace(_zamba_attention(cfg, d_attn), recurrent_family="mamba", state_shapes=mamba.state_shapes)
+    return [hybrid if t == "hybrid" else mamba for t in types]
+
+
+# Zamba2Config's default layers_block_type (54 layers)
+_ZAMBA2_DEFAULT = (["linear_attention"] + (["linear_attention"] * 5 + ["hybrid"]) * 7 + ["linear_attention"] * 4
+                   + ["hybrid"] + ["linear_attention"] * 3 + ["hybrid"] + ["linear_attention"] * 2)
+
+
+def zamba2(cfg):
+    """Zamba2: layers_block_type (Mamba-2 'mamba' / 'hybrid'; absent: Zamba2Config's 54-layer default).
+    Hybrid layers keep K/V of 2·hidden / heads per head and the Mamba-2 state (n_mamba_heads heads of
+    mamba_expand·hidden / n_mamba_heads, mamba_ngroups groups)."""
+    n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
+    if cfg.get("layers_block_type") is None and cfg.get("layer_types") is None and n != len(_ZAMBA2_DEFAULT):
+        raise ConfigError(f"layers_block_type is absent and num_hidden_layers is {n}: Zamba2's default pattern has "
+                          f"{len(_ZAMBA2_DEFAULT)} layers; give layers_block_type")
+    types = _types(cfg, n, lambda i: _ZAMBA2_DEFAULT[i], ("linear_attention", "hybrid"),
+                   "layers_block_type", "layer_types")
+    d_inner = config_int(cfg, "mamba_expand", default=2) * hidden
+    heads = config_int(cfg, "n_mamba_heads", default=8)
+    state = mamba2_layer_state(d_inner, heads, d_inner // heads, config_int(cfg, "mamba_d_state", default=64),
+                               config_int(cfg, "mamba_ngroups", default=1), config_int(cfg, "mamba_d_conv", default=4))
+    mamba = LayerSpec(kind="recurrent", recurrent_family="mamba2", state_shapes=state)
+    hybrid = replace(_zamba_attention(cfg, 2 * hidden // config_int(cfg, "num_attention_heads")),
+                     recurrent_family="mamba2", state_shapes=state)
+    return [hybrid if t == "hybrid" else mamba for t in types]
+
+
+# ---------------------------------------------------------------- Gated DeltaNet hybrids
+
+
+def gated_deltanet_layer(nk: int, nv: int, dk: int, dv: int, kernel: int) -> LayerSpec:
+    """Gated DeltaNet: conv (K − 1, 2·nk·dk + nv·dv), delta-rule state (nv, dv, dk) (fp32 in transformers)."""
+    return LayerSpec(kind="recurrent", recurrent_family="gated_deltanet", state_shapes=(
+        ("conv", (kernel - 1, 2 * nk * dk + nv * dv)), ("ssm", (nv, dv, dk))))
+
+
+def olmo_hybrid(cfg):
+    """OLMo-Hybrid: layer_types (default full where i % 4 == 3, the last layer full when none is); linear
+    heads default to num_attention_heads, linear_key_head_dim to ⌊0.75·hidden / key heads⌋, value dim 2·key dim."""
+    n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
+    default = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(n)]
+    if "full_attention" not in default:
+        default[-1] = "full_attention"
+    types = _types(cfg, n, lambda i: default[i], ("linear_attention", "full_attention"), "layer_types")
+    heads = config_int(cfg, "num_attention_heads")
+    nk = config_int(cfg, "linear_num_key_heads", default=heads)
+    nv = config_int(cfg, "linear_num_value_heads", default=heads)
+    dk = config_int(cfg, "linear_key_head_dim", default=None) or int(0.75 * hidden / nk)
+    dv = config_int(cfg, "linear_value_head_dim", default=2 * dk)
+    gdn = gated_deltanet_layer(nk, nv, dk, dv, config_int(cfg, "linear_conv_kernel_dim", default=4))
+    return [attention_layer(cfg) if t == "full_attention" else gdn for t in types]
+
+
+def qwen3_5(cfg):
+    """Qwen3.5 (dense and MoE; text_config): layer_types, else full every full_attention_interval-th layer
+    (default 4); Gated DeltaNet elsewhere, as Qwen3-Next (Qwen3_5TextConfig defaults for absent sizes)."""
+    n = config_int(cfg, "num_hidden_layers")
+    interval = config_int(cfg, "full_attention_interval", default=4)
+    types = _types(cfg, n, lambda i: "full_attention" if (i + 1) % interval == 0 else "linear_attention",
+                   ("linear_attention", "full_attention"), "layer_types")
+    gdn = gated_deltanet_layer(config_int(cfg, "linear_num_key_heads", default=16),
+                               config_int(cfg, "linear_num_value_heads", default=32),
+                               config_int(cfg, "linear_key_head_dim", default=128),
+                               config_int(cfg, "linear_value_head_dim", default=128),
+                               config_int(cfg, "linear_conv_kernel_dim", default=4))
+    return [attention_layer(cfg) if t == "full_attention" else gdn for t in types]
+
+
+# ---------------------------------------------------------------- KDA beside MLA
+
+
+def kda_layer(heads: int, head_dim: int, kernel: int) -> LayerSpec:
+    """Kimi Delta Attention: conv (K − 1, 3·H·d) over q, k, v concatenated; state (H, d, d), fp32."""
+    return LayerSpec(kind="recurrent", recurrent_family="kda", state_shapes=(
+        ("conv", (kernel - 1, 3 * heads * head_dim)), ("ssm", (heads, head_dim, head_dim))))
+
+
+def _mla(cfg) -> LayerSpec:
+    return LayerSpec(kind="mla", kv_lora_rank=config_int(cfg, "kv_lora_rank"),
+                     qk_rope_head_dim=config_int(cfg, "qk_rope_head_dim"))
+
+
+def kimi_linear(cfg):
+    """Kimi-Linear: layer_types, else linear_attn_config.full_attn_layers / .kda_layers (1-indexed), else full
+    where i > 0 and i % 4 == 0. Full layers MLA (the latent); KDA layers of linear_attn_config.num_heads heads
+    of .head_dim, kernel .short_conv_kernel_size (top-level linear_num_heads / linear_head_dim /
+    linear_conv_kernel_dim; defaults 32, 128, 4)."""
+    n = config_int(cfg, "num_hidden_layers")
+    lin = cfg.get("linear_attn_config") or {}
+    if not isinstance(lin, Mapping):
+        raise ConfigError(f"linear_attn_config must be a JSON object, got {show(lin)}")
+    if cfg.get("layer_types") is None and lin.get("full_attn_layers") is not None and lin.get("kda_layers") is not None:
+        full = _indices({"full_attn_layers": [i - 1 if isinstance(i, int) and not isinstance(i, bool) else i
+                                              for i in lin["full_attn_layers"]]}, "full_attn_layers", n)
+        kda = _indices({"kda_layers": [i - 1 if isinstance(i, int) and not isinstance(i, bool) else i
+                                       for i in lin["kda_layers"]]}, "kda_layers", n)
+        if full | kda != set(range(n)):
+            raise ConfigError(f"linear_attn_config.full_attn_layers and .kda_layers must cover layers 1..{n} "
+                              "(1-indexed)")
+        default = ["full_attention" if i in full else "linear_attention" for i in range(n)]
+    else:
+        default = ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n)]
+    types = _types(cfg, n, lambda i: default[i], ("linear_attention", "full_attention"), "layer_types")
+    heads = config_int(lin, "num_heads", default=None) or config_int(cfg, "linear_num_heads", default=32)
+    d = config_int(lin, "head_dim", default=None) or config_int(cfg, "linear_head_dim", default=128)
+    k = (config_int(lin, "short_conv_kernel_size", default=None)
+         or config_int(cfg, "linear_conv_kernel_dim", default=4))
+    kda = kda_layer(heads, d, k)
+    return [_mla(cfg) if t == "full_attention" else kda for t in types]
+
+
+def bailing_hybrid(cfg):
+    """Bailing-Hybrid (Ling): layer_types, else full (MLA) every layer_group_size-th layer (default 6); KDA
+    layers of num_attention_heads heads of head_dim (default 128), kernel short_conv_kernel_size (default 4).
+    The num_mtp_layers MTP layers are not built: no cache."""
+    n = config_int(cfg, "num_hidden_layers")
+    group = config_int(cfg, "layer_group_size", default=6)
+    types = _types(cfg, n, lambda i: "full_attention" if (i + 1) % group == 0 else "linear_attention",
+                   ("linear_attention", "full_attention"), "layer_types")
+    kda = kda_layer(config_int(cfg, "num_attention_heads"), config_int(cfg, "head_dim", default=128),
+                    config_int(cfg, "short_conv_kernel_size", default=4))
+    return [_mla(cfg) if t == "full_attention" else kda for t in types]
+
+
+# ---------------------------------------------------------------- MiniMax lightning attention
+
+
+def minimax(cfg):
+    """MiniMax-Text-01: layer_types, else full attention on even layers (i + 1 odd), lightning attention on
+    odd ones: state (num_attention_heads, d, d) in the model dtype, d = head_dim or hidden / heads.
+    sliding_window is never applied (layer_types has no sliding layers)."""
+    n = config_int(cfg, "num_hidden_layers")
+    types = _types(cfg, n, lambda i: "full_attention" if (i + 1) % 2 else "linear_attention",
+                   ("linear_attention", "full_attention"), "layer_types")
+    heads = config_int(cfg, "num_attention_heads")
+    d = config_int(cfg, "head_dim", default=None) or config_int(cfg, "hidden_size") // heads
+    full = LayerSpec(kind="full", num_key_value_heads=kv_heads(cfg), head_dim=d)
+    lightning = LayerSpec(kind="recurrent", recurrent_family="lightning", state_shapes=(("ssm", (heads, d, d)),))
+    return [full if t == "full_attention" else lightning for t in types]
+
+
+def transformers_state_bytes(layer: LayerSpec, b: int, fp32_bytes: int) -> int | None:
+    """Bytes transformers 5.24 keeps for a state family defined here (None: not one of them):
+    conv (K − 1 + extra)·width·b, other states numel·4 (KDA) or numel·b (lightning)."""
+    fam = layer.recurrent_family
+    if fam not in TRANSFORMERS_CONV_EXTRA_COLUMNS:
+        return None
+    total = 0
+    for name, shape in layer.state_shapes:
+        numel = 1
+        for s in shape:
+            numel *= s
+        if name == "conv":
+            total += (shape[0] + TRANSFORMERS_CONV_EXTRA_COLUMNS[fam]) * shape[1] * b
+        else:
+            total += numel * (b if fam in TRANSFORMERS_MODEL_DTYPE_STATES else fp32_bytes)
+    return total
+
+
+FAMILIES = {
+    "lfm2": lfm2, "lfm2_moe": lfm2, "bamba": bamba, "zamba": zamba, "zamba2": zamba2,
+    "olmo_hybrid": olmo_hybrid,
+    **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), qwen3_5),
+    "kimi_linear": kimi_linear, "bailing_hybrid": bailing_hybrid, "minimax": minimax,
+}
