@@ -14,6 +14,7 @@ transformers = pytest.importorskip("transformers")
 
 from kvsim.calc.engines import engine_bytes  # noqa: E402
 from kvsim.calc.engines_transformers import UNCACHED_MODEL_TYPES, transformers_rows  # noqa: E402
+from kvsim.calc.families_hybrid import SEQ2SEQ_DECODERS  # noqa: E402
 from kvsim.calc.hf_config import from_hf_config  # noqa: E402
 from kvsim.measure import transformers_bytes as tb  # noqa: E402
 from tests.transformers_configs import CONFIGS, transformers_config  # noqa: E402
@@ -32,6 +33,11 @@ def measured(name, dtype, prompt, steps, cache="dynamic", max_cache_len=None):
     rows = [(type(x).__name__, tb.layer_bytes(x), tb.layer_storage_bytes(x)) for x in tb.cache_layers(c)]
     if CONFIGS[name]["model_type"] == "minimax":  # lightning state in MiniMaxCache.linear_cache
         rows = tb.decoder_layer_rows(c, model.config.num_hidden_layers)
+    if CONFIGS[name]["model_type"] in SEQ2SEQ_DECODERS:
+        # DynamicCache(config) builds num_hidden_layers layers, the encoder's count: those past the decoder stay empty
+        decoder_layers = from_hf_config(CONFIGS[name]).num_hidden_layers
+        assert all(b == 0 for _, b, _ in rows[decoder_layers:]) and len(rows) >= decoder_layers
+        rows = rows[:decoder_layers]
     if CONFIGS[name]["model_type"] == "recurrent_gemma":
         rows = [(cls, v + mv, s + ms) for (cls, v, s), (mv, ms) in zip(rows, tb.module_state_bytes(model))]
     return rows

@@ -215,6 +215,25 @@ HYBRID_CONFIGS = {
     "minimax": {**HYBRID, "model_type": "minimax", "head_dim": 16, "num_local_experts": 2, "num_experts_per_tok": 1,
                 "block_size": 4},
 }
+# encoder-style causal LMs: BERT-style run as decoders, and the decoder halves of encoder-decoders (the encoder
+# given more layers and fewer heads than the decoder, so reading the encoder's keys would fail the test)
+ENCODER_STYLE = {**GPT, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+                 "max_position_embeddings": 256, "is_decoder": True}
+SEQ2SEQ = {**GPT, "d_model": 64, "decoder_layers": 2, "encoder_layers": 3, "decoder_attention_heads": 4,
+           "encoder_attention_heads": 2, "decoder_ffn_dim": 128, "encoder_ffn_dim": 128, "max_position_embeddings": 256,
+           "decoder_start_token_id": 2}
+for _t in ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie", "megatron-bert",
+           "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl"):
+    HYBRID_CONFIGS[_t] = {**ENCODER_STYLE, "model_type": _t}
+HYBRID_CONFIGS["bert_not_decoder"] = {**ENCODER_STYLE, "model_type": "bert", "is_decoder": False}
+HYBRID_CONFIGS["xmod"] = {**ENCODER_STYLE, "model_type": "xmod", "default_language": "en_XX"}
+for _t in ("bart", "bigbird_pegasus", "blenderbot", "blenderbot-small", "marian", "mbart", "mvp", "pegasus", "plbart"):
+    HYBRID_CONFIGS[_t] = {**SEQ2SEQ, "model_type": _t}
+HYBRID_CONFIGS["trocr"] = {**GPT, "model_type": "trocr", "d_model": 64, "decoder_layers": 2, "decoder_attention_heads": 4,
+                           "decoder_ffn_dim": 128, "max_position_embeddings": 256}
+HYBRID_CONFIGS["prophetnet"] = {**GPT, "model_type": "prophetnet", "hidden_size": 64, "num_decoder_layers": 2,
+                                "num_encoder_layers": 3, "num_decoder_attention_heads": 4,
+                                "num_encoder_attention_heads": 2, "decoder_ffn_dim": 128, "encoder_ffn_dim": 128}
 CONFIGS.update(HYBRID_CONFIGS)
 # ------------------------------------------------------------ end h22-fam-hybrid
 

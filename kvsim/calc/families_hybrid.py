@@ -1,6 +1,7 @@
 """Hybrid and recurrent families added for issue 17 (pure Python): LFM2's short convolutions, Bamba,
 Zamba / Zamba2 hybrid layers, OLMo-Hybrid and Qwen3.5 Gated DeltaNet, Kimi-Linear / Bailing-Hybrid KDA
-beside MLA, MiniMax lightning attention, and the encoder-style models transformers lists as causal LMs.
+beside MLA, MiniMax lightning attention, and the encoder-style models transformers lists as causal LMs
+(BERT-style with ``is_decoder``, the decoders of BART-style encoder-decoders: full MHA self-attention).
 
 Contract
 - :data:`FAMILIES` maps each model type here to its parser ``cfg -> list[LayerSpec]`` (config flattened
@@ -20,6 +21,9 @@ Contract
 - Hybrid layers that hold K/V and a Mamba state together (Zamba's and Zamba2's shared-attention blocks)
   are full-attention LayerSpecs that also carry the Mamba state, as Falcon-H1's; attention runs on
   2·hidden_size, so its head size is ``attention_head_dim`` = 2·hidden_size / heads.
+- :func:`decoder_keys` gives a seq2seq decoder config (``decoder_layers``, ``decoder_attention_heads``,
+  ``d_model``) the standard key names; their cross-attention is not run by ``*ForCausalLM`` without
+  encoder states, so only the self-attention K/V is cached: T·heads·2·(hidden / heads)·b per layer.
 - Errors are :class:`~kvsim.calc.config.ConfigError` naming the field and what is accepted.
 """
 
@@ -281,7 +285,60 @@ def transformers_state_bytes(layer: LayerSpec, b: int, fp32_bytes: int) -> int |
     return total
 
 
+# ---------------------------------------------------------------- encoder-style causal LMs
+
+
+# BERT-style models run as decoders (is_decoder) and the decoder halves of encoder-decoders (*ForCausalLM):
+# transformers 5.24 caches their self-attention in a DynamicCache of full layers, every head (MHA).
+BERT_STYLE = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie",
+              "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta",
+              "xlm-roberta-xl", "xmod")
+SEQ2SEQ_DECODERS = ("bart", "bigbird_pegasus", "blenderbot", "blenderbot-small", "marian", "mbart", "mvp",
+                    "pegasus", "plbart", "trocr", "prophetnet")
+# decoder keys first: an encoder-decoder config's num_hidden_layers / num_attention_heads name the encoder's
+_DECODER_KEYS = {"num_hidden_layers": ("decoder_layers", "num_decoder_layers"),
+                 "num_attention_heads": ("decoder_attention_heads", "num_decoder_attention_heads"),
+                 "hidden_size": ("d_model",)}
+
+
+def decoder_keys(cfg: Mapping, model_type: str) -> dict:
+    """``cfg`` with the decoder's layer count, heads and width as the standard keys (seq2seq decoders only;
+    their decoder_* keys win over the encoder's num_hidden_layers), no GQA key (MHA)."""
+    out = dict(cfg)
+    if model_type in SEQ2SEQ_DECODERS:
+        for std, names in _DECODER_KEYS.items():
+            for name in names:
+                if out.get(name) is not None:
+                    out[std] = out[name]
+                    break
+        out.pop("num_key_value_heads", None)
+    return out
+
+
+def self_attention_decoder(cfg):
+    """Every layer full attention over all heads: hidden_size / num_attention_heads per head (MHA)."""
+    n = config_int(cfg, "num_hidden_layers")
+    heads = config_int(cfg, "num_attention_heads")
+    hidden = config_int(cfg, "hidden_size")
+    if hidden % heads:
+        raise ConfigError(f"hidden_size {hidden} must be divisible by num_attention_heads {heads}")
+    return [LayerSpec(kind="full", num_key_value_heads=heads, head_dim=hidden // heads) for _ in range(n)]
+
+
+# causal-LM model types kvsim refuses, each with the reason (transformers 5.24, torch path)
+REFUSED = {
+    "rwkv": "RWKV carries its recurrent state in generate's model_kwargs['state'], not in a Cache; "
+            "kvsim does not size it",
+    "xlstm": "xLSTM keeps an xLSTMCache of per-block matrix memories without cache layers; kvsim does not size it",
+    "xlnet": "XLNet keeps 'mems' (a tuple of hidden states, mem_len tokens), not a K/V cache",
+    "reformer": "Reformer's ReformerDynamicCache holds LSH buckets and hidden states, not K/V per token",
+    "xlm": "XLM's generate appends a mask token to every call, so its cache holds one token more than fed",
+    "cpmant": "CPM-Ant prepends prompt_length prompt tokens per segment before caching",
+}
+
+
 FAMILIES = {
+    **dict.fromkeys(BERT_STYLE + SEQ2SEQ_DECODERS, self_attention_decoder),
     "lfm2": lfm2, "lfm2_moe": lfm2, "bamba": bamba, "zamba": zamba, "zamba2": zamba2,
     "olmo_hybrid": olmo_hybrid,
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), qwen3_5),
