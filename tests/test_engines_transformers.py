@@ -107,6 +107,8 @@ def test_real_config_layer_classes_and_windows_equal_the_dynamic_cache_transform
     if spec.config.get("use_cache") is False:  # generate keeps no cache at all
         assert all(r.cache == "" and r.total_bytes == 0 for r in transformers_rows(spec, 8, 0))
         return
+    if raw["model_type"] == "minimax":  # generate builds a MiniMaxCache, not DynamicCache(config=...)
+        pytest.skip("MiniMaxCache appends its layers as it goes; the tiny-model run checks its classes")
     model_type = {"kimi_k2": "deepseek_v3"}.get(raw["model_type"], raw["model_type"])
     args = {k: v for k, v in raw.items() if k != "model_type"}
     if "text_config" in args:

@@ -67,7 +67,33 @@ def main(model_types):
     (OUT / "SOURCES.json").write_text(json.dumps(sources, indent=1, sort_keys=True) + "\n")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--hybrid" not in sys.argv[1:]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kvsim.calc.families_decoder import FAMILIES
     main(sys.argv[1:] or sorted([*FAMILIES, *MLA_FAMILIES]))
+
+
+# ---------------------------------------------------------------- h22-fam-hybrid: hybrid / recurrent and
+# encoder-style families (kvsim.calc.families_hybrid), merged into the existing SOURCES.json:
+#     PYTHONPATH=. python tools/family_configs.py --hybrid
+# lfm2_moe is left out: Lfm2MoeConfig has no default layer_types (its model cannot be built from the defaults)
+HYBRID_SKIP = ("lfm2_moe", "qwen3_5", "qwen3_5_moe")  # qwen3_5*: multimodal, their text parts are written
+
+
+def main_hybrid():
+    from kvsim.calc.families_hybrid import FAMILIES as HYBRID
+    sources = json.loads((OUT / "SOURCES.json").read_text())
+    for model_type in sorted(t for t in HYBRID if t not in HYBRID_SKIP):
+        stem, ckpt = write(model_type, model_type, {})
+        if "/" not in ckpt:  # no checkpoint named in the class docstring: no real config to stand for
+            (OUT / f"{stem}.json").unlink()
+            print(f"skipped {model_type}: no checkpoint in the config class docstring")
+            continue
+        sources[stem] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class defaults"}
+    (OUT / "SOURCES.json").write_text(json.dumps(sources, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__" and "--hybrid" in sys.argv[1:]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    main_hybrid()
+# ---------------------------------------------------------------- end h22-fam-hybrid
