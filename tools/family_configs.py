@@ -77,6 +77,8 @@ if __name__ == "__main__" and "--hybrid" not in sys.argv[1:]:
 # encoder-style families (kvsim.calc.families_hybrid), merged into the existing SOURCES.json:
 #     PYTHONPATH=. python tools/family_configs.py --hybrid
 # lfm2_moe is left out: Lfm2MoeConfig has no default layer_types (its model cannot be built from the defaults)
+# the class docstring's first link is a paper; its checkpoint= argument names the checkpoint
+HYBRID_CHECKPOINTS = {"bamba": "ibm-fms/Bamba-9.8b-2.2T-hf"}
 HYBRID_SKIP = ("lfm2_moe", "qwen3_5", "qwen3_5_moe")  # qwen3_5*: multimodal, their text parts are written
 
 
@@ -85,6 +87,7 @@ def main_hybrid():
     sources = json.loads((OUT / "SOURCES.json").read_text())
     for model_type in sorted(t for t in HYBRID if t not in HYBRID_SKIP):
         stem, ckpt = write(model_type, model_type, {})
+        ckpt = HYBRID_CHECKPOINTS.get(model_type, ckpt)
         if "/" not in ckpt:  # no checkpoint named in the class docstring: no real config to stand for
             (OUT / f"{stem}.json").unlink()
             print(f"skipped {model_type}: no checkpoint in the config class docstring")
