@@ -151,3 +151,23 @@ def test_vllm_refuses_states_kvsim_does_not_model_for_it(stem):
     spec = _lfm2_with_conv_layers() if stem == "lfm2" else _load(stem)
     with pytest.raises(InputError, match="kvsim does not model vLLM"):
         engine_bytes(spec, "vllm", prompt_tokens=100)
+
+
+def test_lfm3_conv_sliding_and_full_layers():
+    """LFM3 (class defaults, LiquidAI/LFM3-1.7B): conv 7 · hidden · b; sliding min(T, W − 1) tokens; full T."""
+    spec = _load("lfm3")
+    rows = transformers_rows(spec, 300, 10, "bf16")
+    per_token = 2 * 4 * 128 * 2
+    by_class = {r.cache: r for r in rows}
+    assert by_class["LinearAttentionLayer"].state_bytes == 7 * 2048 * 2
+    assert by_class["DynamicSlidingWindowLayer"].kv_bytes == 255 * per_token  # W = 256
+    assert by_class["DynamicLayer"].kv_bytes == 310 * per_token
+
+
+def test_zaya_layers_keep_kv_beside_the_cca_conv_and_delayed_v_state():
+    """ZAYA: K/V + conv ((t0 − 1) + (t1 − 1)) · (H + n_kv)·d · b + delayed V n_kv·d / 2 · b, model dtype."""
+    spec = _load("zaya")  # Zyphra/ZAYA1-8B defaults: 8 heads, 2 KV heads of 128, cca_time0 = cca_time1 = 2
+    row = transformers_rows(spec, 100, 10, "bf16")[0]
+    assert row.cache == "LinearAttentionAndFullAttentionLayer"
+    assert row.kv_bytes == T * 2 * 2 * 128 * 2
+    assert row.state_bytes == 2 * (8 + 2) * 128 * 2 + 2 * 128 // 2 * 2

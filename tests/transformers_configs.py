@@ -234,6 +234,11 @@ HYBRID_CONFIGS["trocr"] = {**GPT, "model_type": "trocr", "d_model": 64, "decoder
 HYBRID_CONFIGS["prophetnet"] = {**GPT, "model_type": "prophetnet", "hidden_size": 64, "num_decoder_layers": 2,
                                 "num_encoder_layers": 3, "num_decoder_attention_heads": 4,
                                 "num_encoder_attention_heads": 2, "decoder_ffn_dim": 128, "encoder_ffn_dim": 128}
+HYBRID_CONFIGS["lfm3"] = {**HYBRID, "model_type": "lfm3", "num_hidden_layers": 5, "head_dim": 16, "sliding_window": W,
+                          "conv_L_cache": 5}
+HYBRID_CONFIGS["zaya"] = {**HYBRID, "model_type": "zaya", "head_dim": 16, "sliding_window": W, "num_experts": 2,
+                          "moe_intermediate_size": 32, "router_hidden_size": 16, "cca_time0": 3, "cca_time1": 2,
+                          "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding"]}
 CONFIGS.update(HYBRID_CONFIGS)
 # ------------------------------------------------------------ end h22-fam-hybrid
 

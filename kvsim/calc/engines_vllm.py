@@ -118,9 +118,10 @@ def _model_dtype(spec: ModelSpec, kv: str) -> str:
 def _mamba_state(layer: LayerSpec, tp: int, model_b: int, ssm_b: int):
     """vLLM's state tensors of one Mamba-type layer on one rank (``MambaStateShapeCalculator``)."""
     fam = layer.recurrent_family
-    if fam in ("short_conv", "kda", "lightning"):  # kvsim.calc.families_hybrid's state families
+    if fam in ("short_conv", "kda", "lightning", "cca"):  # kvsim.calc.families_hybrid's state families
         raise InputError(f"kvsim does not model vLLM {VLLM_VERSION}'s {fam} state (LFM2 short conv, KDA, MiniMax "
-                         "lightning attention); --engine vllm accepts Mamba-1, Mamba-2 and Gated DeltaNet hybrids")
+                         "lightning attention, ZAYA CCA); --engine vllm accepts Mamba-1, Mamba-2 and Gated DeltaNet "
+                         "hybrids")
     shapes = dict(layer.state_shapes)
     k1, conv_dim = shapes["conv"]  # kvsim keeps (K − 1, conv_dim), as vLLM does
     if fam == "mamba":  # mamba1_state_shape: conv (d_inner/tp, K − 1), temporal (d_inner/tp, N)

@@ -14,6 +14,9 @@ Contract
   * ``kda`` (Kimi Delta Attention): one conv over the concatenated q, k, v, width 3·H·d, and the
     delta-rule state (H, d, d) in fp32.
   * ``lightning`` (MiniMax): the state (H, d, d), no conv, kept in the model dtype.
+  * ``cca`` (ZAYA's compressed convolutional attention, beside its K/V in one layer): a conv state of
+    (cca_time0 − 1) + (cca_time1 − 1) columns over q and k, (H + n_kv)·d wide (these are the columns
+    kept, not K − 1), and a delayed-V state of n_kv·d / 2, both in the model dtype.
 - What transformers 5.24 keeps for them (:func:`transformers_state_bytes`, used by
   :mod:`kvsim.calc.engines_transformers`): conv K·width·b for ``short_conv`` and ``kda`` (K columns,
   like Mamba); KDA's state in fp32; the lightning state H·d·d·b in the model dtype, held in
@@ -33,13 +36,21 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .config import ConfigError, LayerSpec, config_int
-from .layer_fields import attention_layer, kv_heads, layer_types_or, mamba2_layer_state, mamba_layer
+from .layer_fields import (
+    attention_layer,
+    kv_heads,
+    layer_types_or,
+    mamba2_layer_state,
+    mamba_layer,
+    sliding_window,
+)
 from .validate import show
 
 # state families defined here: conv columns transformers keeps beyond kvsim's K − 1, and whether the
 # non-conv state is fp32 (else the model dtype) in transformers' torch path
-TRANSFORMERS_CONV_EXTRA_COLUMNS = {"short_conv": 1, "kda": 1, "lightning": 0}
-TRANSFORMERS_MODEL_DTYPE_STATES = ("lightning",)  # MiniMaxCache.linear_cache keeps the model dtype
+TRANSFORMERS_CONV_EXTRA_COLUMNS = {"short_conv": 1, "kda": 1, "lightning": 0, "cca": 0}
+# MiniMaxCache.linear_cache and ZAYA's delayed-V state keep the model dtype
+TRANSFORMERS_MODEL_DTYPE_STATES = ("lightning", "cca")
 LIGHTNING_CACHE = "MiniMaxCache.linear_cache"  # where transformers keeps MiniMax's lightning state
 
 _LEGACY = {"mamba": "linear_attention", "attention": "full_attention"}  # remap_legacy_layer_types
@@ -250,6 +261,43 @@ def bailing_hybrid(cfg):
     return [_mla(cfg) if t == "full_attention" else kda for t in types]
 
 
+def lfm3(cfg):
+    """LFM3: layer_types ('conv' / 'sliding_attention' / 'full_attention'), else full where i % 4 == 2,
+    sliding where i % 4 == 0 and i > 0, conv elsewhere (Lfm3Config); conv_L_cache (default 7) columns of
+    hidden_size, sliding_window (default 256)."""
+    n = config_int(cfg, "num_hidden_layers")
+    types = _types(cfg, n, lambda i: ("full_attention" if i % 4 == 2 else
+                                      "sliding_attention" if i % 4 == 0 and i > 0 else "conv"),
+                   ("conv", "sliding_attention", "full_attention"), "layer_types")
+    conv = short_conv_layer(config_int(cfg, "hidden_size"), config_int(cfg, "conv_L_cache", default=7))
+    w = sliding_window(cfg)
+    return [conv if t == "conv" else
+            attention_layer(cfg, "sliding", window=w) if t == "sliding_attention" and w else attention_layer(cfg)
+            for t in types]
+
+
+# ---------------------------------------------------------------- ZAYA: K/V beside a conv and a delayed-V state
+
+
+def zaya(cfg):
+    """ZAYA: every layer CCA attention, layer_types 'hybrid' (full) or 'hybrid_sliding' (sliding_window);
+    each keeps its K/V and the cca state: conv ((t0 − 1) + (t1 − 1), (H + n_kv)·d), delayed V (n_kv·d / 2,)."""
+    n = config_int(cfg, "num_hidden_layers")
+    types = _types(cfg, n, lambda i: "hybrid", ("hybrid", "hybrid_sliding"), "layer_types")
+    heads, kv, w = config_int(cfg, "num_attention_heads"), kv_heads(cfg), sliding_window(cfg)
+    d = config_int(cfg, "head_dim", default=None) or config_int(cfg, "hidden_size") // heads
+    columns = config_int(cfg, "cca_time0", default=2) - 1 + config_int(cfg, "cca_time1", default=2) - 1
+    if columns < 1:
+        raise ConfigError("cca_time0 + cca_time1 must be at least 3 (the conv keeps (t0 − 1) + (t1 − 1) columns)")
+    state = (("conv", (columns, (heads + kv) * d)), ("v", (kv * d // 2,)))
+    out = []
+    for t in types:
+        layer = (LayerSpec(kind="sliding", num_key_value_heads=kv, head_dim=d, sliding_window=w)
+                 if t == "hybrid_sliding" and w else LayerSpec(kind="full", num_key_value_heads=kv, head_dim=d))
+        out.append(replace(layer, recurrent_family="cca", state_shapes=state))
+    return out
+
+
 # ---------------------------------------------------------------- MiniMax lightning attention
 
 
@@ -334,6 +382,14 @@ REFUSED = {
     "reformer": "Reformer's ReformerDynamicCache holds LSH buckets and hidden states, not K/V per token",
     "xlm": "XLM's generate appends a mask token to every call, so its cache holds one token more than fed",
     "cpmant": "CPM-Ant prepends prompt_length prompt tokens per segment before caching",
+    **dict.fromkeys(("inkling", "inkling_text", "inkling2", "inkling2_text", "inkling2_loop", "inkling2_loop_text"),
+                    "Inkling's layers keep sliding K/V beside four fp32 conv states; kvsim does not model them yet"),
+    "hrm_text": "HRM runs its H and L modules in cycles, each pass with its own cache layer (more cache layers than "
+                "decoder layers); kvsim does not model the cycles yet",
+    **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "Qwen4-Exp mixes linear attention with QSA layers "
+                    "(block-compressed indexer keys); kvsim does not model them yet"),
+    "blt": "BLT caches a local encoder, a global transformer over patches and a local decoder over bytes; "
+           "kvsim does not model it",
 }
 
 
@@ -343,4 +399,5 @@ FAMILIES = {
     "olmo_hybrid": olmo_hybrid,
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), qwen3_5),
     "kimi_linear": kimi_linear, "bailing_hybrid": bailing_hybrid, "minimax": minimax,
+    "lfm3": lfm3, "zaya": zaya,
 }
