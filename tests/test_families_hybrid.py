@@ -171,3 +171,9 @@ def test_zaya_layers_keep_kv_beside_the_cca_conv_and_delayed_v_state():
     assert row.cache == "LinearAttentionAndFullAttentionLayer"
     assert row.kv_bytes == T * 2 * 2 * 128 * 2
     assert row.state_bytes == 2 * (8 + 2) * 128 * 2 + 2 * 128 // 2 * 2
+
+
+@pytest.mark.parametrize("stem", ["bert", "bart", "zamba"])
+def test_vllm_refuses_model_types_it_does_not_generate_with(stem):
+    with pytest.raises(InputError, match="does not run model_type"):
+        engine_bytes(_load(stem), "vllm", prompt_tokens=100)

@@ -47,6 +47,7 @@ import math
 from dataclasses import dataclass
 
 from .config import Kind, LayerSpec, ModelSpec
+from .families_hybrid import VLLM_NOT_GENERATIVE
 from .memory import heads_per_rank
 from .units import DEFAULT_BLOCK_SIZE, DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, format_bytes, positive_int
 
@@ -149,6 +150,9 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
     if kv not in DTYPE_BYTES:
         raise InputError(f"kv dtype {kv_dtype!r} has no vLLM {VLLM_VERSION} counterpart for kvsim; accepted: "
                          f"{', '.join(DTYPE_BYTES)} (vLLM's int8 exists only as int8_per_token_head)")
+    if spec.model_type in VLLM_NOT_GENERATIVE:
+        raise InputError(f"vLLM {VLLM_VERSION} does not run model_type {spec.model_type!r} as a generative model "
+                         "(not in its _TEXT_GENERATION_MODELS registry): no KV cache to plan")
     tp = positive_int("tp", tp)
     if spec.num_attention_heads % tp:
         raise InputError(f"tp {tp} must divide num_attention_heads {spec.num_attention_heads}")

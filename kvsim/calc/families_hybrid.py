@@ -373,6 +373,11 @@ def self_attention_decoder(cfg):
     return [LayerSpec(kind="full", num_key_value_heads=heads, head_dim=hidden // heads) for _ in range(n)]
 
 
+# model types read here that vLLM's model registry (vllm/model_executor/models/registry.py,
+# _TEXT_GENERATION_MODELS) does not run as generative models: BERT-style models are embedding / classification
+# models there (no KV cache), encoder-decoder decoders and Zamba (v1) are not registered
+VLLM_NOT_GENERATIVE = BERT_STYLE + SEQ2SEQ_DECODERS + ("zamba",)
+
 # causal-LM model types kvsim refuses, each with the reason (transformers 5.24, torch path)
 REFUSED = {
     "rwkv": "RWKV carries its recurrent state in generate's model_kwargs['state'], not in a Cache; "
