@@ -29,6 +29,8 @@ torch.set_num_threads(1)  # tiny models: threads only add overhead on a shared m
 def measured(name, dtype, prompt, steps, cache="dynamic", max_cache_len=None):
     """[(class, view bytes, storage bytes)] per layer of the cache generate leaves (+ module-held state)."""
     model = tb.tiny_model(transformers_config(name), dtype)
+    if CONFIGS[name]["model_type"] == "rwkv":  # no Cache: generate carries the state in its model kwargs
+        return tb.rwkv_state_rows(model, prompt, steps)
     c = tb.run_generate(model, prompt, steps, cache, max_cache_len)
     rows = [(type(x).__name__, tb.layer_bytes(x), tb.layer_storage_bytes(x)) for x in tb.cache_layers(c)]
     if CONFIGS[name]["model_type"] == "minimax":  # lightning state in MiniMaxCache.linear_cache
@@ -107,8 +109,8 @@ def test_real_config_layer_classes_and_windows_equal_the_dynamic_cache_transform
     if spec.config.get("use_cache") is False:  # generate keeps no cache at all
         assert all(r.cache == "" and r.total_bytes == 0 for r in transformers_rows(spec, 8, 0))
         return
-    if raw["model_type"] == "minimax":  # generate builds a MiniMaxCache, not DynamicCache(config=...)
-        pytest.skip("MiniMaxCache appends its layers as it goes; the tiny-model run checks its classes")
+    if raw["model_type"] in ("minimax", "rwkv"):  # generate builds a MiniMaxCache / no Cache (RWKV's state)
+        pytest.skip("not a DynamicCache(config=...): the tiny-model run checks where the state is kept")
     model_type = {"kimi_k2": "deepseek_v3"}.get(raw["model_type"], raw["model_type"])
     args = {k: v for k, v in raw.items() if k != "model_type"}
     if "text_config" in args:

@@ -133,10 +133,10 @@ def test_refused_model_types_name_the_type_and_the_reason(model_type):
 
 def test_cli_refused_model_type_exits_2(tmp_path, capsys):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "rwkv", "num_hidden_layers": 2, "hidden_size": 64, "vocab_size": 10}))
+    path.write_text(json.dumps({"model_type": "xlstm", "num_hidden_layers": 2, "hidden_size": 64, "vocab_size": 10}))
     assert main(["calc", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("kvsim: error:") and "rwkv" in err and err.count("\n") == 1
+    assert err.startswith("kvsim: error:") and "xlstm" in err and err.count("\n") == 1
 
 
 def test_cli_engine_transformers_reads_a_hybrid(capsys):
@@ -177,3 +177,11 @@ def test_zaya_layers_keep_kv_beside_the_cca_conv_and_delayed_v_state():
 def test_vllm_refuses_model_types_it_does_not_generate_with(stem):
     with pytest.raises(InputError, match="does not run model_type"):
         engine_bytes(_load(stem), "vllm", prompt_tokens=100)
+
+
+def test_rwkv_state_is_two_shift_vectors_in_the_model_dtype_and_three_fp32_wkv_vectors():
+    """RWKV layer: 2·hidden·b + 3·hidden·4 bytes, carried in generate's model_kwargs['state']."""
+    spec = _load("rwkv")
+    rows = transformers_rows(spec, 100, 10, "bf16")
+    assert {r.cache for r in rows} == {"model_kwargs['state']"}
+    assert {r.state_bytes for r in rows} == {2 * 4096 * 2 + 3 * 4096 * 4} and len(rows) == 32

@@ -239,6 +239,8 @@ HYBRID_CONFIGS["lfm3"] = {**HYBRID, "model_type": "lfm3", "num_hidden_layers": 5
 HYBRID_CONFIGS["zaya"] = {**HYBRID, "model_type": "zaya", "head_dim": 16, "sliding_window": W, "num_experts": 2,
                           "moe_intermediate_size": 32, "router_hidden_size": 16, "cca_time0": 3, "cca_time1": 2,
                           "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding"]}
+HYBRID_CONFIGS["rwkv"] = {**GPT, "model_type": "rwkv", "hidden_size": 64, "num_hidden_layers": 3,
+                          "attention_hidden_size": 64, "intermediate_size": 128, "context_length": 256}
 CONFIGS.update(HYBRID_CONFIGS)
 # ------------------------------------------------------------ end h22-fam-hybrid
 

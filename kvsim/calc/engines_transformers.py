@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 from .config import Kind, LayerSpec, ModelSpec
 from .families import FAMILIES, WINDOW_EVERY_LAYER
-from .families_hybrid import LIGHTNING_CACHE, transformers_state_bytes
+from .families_hybrid import LIGHTNING_CACHE, RWKV_STATE, transformers_state_bytes
 from .units import DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, positive_int
 
 CACHES = ("dynamic", "static")
@@ -124,6 +124,8 @@ def _class_name(layer: LayerSpec, cache: str) -> str:
         return "DummyLayer"
     if layer.kind == "recurrent" and layer.recurrent_family == "lightning":
         return LIGHTNING_CACHE  # MiniMax keeps it beside the cache layers
+    if layer.kind == "recurrent" and layer.recurrent_family == "rwkv":
+        return RWKV_STATE  # generate carries it in its model kwargs
     if layer.kind == "recurrent":
         return "LinearAttentionLayer"  # RecurrentGemma's stays empty: its state lives on its modules
     sliding = layer.is_windowed

@@ -14,13 +14,15 @@ Contract
   * ``kda`` (Kimi Delta Attention): one conv over the concatenated q, k, v, width 3·H·d, and the
     delta-rule state (H, d, d) in fp32.
   * ``lightning`` (MiniMax): the state (H, d, d), no conv, kept in the model dtype.
+  * ``rwkv``: 2 token-shift vectors (model dtype) and the wkv numerator, denominator and max (fp32), each
+    hidden_size wide, carried by generate in ``model_kwargs['state']`` (no Cache object).
   * ``cca`` (ZAYA's compressed convolutional attention, beside its K/V in one layer): a conv state of
     (cca_time0 − 1) + (cca_time1 − 1) columns over q and k, (H + n_kv)·d wide (these are the columns
     kept, not K − 1), and a delayed-V state of n_kv·d / 2, both in the model dtype.
 - What transformers 5.24 keeps for them (:func:`transformers_state_bytes`, used by
-  :mod:`kvsim.calc.engines_transformers`): conv K·width·b for ``short_conv`` and ``kda`` (K columns,
-  like Mamba); KDA's state in fp32; the lightning state H·d·d·b in the model dtype, held in
-  ``MiniMaxCache.linear_cache`` outside the cache layers.
+  :mod:`kvsim.calc.engines_transformers`; :data:`TRANSFORMERS_STATE_RULES`): conv K·width·b for
+  ``short_conv`` and ``kda`` (K columns, like Mamba); KDA's state in fp32; the lightning state H·d·d·b in
+  the model dtype, held in ``MiniMaxCache.linear_cache`` outside the cache layers.
 - Hybrid layers that hold K/V and a Mamba state together (Zamba's and Zamba2's shared-attention blocks)
   are full-attention LayerSpecs that also carry the Mamba state, as Falcon-H1's; attention runs on
   2·hidden_size, so its head size is ``attention_head_dim`` = 2·hidden_size / heads.
@@ -46,12 +48,16 @@ from .layer_fields import (
 )
 from .validate import show
 
-# state families defined here: conv columns transformers keeps beyond kvsim's K − 1, and whether the
-# non-conv state is fp32 (else the model dtype) in transformers' torch path
-TRANSFORMERS_CONV_EXTRA_COLUMNS = {"short_conv": 1, "kda": 1, "lightning": 0, "cca": 0}
-# MiniMaxCache.linear_cache and ZAYA's delayed-V state keep the model dtype
-TRANSFORMERS_MODEL_DTYPE_STATES = ("lightning", "cca")
+# state families defined here -> (conv columns transformers keeps beyond kvsim's K − 1, the state names it keeps
+# in the model dtype; every other non-conv state is fp32 in transformers' torch path)
+TRANSFORMERS_STATE_RULES = {
+    "short_conv": (1, ()), "kda": (1, ()),
+    "lightning": (0, ("ssm",)),  # MiniMaxCache.linear_cache, model dtype
+    "cca": (0, ("v",)),  # ZAYA's delayed-V state, model dtype
+    "rwkv": (0, ("shift",)),  # RwkvModel: token-shift states in the model dtype, wkv num/den/max fp32
+}
 LIGHTNING_CACHE = "MiniMaxCache.linear_cache"  # where transformers keeps MiniMax's lightning state
+RWKV_STATE = "model_kwargs['state']"  # where generate carries RWKV's state (no Cache object)
 
 _LEGACY = {"mamba": "linear_attention", "attention": "full_attention"}  # remap_legacy_layer_types
 
@@ -298,6 +304,22 @@ def zaya(cfg):
     return out
 
 
+# ---------------------------------------------------------------- RWKV
+
+
+def rwkv(cfg):
+    """RWKV (v4): every layer keeps 5 vectors of hidden_size: 2 token-shift states (model dtype) and the wkv
+    numerator, denominator and running max (fp32): 2·hidden·b + 3·hidden·4 bytes, whatever T is."""
+    n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
+    attention = config_int(cfg, "attention_hidden_size", default=None)
+    if attention is not None and attention != hidden:
+        raise ConfigError(f"attention_hidden_size {attention} must equal hidden_size {hidden}: transformers' RWKV "
+                          "state is hidden_size wide")
+    layer = LayerSpec(kind="recurrent", recurrent_family="rwkv", state_shapes=(("shift", (2, hidden)),
+                                                                              ("wkv", (3, hidden))))
+    return [layer] * n
+
+
 # ---------------------------------------------------------------- MiniMax lightning attention
 
 
@@ -317,19 +339,20 @@ def minimax(cfg):
 
 def transformers_state_bytes(layer: LayerSpec, b: int, fp32_bytes: int) -> int | None:
     """Bytes transformers 5.24 keeps for a state family defined here (None: not one of them):
-    conv (K − 1 + extra)·width·b, other states numel·4 (KDA) or numel·b (lightning)."""
-    fam = layer.recurrent_family
-    if fam not in TRANSFORMERS_CONV_EXTRA_COLUMNS:
+    conv (K − 1 + extra)·width·b, the family's model-dtype states numel·b, the others numel·4."""
+    rule = TRANSFORMERS_STATE_RULES.get(layer.recurrent_family)
+    if rule is None:
         return None
+    extra, model_dtype = rule
     total = 0
     for name, shape in layer.state_shapes:
-        numel = 1
-        for s in shape:
-            numel *= s
         if name == "conv":
-            total += (shape[0] + TRANSFORMERS_CONV_EXTRA_COLUMNS[fam]) * shape[1] * b
+            total += (shape[0] + extra) * shape[1] * b
         else:
-            total += numel * (b if fam in TRANSFORMERS_MODEL_DTYPE_STATES else fp32_bytes)
+            numel = 1
+            for s in shape:
+                numel *= s
+            total += numel * (b if name in model_dtype else fp32_bytes)
     return total
 
 
@@ -376,12 +399,10 @@ def self_attention_decoder(cfg):
 # model types read here that vLLM's model registry (vllm/model_executor/models/registry.py,
 # _TEXT_GENERATION_MODELS) does not run as generative models: BERT-style models are embedding / classification
 # models there (no KV cache), encoder-decoder decoders and Zamba (v1) are not registered
-VLLM_NOT_GENERATIVE = BERT_STYLE + SEQ2SEQ_DECODERS + ("zamba",)
+VLLM_NOT_GENERATIVE = BERT_STYLE + SEQ2SEQ_DECODERS + ("zamba", "rwkv")
 
 # causal-LM model types kvsim refuses, each with the reason (transformers 5.24, torch path)
 REFUSED = {
-    "rwkv": "RWKV carries its recurrent state in generate's model_kwargs['state'], not in a Cache; "
-            "kvsim does not size it",
     "xlstm": "xLSTM keeps an xLSTMCache of per-block matrix memories without cache layers; kvsim does not size it",
     "xlnet": "XLNet keeps 'mems' (a tuple of hidden states, mem_len tokens), not a K/V cache",
     "reformer": "Reformer's ReformerDynamicCache holds LSH buckets and hidden states, not K/V per token",
@@ -404,5 +425,5 @@ FAMILIES = {
     "olmo_hybrid": olmo_hybrid,
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), qwen3_5),
     "kimi_linear": kimi_linear, "bailing_hybrid": bailing_hybrid, "minimax": minimax,
-    "lfm3": lfm3, "zaya": zaya,
+    "lfm3": lfm3, "zaya": zaya, "rwkv": rwkv,
 }

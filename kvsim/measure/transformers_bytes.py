@@ -16,7 +16,9 @@ Contract
   state on its modules: :func:`module_state_bytes` reads ``conv1d_state`` and ``recurrent_states``.
   MiniMax keeps its lightning-attention state beside the layers, in ``MiniMaxCache.linear_cache``, and
   appends cache layers only up to its last attention layer: :func:`decoder_layer_rows` gives one row
-  per decoder layer with that state counted.
+  per decoder layer with that state counted. RWKV has no Cache: ``generate`` carries five (B, hidden, layers)
+  tensors in its model kwargs, so :func:`rwkv_state_rows` feeds the prompt and the decode steps through the
+  model's forward as ``generate`` does (greedy) and measures the state it returns, per layer.
 - torch and transformers are imported inside these functions; what they return is measured,
   never computed (the prediction is :mod:`kvsim.calc.engines_transformers`').
 """
@@ -122,4 +124,25 @@ def decoder_layer_rows(cache, num_layers: int) -> list[tuple[str, int, int]]:
             rows.append((type(layers[i]).__name__, layer_bytes(layers[i]), layer_storage_bytes(layers[i])))
         else:
             rows.append(("", 0, 0))
+    return rows
+
+
+RWKV_STATE = "model_kwargs['state']"
+
+
+def rwkv_state_rows(model, prompt_tokens: int, decode_steps: int) -> list[tuple[str, int, int]]:
+    """(class, view bytes, storage bytes) per RWKV layer: the layer's slice of each of the five state tensors
+    after a P-token prompt and D greedy one-token calls (what generate's model_kwargs['state'] holds)."""
+    import torch
+
+    vocab = model.config.vocab_size
+    ids = torch.arange(prompt_tokens).remainder(vocab - 1).add(1).unsqueeze(0)
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+        for _ in range(decode_steps):
+            out = model(out.logits[:, -1:].argmax(-1), state=out.state, use_cache=True)
+    rows = []
+    for i in range(model.config.num_hidden_layers):
+        view = sum(s[:, :, i].numel() * s.element_size() for s in out.state)
+        rows.append((RWKV_STATE, view, view))  # one layer's share of the stacked state
     return rows
