@@ -79,7 +79,16 @@ if __name__ == "__main__" and "--hybrid" not in sys.argv[1:]:
 # lfm2_moe is left out: Lfm2MoeConfig has no default layer_types (its model cannot be built from the defaults)
 # the class docstring's first link is a paper; its checkpoint= argument names the checkpoint
 HYBRID_CHECKPOINTS = {"bamba": "ibm-fms/Bamba-9.8b-2.2T-hf"}
-HYBRID_SKIP = ("lfm2_moe", "qwen3_5", "qwen3_5_moe")  # qwen3_5*: multimodal, their text parts are written
+HYBRID_SKIP = ("lfm2_moe",)  # written from HYBRID_OVERRIDES
+# Lfm2MoeConfig has no default layer_types (its model cannot be built from the defaults): the checkpoint's depth
+# and layer pattern (18 conv, 6 attention layers), as its config.json gives them
+HYBRID_OVERRIDES = {
+    "lfm2_moe": ("LiquidAI/LFM2-8B-A1B", {
+        "num_hidden_layers": 24, "layer_types": [
+            "conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv", "conv",
+            "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention",
+            "conv", "conv", "full_attention", "conv", "conv"]}),
+}
 
 
 def main_hybrid():
@@ -93,6 +102,9 @@ def main_hybrid():
             print(f"skipped {model_type}: no checkpoint in the config class docstring")
             continue
         sources[stem] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class defaults"}
+    for model_type, (ckpt, overrides) in HYBRID_OVERRIDES.items():
+        write(model_type, model_type, overrides, ckpt)
+        sources[model_type] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class with overrides"}
     (OUT / "SOURCES.json").write_text(json.dumps(sources, indent=1, sort_keys=True) + "\n")
 
 

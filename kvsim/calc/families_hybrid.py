@@ -96,8 +96,11 @@ def short_conv_layer(width: int, kernel: int) -> LayerSpec:
 
 def lfm2(cfg):
     """LFM2 / LFM2-MoE: layer_types ('conv' / 'full_attention'), else full_attn_idxs (absent: every layer
-    full, Lfm2Config); a conv layer keeps conv_L_cache columns of hidden_size."""
+    full, Lfm2Config; LFM2-MoE requires layer_types); a conv layer keeps conv_L_cache columns of hidden_size."""
     n = config_int(cfg, "num_hidden_layers")
+    if cfg.get("model_type") == "lfm2_moe" and cfg.get("layer_types") is None:
+        raise ConfigError("lfm2_moe needs layer_types (a list of 'conv' / 'full_attention' per layer): "
+                          "Lfm2MoeConfig has no default layer pattern")
     full = _indices(cfg, "full_attn_idxs", n)
     types = _types(cfg, n, lambda i: "full_attention" if full is None or i in full else "conv",
                    ("conv", "full_attention"), "layer_types")
