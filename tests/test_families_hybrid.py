@@ -185,3 +185,11 @@ def test_rwkv_state_is_two_shift_vectors_in_the_model_dtype_and_three_fp32_wkv_v
     rows = transformers_rows(spec, 100, 10, "bf16")
     assert {r.cache for r in rows} == {"model_kwargs['state']"}
     assert {r.state_bytes for r in rows} == {2 * 4096 * 2 + 3 * 4096 * 4} and len(rows) == 32
+
+
+def test_lfm2_moe_needs_layer_types_and_its_checkpoint_has_6_attention_layers():
+    spec = _load("lfm2_moe")  # LiquidAI/LFM2-8B-A1B
+    assert spec.kinds == {"recurrent": 18, "full": 6}
+    cfg = {k: v for k, v in dict(spec.config).items() if k != "layer_types"}
+    with pytest.raises(ConfigError, match="lfm2_moe needs layer_types"):
+        from_hf_config(cfg)
