@@ -241,6 +241,12 @@ HYBRID_CONFIGS["zaya"] = {**HYBRID, "model_type": "zaya", "head_dim": 16, "slidi
                           "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding"]}
 HYBRID_CONFIGS["rwkv"] = {**GPT, "model_type": "rwkv", "hidden_size": 64, "num_hidden_layers": 3,
                           "attention_hidden_size": 64, "intermediate_size": 128, "context_length": 256}
+# the multimodal Qwen3.5 configs: the text part nested in text_config (kvsim reads it; AutoModelForCausalLM builds
+# the text model), a tiny vision tower beside it
+TINY_VISION = {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64}
+for _outer, _inner in (("qwen3_5", "qwen3_5_text"), ("qwen3_5_moe", "qwen3_5_moe_text")):
+    HYBRID_CONFIGS[_outer] = {"model_type": _outer, "text_config": HYBRID_CONFIGS[_inner], "vision_config": TINY_VISION,
+                              "tie_word_embeddings": False}
 CONFIGS.update(HYBRID_CONFIGS)
 # ------------------------------------------------------------ end h22-fam-hybrid
 
