@@ -25,6 +25,11 @@ ANSWERS = {
     "08.2": (15_009_857_536 + 2**34) / 3.35e12 * 1e3,  # ms: weights + 128K of KV over 3.35 TB/s
     "08.3": 205.3,          # the measured H200's ridge, 7.517e14 FLOP/s / 3.662e12 B/s
     "09.1": (1 - 0.8**5) / 0.2, "09.2": 3, "09.3": 3,
+    # lessons 02/04/05/07: predict-then-measure (the checker measures a real cache or pool)
+    "02.4": 1024 * 2 * 16 * 8 * 64 * 2,          # ⌈1000/256⌉·256 slots × K+V × 16 layers × 8 heads × 64 × bf16
+    "04.4": 4096 * 2 * 8 * 128 * 2,              # the ring keeps W = 4096 slots of Mistral's layer
+    "05.4": 4 * 1024 * 2 * 8 * 128 * 2 + 28 * (3 * 8192 + 8192 * 16) * 2,  # 4 KV caches + 28 bf16 Mamba states
+    "07.4": 10 * 16 * 2 * 8 * 128 * 4,           # ⌈150/16⌉ blocks × 16 × K+V × 8 × 128 × fp32
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..calc import capacity, memory, phases
+from ..calc import capacity, hybrid, memory, phases
 from ..calc.counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from ..calc.hardware import get_accelerator
 from ..calc.registry import load_model
@@ -307,6 +307,72 @@ def _ring_rewind(rewind_tokens=2):
                      (1, f"that is a ring without spare slots; this one has R = {rewind_tokens}.")))
 
 
+# ---------------------------------------------------------------- predict, then measure (lessons 02/04/05/07)
+
+def _measured_prompt_caches(model="llama-3.2-1b", tokens=1000):
+    from .l02_how_big.measure import prompt_caches_nbytes
+    spec, layer = _attn(model)
+    m = prompt_caches_nbytes(model, tokens)
+    per = memory.bytes_per_token(spec, "bf16")
+    slots = int(memory.allocated_slots(tokens))
+    assert m["nbytes"] == slots * per == memory.allocated_bytes(spec, tokens)  # the real caches and the formula
+    return Solution(m["nbytes"], f"⌈{tokens:,} / 256⌉ × 256 = {slots:,} slots × (2 × {spec.num_hidden_layers} × "
+                                 f"{layer.num_key_value_heads} × {layer.head_dim} × {BF16} B = {per:,} B) = "
+                                 f"{slots * per:,} B (memory.allocated_bytes); measured on the real caches: nbytes = "
+                                 f"{m['nbytes']:,} B",
+                    ((m["used_bytes"], "that is used_bytes, the tokens held; each buffer grows 256 slots at a time."),
+                     (m["nbytes"] // spec.num_hidden_layers, f"that is one layer; make_caches builds "
+                                                             f"{spec.num_hidden_layers}."),
+                     (m["nbytes"] // 2, "a slot holds a key AND a value.")))
+
+
+def _measured_ring(window=4096, tokens=5000):
+    from .l04_windows.measure import ring_prompt_nbytes
+    m = ring_prompt_nbytes(window, tokens)
+    row = m["row_bytes"]
+    assert m["nbytes"] == int(memory.allocated_slots(tokens, limit=window)) * row  # the real ring and the formula
+    return Solution(m["nbytes"], f"min(⌈{tokens:,} / 256⌉ × 256, W = {window:,}) = {m['nbytes'] // row:,} slots × "
+                                 f"(2 × 8 × 128 × {BF16} B = {row:,} B) = {m['nbytes']:,} B; measured on a real "
+                                 f"RotatingKVCache({window}): nbytes = {m['nbytes']:,} B (offset {m['offset']:,})",
+                    ((tokens * row, f"that keeps all {tokens:,} tokens; the ring keeps only the last W = {window:,}."),
+                     (int(memory.allocated_slots(tokens)) * row, "that is a KVCache's 256-slot steps; a ring never "
+                                                                 "grows past W."),
+                     (m["nbytes"] // 2, "a slot holds a key AND a value.")))
+
+
+def _measured_hybrid(model="jamba-v0.1", tokens=1000):
+    from .l05_hybrids.measure import prompt_caches_nbytes
+    spec = load_model(model)
+    m = prompt_caches_nbytes(model, tokens)
+    kv, state = memory.allocated_bytes(spec, tokens), memory.fixed_state_bytes(spec)
+    assert (m["kv_bytes"], m["state_bytes"]) == (kv, state)  # the real caches and the formula
+    n_att = spec.num_hidden_layers - spec.count("recurrent")
+    return Solution(m["nbytes"], f"K/V: {n_att} attention layers × ⌈{tokens:,} / 256⌉ × 256 slots = {kv:,} B "
+                                 f"(memory.allocated_bytes) + {spec.count('recurrent')} recurrent states = "
+                                 f"{state:,} B (memory.fixed_state_bytes) = {kv + state:,} B; measured on the real "
+                                 f"caches: nbytes = {m['nbytes']:,} B",
+                    ((kv, f"that is the K/V alone; the {spec.count('recurrent')} recurrent states are held from the "
+                          "first token."),
+                     (state, f"that is the state alone; the {n_att} attention layers hold K/V too."),
+                     (memory.kv_bytes(hybrid.all_attention(spec), tokens), "that is the all-attention twin.")))
+
+
+def _measured_paged(model="llama-3-8b", prompt_tokens=100, decode_steps=50, block_size=16):
+    from .l07_paged.measure import paged_vs_dense
+    spec, layer = _attn(model)
+    rows = paged_vs_dense(layer, prompt_tokens, decode_steps, block_size=block_size)
+    nbytes, blocks = rows[-1]["paged nbytes"], rows[-1]["paged blocks held"]
+    tokens = prompt_tokens + decode_steps
+    per_block = block_size * memory.layer_token_bytes(layer, "float32")
+    assert nbytes == math.ceil(tokens / block_size) * per_block and blocks == math.ceil(tokens / block_size)
+    return Solution(nbytes, f"⌈{tokens} / {block_size}⌉ = {blocks} blocks × {block_size} tokens × (2 × "
+                            f"{layer.num_key_value_heads} × {layer.head_dim} × 4 B) = {nbytes:,} B; measured on a real "
+                            f"PagedKVCache: nbytes = {nbytes:,} B",
+                    ((tokens * per_block // block_size, "that counts tokens; the pool hands out whole blocks."),
+                     (rows[-1]["dense nbytes"], "that is the dense KVCache's 256-slot buffer, not the blocks."),
+                     (nbytes // 2, "float32 here: 4 B per element, and a key AND a value.")))
+
+
 def _ex(key, title, unit, hint, solve, rel_tol=None):
     return key, Exercise(key, title, unit, hint, solve, rel_tol)
 
@@ -333,7 +399,8 @@ EXERCISES = dict([
         "budget / bytes per token (every layer holds W tokens)", _window_for_budget),
     _ex("04.2", "Gemma 3 27B's KV bytes at 32,768 tokens (bf16)", "bytes",
         "sliding layers hold W tokens, full layers all T", _gemma_at),
-    _ex("04.3", "the slot of token 20 in RotatingKVCache(max_size=6, keep=2)", "slot", "keep + (t − keep) mod W",
+    _ex("04.3", "the slot of token 20 in RotatingKVCache(max_size=6, keep=2)", "(slot index, from 0)",
+        "keep + (t − keep) mod W",
         _ring_slot),
     _ex("05.1", "Jamba's KV at 262,144 tokens (bf16)", "GiB", "only the attention layers grow", _jamba_kv_gib),
     _ex("05.2", "elements in one Jamba Mamba layer's state", "elements",
@@ -362,6 +429,15 @@ EXERCISES = dict([
         "the verify pass wrote k + 1 rows; keep the last token and the accepted drafts", _trimmed),
     _ex("09.3", "how far RotatingKVCache(8, rewind_tokens=2) can rewind right after a write", "tokens",
         "spare slots plus the newest token", _ring_rewind),
+    # lessons 02/04/05/07: predict a real cache's or pool's bytes, then the checker measures it
+    _ex("02.4", "nbytes of make_caches(Llama 3.2 1B) after a 1,000-token prompt (bf16)", "bytes",
+        "every layer's buffer grows 256 slots at a time; M_token × the slots", _measured_prompt_caches),
+    _ex("04.4", "nbytes of a bf16 RotatingKVCache(4096) of Mistral 7B's layer after a 5,000-token prompt", "bytes",
+        "the ring never holds more than W slots; a slot is 2 × 8 × 128 × 2 B", _measured_ring),
+    _ex("05.4", "nbytes of make_caches(Jamba v0.1) after a 1,000-token prompt (bf16 K/V)", "bytes",
+        "4 attention caches in 256-slot steps plus 28 fixed Mamba states", _measured_hybrid),
+    _ex("07.4", "nbytes of a PagedKVCache for one Llama 3 8B layer after 100 + 50 tokens, blocks of 16 (float32)",
+        "bytes", "whole blocks of 16 tokens; a token is 2 × 8 × 128 × 4 B", _measured_paged),
 ])
 
 
