@@ -296,3 +296,16 @@ def test_serving_title_and_curves_are_the_data_numbers():
         f"holds tokens\n{s['num_requests']} requests in {s['iterations']:,} iterations, "
         f"{s['mean_running']:.1f} running on average, {s['preemptions']} preemptions")
     plt.close(fig)
+
+
+def test_serving_view_default_rate_shows_the_policy_effect():
+    """At the view's default (saturated) rate the policies differ; at a low rate every policy holds the same."""
+    import inspect
+
+    from kvsim.lessons.l07_paged.data import serving_numbers
+    from kvsim.lessons.l07_paged.views import SATURATED_RATE, serving_view
+    assert inspect.signature(serving_view).parameters["rate"].default == SATURATED_RATE
+    share = {p: serving_numbers(p, 16, SATURATED_RATE)["token_states_percent"] for p in ("max", "oracle", "paged")}
+    assert share["paged"] > 1.5 * share["oracle"] > 1.5 * share["max"]
+    idle = {p: serving_numbers(p, 16, 0.01)["token_states_percent"] for p in ("max", "paged")}
+    assert idle["max"] == idle["paged"]
