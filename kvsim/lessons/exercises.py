@@ -308,70 +308,63 @@ def _ring_rewind(rewind_tokens=2):
 
 
 # ---------------------------------------------------------------- predict, then measure (lessons 02/04/05/07)
+# The learner predicts what a real cache or pool will hold, then measures it in the lesson (its measure module); the
+# checker compares the prediction with the package's formula, which tests/lessons/test_lNN_* check equal to the
+# measurement (the checker itself stays pure: no MLX).
 
 def _measured_prompt_caches(model="llama-3.2-1b", tokens=1000):
-    from .l02_how_big.measure import prompt_caches_nbytes
     spec, layer = _attn(model)
-    m = prompt_caches_nbytes(model, tokens)
     per = memory.bytes_per_token(spec, "bf16")
     slots = int(memory.allocated_slots(tokens))
-    assert m["nbytes"] == slots * per == memory.allocated_bytes(spec, tokens)  # the real caches and the formula
-    return Solution(m["nbytes"], f"⌈{tokens:,} / 256⌉ × 256 = {slots:,} slots × (2 × {spec.num_hidden_layers} × "
-                                 f"{layer.num_key_value_heads} × {layer.head_dim} × {BF16} B = {per:,} B) = "
-                                 f"{slots * per:,} B (memory.allocated_bytes); measured on the real caches: nbytes = "
-                                 f"{m['nbytes']:,} B",
-                    ((m["used_bytes"], "that is used_bytes, the tokens held; each buffer grows 256 slots at a time."),
-                     (m["nbytes"] // spec.num_hidden_layers, f"that is one layer; make_caches builds "
-                                                             f"{spec.num_hidden_layers}."),
-                     (m["nbytes"] // 2, "a slot holds a key AND a value.")))
+    value = int(memory.allocated_bytes(spec, tokens))
+    return Solution(value, f"⌈{tokens:,} / 256⌉ × 256 = {slots:,} slots × (2 × {spec.num_hidden_layers} × "
+                           f"{layer.num_key_value_heads} × {layer.head_dim} × {BF16} B = {per:,} B) = {value:,} B "
+                           "(memory.allocated_bytes; the lesson measures the same nbytes on the real caches)",
+                    ((tokens * per, "that is used_bytes, the tokens held; each buffer grows 256 slots at a time."),
+                     (value // spec.num_hidden_layers, f"that is one layer; make_caches builds "
+                                                       f"{spec.num_hidden_layers}."),
+                     (value // 2, "a slot holds a key AND a value.")))
 
 
-def _measured_ring(window=4096, tokens=5000):
-    from .l04_windows.measure import ring_prompt_nbytes
-    m = ring_prompt_nbytes(window, tokens)
-    row = m["row_bytes"]
-    assert m["nbytes"] == int(memory.allocated_slots(tokens, limit=window)) * row  # the real ring and the formula
-    return Solution(m["nbytes"], f"min(⌈{tokens:,} / 256⌉ × 256, W = {window:,}) = {m['nbytes'] // row:,} slots × "
-                                 f"(2 × 8 × 128 × {BF16} B = {row:,} B) = {m['nbytes']:,} B; measured on a real "
-                                 f"RotatingKVCache({window}): nbytes = {m['nbytes']:,} B (offset {m['offset']:,})",
+def _measured_ring(model="mistral-7b-v0.1", window=4096, tokens=5000):
+    spec, layer = _attn(model)
+    row = memory.layer_token_bytes(layer, "bf16")
+    slots = int(memory.allocated_slots(tokens, limit=window))
+    value = slots * row
+    return Solution(value, f"min(⌈{tokens:,} / 256⌉ × 256, W = {window:,}) = {slots:,} slots × (2 × "
+                           f"{layer.num_key_value_heads} × {layer.head_dim} × {BF16} B = {row:,} B) = {value:,} B "
+                           f"(memory.allocated_slots; the lesson measures a real RotatingKVCache({window}))",
                     ((tokens * row, f"that keeps all {tokens:,} tokens; the ring keeps only the last W = {window:,}."),
                      (int(memory.allocated_slots(tokens)) * row, "that is a KVCache's 256-slot steps; a ring never "
                                                                  "grows past W."),
-                     (m["nbytes"] // 2, "a slot holds a key AND a value.")))
+                     (value // 2, "a slot holds a key AND a value.")))
 
 
 def _measured_hybrid(model="jamba-v0.1", tokens=1000):
-    from .l05_hybrids.measure import prompt_caches_nbytes
     spec = load_model(model)
-    m = prompt_caches_nbytes(model, tokens)
-    kv, state = memory.allocated_bytes(spec, tokens), memory.fixed_state_bytes(spec)
-    assert (m["kv_bytes"], m["state_bytes"]) == (kv, state)  # the real caches and the formula
-    n_att = spec.num_hidden_layers - spec.count("recurrent")
-    return Solution(m["nbytes"], f"K/V: {n_att} attention layers × ⌈{tokens:,} / 256⌉ × 256 slots = {kv:,} B "
-                                 f"(memory.allocated_bytes) + {spec.count('recurrent')} recurrent states = "
-                                 f"{state:,} B (memory.fixed_state_bytes) = {kv + state:,} B; measured on the real "
-                                 f"caches: nbytes = {m['nbytes']:,} B",
-                    ((kv, f"that is the K/V alone; the {spec.count('recurrent')} recurrent states are held from the "
-                          "first token."),
+    kv, state = int(memory.allocated_bytes(spec, tokens)), memory.fixed_state_bytes(spec)
+    n_att, n_rec = spec.num_hidden_layers - spec.count("recurrent"), spec.count("recurrent")
+    return Solution(kv + state, f"K/V: {n_att} attention layers × ⌈{tokens:,} / 256⌉ × 256 slots = {kv:,} B "
+                                f"(memory.allocated_bytes) + {n_rec} recurrent states = {state:,} B "
+                                f"(memory.fixed_state_bytes) = {kv + state:,} B (the lesson measures the real caches)",
+                    ((kv, f"that is the K/V alone; the {n_rec} recurrent states are held from the first token."),
                      (state, f"that is the state alone; the {n_att} attention layers hold K/V too."),
                      (memory.kv_bytes(hybrid.all_attention(spec), tokens), "that is the all-attention twin.")))
 
 
 def _measured_paged(model="llama-3-8b", prompt_tokens=100, decode_steps=50, block_size=16):
-    from .l07_paged.measure import paged_vs_dense
     spec, layer = _attn(model)
-    rows = paged_vs_dense(layer, prompt_tokens, decode_steps, block_size=block_size)
-    nbytes, blocks = rows[-1]["paged nbytes"], rows[-1]["paged blocks held"]
     tokens = prompt_tokens + decode_steps
-    per_block = block_size * memory.layer_token_bytes(layer, "float32")
-    assert nbytes == math.ceil(tokens / block_size) * per_block and blocks == math.ceil(tokens / block_size)
-    return Solution(nbytes, f"⌈{tokens} / {block_size}⌉ = {blocks} blocks × {block_size} tokens × (2 × "
-                            f"{layer.num_key_value_heads} × {layer.head_dim} × 4 B) = {nbytes:,} B; measured on a real "
-                            f"PagedKVCache: nbytes = {nbytes:,} B",
-                    ((tokens * per_block // block_size, "that counts tokens; the pool hands out whole blocks."),
-                     (rows[-1]["dense nbytes"], "that is the dense KVCache's 256-slot buffer, not the blocks."),
-                     (nbytes // 2, "float32 here: 4 B per element, and a key AND a value.")))
-
+    per = memory.layer_token_bytes(layer, "float32")
+    blocks = math.ceil(tokens / block_size)
+    value = blocks * block_size * per
+    return Solution(value, f"⌈{tokens} / {block_size}⌉ = {blocks} blocks × {block_size} tokens × (2 × "
+                           f"{layer.num_key_value_heads} × {layer.head_dim} × 4 B = {per:,} B) = {value:,} B (the "
+                           "lesson measures a real PagedKVCache)",
+                    ((tokens * per, "that counts tokens; the pool hands out whole blocks."),
+                     (int(memory.allocated_slots(tokens)) * per, "that is a dense KVCache's 256-slot buffer, not "
+                                                                 "the blocks."),
+                     (value // 2, "float32 here: 4 B per element, and a key AND a value.")))
 
 def _ex(key, title, unit, hint, solve, rel_tol=None):
     return key, Exercise(key, title, unit, hint, solve, rel_tol)

@@ -106,3 +106,12 @@ def test_draw_engines_all_bars_carry_the_bytes():
         assert {txt.get_text().strip() for txt in ax.texts} == {format_bytes(c["total_bytes"]) for c in t["engines"]}
     finally:
         plt.close(fig)
+
+
+def test_exercise_02_4_prediction_is_what_the_real_caches_hold():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l02_how_big.measure import prompt_caches_nbytes
+
+    m = prompt_caches_nbytes("llama-3.2-1b", 1000)
+    assert m["nbytes"] == EXERCISES["02.4"].solve().value == memory.allocated_bytes(load_model("llama-3.2-1b"), 1000)
+    assert m["used_bytes"] == 1000 * memory.bytes_per_token(load_model("llama-3.2-1b")) < m["nbytes"]

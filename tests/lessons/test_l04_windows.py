@@ -319,3 +319,14 @@ def test_slot_history_padding_and_title_are_the_data_numbers():
     vis = list(h.visible[-1])
     assert f"positions {position_span(vis)} ({len(vis)} keys)" in ax.get_title()
     plt.close(fig)
+
+
+def test_exercise_04_4_prediction_is_what_the_real_ring_holds():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l04_windows.measure import ring_prompt_nbytes
+
+    m = ring_prompt_nbytes(4096, 5000)
+    mistral = load_model("mistral-7b-v0.1")
+    assert m["nbytes"] == EXERCISES["04.4"].solve().value == memory.layer_kv_bytes(mistral.layers[0], 5000, "bf16",
+                                                                                     view="allocated")
+    assert m["offset"] == 5000 and m["row_bytes"] == memory.layer_token_bytes(mistral.layers[0])

@@ -173,3 +173,13 @@ def test_hybrid_cache_numbers_and_the_view_title():
     draw_hybrid_cache(ax, "jamba-v0.1", 262_144, 2)
     assert ax.get_title() == "jamba-v0.1: 28 mamba, 4 full; batch 2, bf16"
     plt.close(fig)
+
+
+def test_exercise_05_4_prediction_is_what_the_real_caches_hold():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l05_hybrids.measure import prompt_caches_nbytes
+
+    jamba = load_model("jamba-v0.1")
+    m = prompt_caches_nbytes("jamba-v0.1", 1000)
+    assert (m["kv_bytes"], m["state_bytes"]) == (memory.allocated_bytes(jamba, 1000), memory.fixed_state_bytes(jamba))
+    assert m["nbytes"] == EXERCISES["05.4"].solve().value
