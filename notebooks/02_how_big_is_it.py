@@ -177,9 +177,12 @@ for label, memory_bytes in a100_40gb.items():
                  "2,048-token requests": capacity.max_concurrent_sequences(
                      opt13b, 2048, memory_bytes, utilization=0.95, kv_dtype="fp16",
                      weights_bytes=int(0.65 * memory_bytes))})
-print(f"OPT-13B: {per_token:,} B per token (fp16)")
+print(f"OPT-13B: {per_token:,} B per token (fp16); Kwon et al.'s weights: 13 × 10⁹ parameters × 2 B = "
+      f"{13 * 2:,} GB = {13 * 2 / 40:.0%} of 40 GB")
+print(f"the card: {get_accelerator('A100 40GB').memory_bytes // 2**20:,} MiB")
 print(format_table(rows))
-print("lesson 07's simulated KV budget:", f"{kwon_setup_capacity_tokens():,} token slots")
+print("lesson 07's simulated KV budget:", f"{kwon_setup_capacity_tokens():,} token slots "
+      f"(the paper's {kwon_setup_capacity_tokens() / 1000:.1f}K)")
 
 # %% [markdown]
 # Either way only about 15 thousand tokens fit: seven requests of 2,048 tokens.
@@ -247,7 +250,7 @@ check("02.1", bytes_per_token_70b)
 
 # %% [markdown]
 # **2.** One Llama 3 8B request on an H100 80GB (80 GiB, kvsim's table), with the bf16 weights loaded
-# (`weights_bytes(llama8b)` bytes) and a server that may use 90 % of the memory: what is the longest context, in tokens,
+# (`weights_bytes(llama8b)` bytes) and a server that may use a share 0.9 of the memory: what is the longest context, in tokens,
 # whose cache still fits?
 
 # %%

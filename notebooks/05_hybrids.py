@@ -149,7 +149,7 @@ print(format_table(rows))
 
 # %% [markdown]
 # 4 GiB against 32 GiB (the paper rounds to 4 GB and 32 GB): one attention layer in eight means one eighth of the KV.
-# The price, 28 Mamba states, is 8.3 MiB per sequence — what Mixtral's cache reaches after 67 tokens. (That compares
+# The price, 28 Mamba states, is 8.31 MiB per sequence — what Mixtral's cache reaches after 67 tokens. (That compares
 # the state alone with Mixtral's whole cache; the short-context section below compares Jamba's whole cache, state plus
 # its 4 attention layers, with its all-attention twin, and finds a slightly later crossover: 28 states against 28
 # swapped layers' K/V instead of against 32 layers'.)
@@ -186,11 +186,13 @@ print(format_table(rows))
 #   of state tensors above) and keeps them in fp32, not bf16.
 #
 # On log-log axes: the transformer's line (Mixtral) rises forever; the hybrids rise beside it, lower by their share of
-# attention KV (at 256K Jamba ends 8× below Mixtral, Qwen3-Next about 5×: its 4× above is against its own
-# all-attention twin, whose 2 KV heads per layer hold less than Mixtral's 8); the windowed RecurrentGemma flattens at
-# 2048 tokens and the pure state-space models are flat from the first token.
+# attention KV (at 256K Jamba ends 8.0× below Mixtral, Qwen3-Next 5.3×, printed below: its 4× above is against its
+# own all-attention twin, whose 2 KV heads per layer hold less than Mixtral's 8); the windowed RecurrentGemma flattens
+# at 2048 tokens and the pure state-space models are flat from the first token.
 
 # %%
+at_256k = {name: hybrid.cache_split(load_model(name), 262_144)["total"] for name in ("jamba-v0.1", "qwen3-next-80b-a3b")}
+print(", ".join(f"{name}: {memory.kv_bytes(mixtral, 262_144) / b:.1f}× below Mixtral at 256K" for name, b in at_256k.items()))
 fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
 draw_state_vs_kv(ax, tokens=262_144)
 plt.show()
@@ -288,7 +290,7 @@ print(format_table(rows))
 # %% [markdown]
 # ## Summary
 # - A recurrent layer keeps a fixed state per sequence; only attention layers grow with the context.
-# - Jamba (4 attention layers of 32): 4 GiB of KV at 256K tokens vs Mixtral's 32 GiB, plus 8.3 MiB of Mamba state.
+# - Jamba (4 attention layers of 32): 4 GiB of KV at 256K tokens vs Mixtral's 32 GiB, plus 8.31 MiB of Mamba state.
 # - Qwen3-Next (12 of 48 layers attend): 6 GiB at 256K instead of 24; RecurrentGemma (8 local layers, W = 2048) stops at 16 MiB;
 #   Mamba-2 2.7B and Falcon-Mamba 7B hold 162 MiB and 19 MiB whatever the length.
 # - A real hybrid decode measures exactly that: `RecurrentStateCache.nbytes` constant, `KVCache.nbytes` growing in steps.

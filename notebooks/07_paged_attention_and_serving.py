@@ -40,7 +40,13 @@ from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.weights import weights_bytes
 from kvsim.lessons.exercises import check
-from kvsim.lessons.l07_paged.data import capacity_table, preemption_story, sharing_savings, sharing_scenario
+from kvsim.lessons.l07_paged.data import (
+    UTILIZATION,
+    capacity_table,
+    preemption_story,
+    sharing_savings,
+    sharing_scenario,
+)
 from kvsim.lessons.l07_paged.measure import paged_vs_dense, summarize
 from kvsim.lessons.l07_paged.plots import plot_policy_split
 from kvsim.lessons.l07_paged.views import (
@@ -52,7 +58,7 @@ from kvsim.lessons.l07_paged.views import (
 )
 from kvsim.serving import fragmentation, sim
 from kvsim.serving.blocks import BlockAllocator
-from kvsim.serving.workload import make_workload
+from kvsim.serving.workload import LENGTHS, make_workload
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -168,10 +174,11 @@ print(format_table([{"layer": name, **summarize(rows)} for name, rows in paged_r
 # ## How much prefix sharing saves
 #
 # 100 requests with the same 500-token system prompt and 60 tokens of their own, blocks of 16, counted on two real
-# allocators (with and without prefix caching). Only **full** blocks are shared: 31 blocks hold 496 tokens of the
-# system prompt, its last 4 tokens share a block with each request's own tokens.
+# allocators (with and without prefix caching). Only **full** blocks are shared: the system prompt's last tokens share
+# a block with each request's own tokens.
 
 # %%
+print(f"500-token system prompt: {500 // 16} full blocks of 16 hold {500 // 16 * 16} tokens, {500 % 16} left over")
 print(format_table([{"requests": n, "system prompt": p, "own tokens": u, **sharing_savings(n, p, u, 16)}
                     for n, p, u in ((100, 500, 60), (100, 2000, 60), (8, 500, 500))], digits=1))
 
@@ -194,7 +201,8 @@ print(format_table([{"requests": n, "system prompt": p, "own tokens": u, **shari
 capacity_tokens = fragmentation.KWON_CAPACITY_TOKENS  # Table 1: 12 GiB / 800 KiB
 workload = make_workload(1000, "chat", rate=1.0, max_len=fragmentation.KWON_MAX_LEN, seed=0)
 results = fragmentation.compare_policies(workload, capacity_tokens, progress=True)
-print(f"KV budget: {capacity_tokens:,} token slots; {len(workload)} requests")
+print(f"KV budget: {capacity_tokens:,} token slots; {len(workload)} requests of at most "
+      f"{fragmentation.KWON_MAX_LEN:,} tokens")
 print(format_table(fragmentation.figure2_rows(results), digits=1, formats={"mean running": "{:.2f}".format}))
 
 # %%
@@ -220,6 +228,8 @@ plt.show()
 # `"short"` lengths), 20,000 requests arriving at once:
 
 # %%
+print("mean prompt and output tokens of the 'short' lengths:",
+      [LENGTHS["short"][part][1] for part in ("prompt", "output")])
 alpaca = fragmentation.compare_policies(make_workload(20000, "short", max_len=fragmentation.KWON_MAX_LEN, seed=0),
                                         capacity_tokens, policies=("pow2", "oracle"))
 print(format_table(fragmentation.running_rows(alpaca, fragmentation.KWON_FIGURE13["alpaca"]), digits=2))
@@ -294,12 +304,13 @@ serving_view()
 # ## Capacity: how many sequences fit
 #
 # `kvsim.serving` turns the budget into sequences per accelerator: bf16 weights (DeepSeek-V3 in its released FP8),
-# `tp` the smallest power of two whose weight shard leaves room, 90 % of GPU memory (75 % of a Mac's unified memory).
+# `tp` the smallest power of two whose weight shard leaves room, and a share of memory (`UTILIZATION`, printed).
 # Each column is $\lfloor \text{KV budget per GPU} / \text{bytes of one sequence} \rfloor$: `dense` reserves the whole
 # context up front; `paged` uses blocks of 16 with every sequence reaching the context; `paged_chat` blocks of 16 for
 # chat-like lengths (capped at the context); `quantized` is `paged` with 8-bit KV (lesson 06). At 8,192 tokens:
 
 # %%
+print("utilization:", UTILIZATION)
 capacity_columns = ["model", "accelerator", "tp", "kv_budget_gib", "dense", "paged", "paged_chat", "quantized", "note"]
 print(format_table(capacity_table(contexts=(8192,)), columns=capacity_columns, digits=1))
 
