@@ -65,15 +65,12 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # %% [markdown]
 # ## The problem: a server does not know how long an answer will be
 #
-# A request arrives with its prompt; how many tokens the answer will have is known only when it ends. A server that
-# keeps each request's KV cache in **one contiguous region** must reserve that region up front: for the longest
-# answer it might produce (Orca reserved the model's maximum length), for the answer's length rounded up to a power
-# of two (at most twice what it needs), or, with an oracle, for the true length. Three kinds of waste follow
-# (Kwon et al. 2023, §3):
-# - **reservation**: slots reserved for tokens the request will write later; nobody else can use them meanwhile;
-# - **internal fragmentation**: slots reserved for tokens that never come (the answer ended earlier);
-# - **external fragmentation**: free memory in holes between reservations, too small for the next request; an
-#   allocator that rounds every region up (a buddy allocator: to a power of two) adds the rounding to it.
+# How long an answer will be is known only when it ends. A server that keeps each request's KV cache in **one
+# contiguous region** must reserve it up front: for the longest possible answer (Orca: the model's maximum length),
+# for the length rounded up to a power of two, or, with an oracle, for the true length. Three kinds of waste follow
+# (Kwon et al. 2023, §3): **reservation** (slots for tokens not yet written), **internal fragmentation** (slots for
+# tokens that never come) and **external fragmentation** (holes between regions too small for the next request,
+# plus whatever the allocator rounds up).
 
 # %% [markdown]
 # ## Blocks and block tables
@@ -91,15 +88,10 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # n_{\text{blocks}} = \left\lfloor \frac{\text{KV budget}}{N \cdot M_{\text{token}}} \right\rfloor
 # $$
 #
-# | symbol | meaning | where it comes from |
-# |---|---|---|
-# | $M_{\text{token}}$ | bytes per token: $2 \cdot n_{\text{layers}} \cdot n_{\text{kv}} \cdot d_h \cdot b$ (lesson 02) | `num_hidden_layers`, `num_key_value_heads`, `head_dim`, dtype |
-# | $N$ | tokens per block | server setting (vLLM `--block-size`, default 16) |
-# | $T$ | tokens a sequence holds | – |
-# | KV budget | memory × utilization − weights | `gpu_memory_utilization` (kvsim 0.9; vLLM 0.33: 0.92), accelerator, model size |
-#
-# The bytes per token do not change: paging removes memory that was reserved and unused. For one Llama 3 8B
-# sequence against a contiguous reservation of its 8,192-token maximum:
+# $M_{\text{token}}$ is lesson 02's bytes per token, $N$ the server's block size (vLLM `--block-size`), $T$ the tokens a
+# sequence holds, and the KV budget memory × utilization − weights (`gpu_memory_utilization`: kvsim 0.9, vLLM 0.33
+# 0.92). The bytes per token do not change; paging removes memory reserved and unused. One Llama 3 8B sequence
+# against a contiguous reservation of its 8,192-token maximum:
 
 # %%
 llama8b = load_model("llama-3-8b")
