@@ -25,7 +25,9 @@
 # - why Llama 3 8B needs 128 KiB per token and Llama 3 70B 320 KiB, and what they would need without GQA;
 # - how the cache grows with context length and batch, and where it overtakes the weights (8K = 1 GiB, 128K = 16 GiB;
 #   the weights at 122,533 tokens, or 30,634 as MHA);
-# - how many requests fit on one accelerator once the weights are loaded.
+# - how many requests fit on one accelerator once the weights are loaded;
+# - what five real engines (kvsim, mlx-lm, transformers dynamic and static, vLLM) hold for the same request, and
+#   why they differ on sliding, MLA and recurrent layers.
 
 # %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
@@ -34,13 +36,16 @@ import matplotlib.pyplot as plt
 
 from kvsim.calc import capacity, memory, units
 from kvsim.calc.counterfactual import as_mha, attention_variants
+from kvsim.calc.engines_all import format_engine_table
 from kvsim.calc.explain import explain
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.weights import weights_bytes
 from kvsim.lessons.exercises import check
-from kvsim.lessons.l02_how_big.views import capacity_view, draw_seed_figure, seed_figure_view
+from kvsim.lessons.l02_how_big.data import ENGINE_MODELS, engines_all_numbers
+from kvsim.lessons.l02_how_big.measure import prompt_caches_nbytes
+from kvsim.lessons.l02_how_big.views import capacity_view, draw_engines_all, seed_figure_view
 from kvsim.serving.fragmentation import kwon_setup_capacity_tokens
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
@@ -140,14 +145,6 @@ print(f"the cache equals them at {cross:,} tokens; as MHA (4× the bytes per tok
 # mark 8K = 1 GiB and 128K = 16 GiB, and the two crossovers: 122,533 tokens, and a quarter of that as MHA.
 # The seed puts the MHA crossover at "32K" because it reads the weights' 16 GB as 16 GiB, the cache size at 128K, and
 # takes a quarter of 128K; in binary units the weights are 14.96 GiB, so the quarter is 30,634 tokens.
-
-# %%
-fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
-draw_seed_figure(ax, model="llama-3.1-8b", kv_dtype="bf16")
-plt.show()
-
-# %% [markdown]
-# ## Try it: model and KV dtype
 #
 # Pick another model or KV dtype. fp8 halves every line and pushes each crossover twice as far; Llama 3 70B's weights
 # are so large that one request never reaches them within its 128K context.
@@ -180,9 +177,12 @@ for label, memory_bytes in a100_40gb.items():
                  "2,048-token requests": capacity.max_concurrent_sequences(
                      opt13b, 2048, memory_bytes, utilization=0.95, kv_dtype="fp16",
                      weights_bytes=int(0.65 * memory_bytes))})
-print(f"OPT-13B: {per_token:,} B per token (fp16)")
+print(f"OPT-13B: {per_token:,} B per token (fp16); Kwon et al.'s weights: 13 × 10⁹ parameters × 2 B = "
+      f"{13 * 2:,} GB = {13 * 2 / 40:.0%} of 40 GB")
+print(f"the card: {get_accelerator('A100 40GB').memory_bytes // 2**20:,} MiB")
 print(format_table(rows))
-print("lesson 07's simulated KV budget:", f"{kwon_setup_capacity_tokens():,} token slots")
+print("lesson 07's simulated KV budget:", f"{kwon_setup_capacity_tokens():,} token slots "
+      f"(the paper's {kwon_setup_capacity_tokens() / 1000:.1f}K)")
 
 # %% [markdown]
 # Either way only about 15 thousand tokens fit: seven requests of 2,048 tokens.
@@ -192,6 +192,40 @@ print("lesson 07's simulated KV budget:", f"{kwon_setup_capacity_tokens():,} tok
 
 # %% tags=["nbval-ignore-output"]
 capacity_view()
+
+# %% [markdown]
+# ## One request, five engines
+#
+# The formula counts what a model *must* keep. An engine keeps what its cache classes allocate, and the engines
+# differ: kvsim's caches and mlx-lm's grow in steps of slots, transformers' `DynamicCache` holds exactly the tokens fed
+# (its `StaticCache` a fixed length), vLLM hands out fixed-size blocks and frees the blocks a sliding layer no longer
+# needs only once decoding starts. For one request, a prompt and no decode step yet, here is what each holds
+# (`kvsim calc MODEL --engine all --prompt-tokens P` prints the same table):
+
+# %%
+engine_tables = engines_all_numbers(ENGINE_MODELS, prompt_tokens=8192, decode_steps=0)
+print(format_table([{"model": name, **{c["engine"]: units.format_bytes(c["total_bytes"]) if "total_bytes" in c
+                                       else "refused" for c in t["engines"]}} for name, t in engine_tables.items()]))
+
+# %% [markdown]
+# A plain GQA model (Llama 3 8B) and an MLA model (DeepSeek-V3) get the same bytes from every engine. The rest differ
+# layer kind by layer kind, each bar below split by kind:
+# - **sliding** (Gemma 3 27B): vLLM still holds the whole prompt in the 52 sliding layers right after prefill;
+#   the others keep only the window (transformers' dynamic layer one token less).
+# - **recurrent** (Jamba, Qwen3-Next): transformers keeps the whole convolution window and Mamba-1's state in fp32;
+#   vLLM pads each state page up to an attention page, and its attention blocks are larger for these hybrids.
+#
+# The one-line rule behind every column, per layer kind, as `--engine all` prints it for Gemma 3 and Jamba:
+
+# %%
+for name in ("gemma-3-27b", "jamba-v0.1"):
+    print(name)
+    print(format_engine_table(engine_tables[name]))
+
+# %%
+fig, axes = plt.subplots(len(ENGINE_MODELS), 1, figsize=(8.5, 9.5), layout="constrained")
+draw_engines_all(axes, prompt_tokens=8192, decode_steps=0)
+plt.show()
 
 # %% [markdown]
 # ## Summary
@@ -216,7 +250,7 @@ check("02.1", bytes_per_token_70b)
 
 # %% [markdown]
 # **2.** One Llama 3 8B request on an H100 80GB (80 GiB, kvsim's table), with the bf16 weights loaded
-# (`weights_bytes(llama8b)` bytes) and a server that may use 90 % of the memory: what is the longest context, in tokens,
+# (`weights_bytes(llama8b)` bytes) and a server that may use a share 0.9 of the memory: what is the longest context, in tokens,
 # whose cache still fits?
 
 # %%
@@ -235,6 +269,26 @@ tokens_70b_equals_8b_weights = None  # your turn
 check("02.3", tokens_70b_equals_8b_weights)
 
 # %% [markdown]
+# **4. Predict, then measure.** `make_caches(load_model("llama-3.2-1b"))` builds one `KVCache` per layer (16 layers,
+# 8 KV heads of 64). A 1,000-token prompt is written into every one of them in bf16. Predict the `nbytes` of all
+# the caches together (each buffer grows in whole steps of slots; `memory.allocated_slots` says how many), then run
+# the check: it builds those caches, writes the prompt and compares your number with what they hold.
+
+# %%
+predicted_nbytes = None  # your turn
+
+# %%
+check("02.4", predicted_nbytes)
+
+# %% [markdown]
+# The same measurement, shown: the real caches' `nbytes`, the tokens they hold (`used_bytes`) and the formula.
+
+# %%
+measured = prompt_caches_nbytes("llama-3.2-1b", 1000)
+print(f"{measured['layers']} real caches: nbytes {measured['nbytes']:,} B, used_bytes {measured['used_bytes']:,} B")
+print(f"memory.allocated_bytes: {memory.allocated_bytes(load_model('llama-3.2-1b'), 1000):,} B")
+
+# %% [markdown]
 # ## Exercises
 # 1. With `kvsim calc llama-3-70b --tokens 32768 --batch 4 --tp 8 --json` in a terminal, how much KV does each of 8 GPUs hold? Why does `--tp 16` not halve it again?
 # 2. Find a registry model whose `head_dim` is not `hidden_size / num_attention_heads` (hint: Gemma 2, gpt-oss, Qwen3-Next). By how much would a calculator that derives `head_dim` be wrong?
@@ -246,9 +300,9 @@ check("02.3", tokens_70b_equals_8b_weights)
 # %% [markdown]
 # ## Self-test
 #
-# kvsim against the seed's numbers (silent when everything holds).
+# kvsim against the seed's numbers, the engines and the measured caches (prints "self-test passed").
 
-# %% tags=["self-test"]
+# %% jupyter={"source_hidden": true} tags=["self-test"]
 assert m_token == memory.bytes_per_token(load_model("llama-3-8b"), "bf16") == 2 * 32 * 8 * 128 * 2 == 131_072
 assert memory.bytes_per_token(load_model("llama-3-70b"), "bf16") == 327_680
 assert memory.bytes_per_token(as_mha(load_model("llama-3-8b")), "bf16") == 512 * 2**10
@@ -259,4 +313,9 @@ assert (cross, cross_mha) == (122_533, 30_634) and cross_mha * 4 in range(cross 
 assert memory.kv_bytes(llama31, cross - 1) < w <= memory.kv_bytes(llama31, cross)
 assert per_token == 800 * 2**10 and [r["2,048-token requests"] for r in rows] == [7, 7]
 assert rows[0]["30 % for KV (B)"] == 12 * 2**30 and rows[0]["tokens"] == kwon_setup_capacity_tokens() == 15_728
+engines_8b = {c["engine"]: c["total_bytes"] for c in engine_tables["llama-3-8b"]["engines"]}
+assert set(engines_8b.values()) == {memory.kv_bytes(llama8b, 8192)}
+gemma_engines = {c["engine"]: c["bytes_by_kind"]["sliding"] for c in engine_tables["gemma-3-27b"]["engines"]}
+assert gemma_engines["vllm"] > gemma_engines["kvsim"]
+assert measured["nbytes"] == memory.allocated_bytes(load_model("llama-3.2-1b"), 1000) > measured["used_bytes"]
 print("self-test passed")

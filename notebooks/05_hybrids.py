@@ -42,10 +42,10 @@ from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.lessons.exercises import check
 from kvsim.lessons.l05_hybrids.data import hybrid_crossover_tokens, layer_crossover
+from kvsim.lessons.l05_hybrids.measure import prompt_caches_nbytes
 from kvsim.lessons.l05_hybrids.plots import plot_layer_bytes
 from kvsim.lessons.l05_hybrids.views import (
     draw_short_context,
-    draw_state_update,
     draw_state_vs_kv,
     hybrid_view,
     short_context_view,
@@ -70,16 +70,8 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # One update of a Jamba (Mamba) layer, sketched: the old state decays, the new token's contribution is added, and the
 # output is read from the new state, which has exactly the old one's shape. Below, the same layer's state beside one
 # attention layer's keys and values after 40 tokens, bar lengths proportional to bytes: the state never grows, the
-# K/V grows by one row per token and passes the state at the dashed line.
-
-# %%
-fig, ax = plt.subplots(figsize=(9, 4.6), layout="constrained")
-draw_state_update(ax, model="jamba-v0.1", tokens=40)
-plt.show()
-
-# %% [markdown]
-# Slide the tokens, or pick Qwen3-Next (Gated DeltaNet: a matrix memory written with the delta rule) or RecurrentGemma
-# (RG-LRU: one decaying vector per layer).
+# K/V grows by one row per token and passes the state at the dashed line. Slide the tokens, or pick Qwen3-Next (Gated
+# DeltaNet: a matrix memory written with the delta rule) or RecurrentGemma (RG-LRU: one decaying vector per layer).
 
 # %% tags=["nbval-ignore-output"]
 state_update_view()
@@ -157,7 +149,7 @@ print(format_table(rows))
 
 # %% [markdown]
 # 4 GiB against 32 GiB (the paper rounds to 4 GB and 32 GB): one attention layer in eight means one eighth of the KV.
-# The price, 28 Mamba states, is 8.3 MiB per sequence — what Mixtral's cache reaches after 67 tokens. (That compares
+# The price, 28 Mamba states, is 8.31 MiB per sequence — what Mixtral's cache reaches after 67 tokens. (That compares
 # the state alone with Mixtral's whole cache; the short-context section below compares Jamba's whole cache, state plus
 # its 4 attention layers, with its all-attention twin, and finds a slightly later crossover: 28 states against 28
 # swapped layers' K/V instead of against 32 layers'.)
@@ -194,11 +186,13 @@ print(format_table(rows))
 #   of state tensors above) and keeps them in fp32, not bf16.
 #
 # On log-log axes: the transformer's line (Mixtral) rises forever; the hybrids rise beside it, lower by their share of
-# attention KV (at 256K Jamba ends 8× below Mixtral, Qwen3-Next about 5×: its 4× above is against its own
-# all-attention twin, whose 2 KV heads per layer hold less than Mixtral's 8); the windowed RecurrentGemma flattens at
-# 2048 tokens and the pure state-space models are flat from the first token.
+# attention KV (at 256K Jamba ends 8.0× below Mixtral, Qwen3-Next 5.3×, printed below: its 4× above is against its
+# own all-attention twin, whose 2 KV heads per layer hold less than Mixtral's 8); the windowed RecurrentGemma flattens
+# at 2048 tokens and the pure state-space models are flat from the first token.
 
 # %%
+at_256k = {name: hybrid.cache_split(load_model(name), 262_144)["total"] for name in ("jamba-v0.1", "qwen3-next-80b-a3b")}
+print(", ".join(f"{name}: {memory.kv_bytes(mixtral, 262_144) / b:.1f}× below Mixtral at 256K" for name, b in at_256k.items()))
 fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
 draw_state_vs_kv(ax, tokens=262_144)
 plt.show()
@@ -206,8 +200,10 @@ plt.show()
 # %% [markdown]
 # ## Try it: model, tokens, batch
 #
-# The KV of the attention layers, the flat recurrent state (dashed) and the all-attention counterfactual of one model.
-# With batch 64 the state is paid 64 times too: it is per sequence, like the KV.
+# The KV of the attention layers, the flat recurrent state (dashed), their total and the all-attention counterfactual
+# of one model, on log-log axes so that the state stays visible beside gigabytes of KV: below the point where the KV
+# line crosses the state, the state is most of the cache. With batch 64 the state is paid 64 times too: it is per
+# sequence, like the KV.
 
 # %% tags=["nbval-ignore-output"]
 hybrid_view()
@@ -294,7 +290,7 @@ print(format_table(rows))
 # %% [markdown]
 # ## Summary
 # - A recurrent layer keeps a fixed state per sequence; only attention layers grow with the context.
-# - Jamba (4 attention layers of 32): 4 GiB of KV at 256K tokens vs Mixtral's 32 GiB, plus 8.3 MiB of Mamba state.
+# - Jamba (4 attention layers of 32): 4 GiB of KV at 256K tokens vs Mixtral's 32 GiB, plus 8.31 MiB of Mamba state.
 # - Qwen3-Next (12 of 48 layers attend): 6 GiB at 256K instead of 24; RecurrentGemma (8 local layers, W = 2048) stops at 16 MiB;
 #   Mamba-2 2.7B and Falcon-Mamba 7B hold 162 MiB and 19 MiB whatever the length.
 # - A real hybrid decode measures exactly that: `RecurrentStateCache.nbytes` constant, `KVCache.nbytes` growing in steps.
@@ -336,6 +332,27 @@ jamba_crossover = None  # your turn
 check("05.3", jamba_crossover)
 
 # %% [markdown]
+# **4. Predict, then measure.** `make_caches(jamba)` builds 4 `KVCache`s and 28 `RecurrentStateCache`s. A
+# 1,000-token prompt is written into the attention caches (bf16 K/V, each buffer growing in steps of 256 slots); the
+# Mamba states keep their own dtypes. Predict the `nbytes` of all 32 caches together, then run the check: it builds
+# them, writes the prompt and compares your number with what they hold.
+
+# %%
+predicted_jamba_nbytes = None  # your turn
+
+# %%
+check("05.4", predicted_jamba_nbytes)
+
+# %% [markdown]
+# The same measurement, shown: the attention caches and the states, read back from the real caches.
+
+# %%
+measured = prompt_caches_nbytes("jamba-v0.1", 1000)
+print(f"KV {measured['kv_bytes']:,} B + state {measured['state_bytes']:,} B = {measured['nbytes']:,} B")
+print(f"memory.allocated_bytes + fixed_state_bytes = "
+      f"{memory.allocated_bytes(jamba, 1000) + memory.fixed_state_bytes(jamba):,} B")
+
+# %% [markdown]
 # ## Exercises
 # 1. At how many tokens does Jamba's KV equal its Mamba state? And Qwen3-Next's? (Use `hybrid.tokens_to_reach`.)
 # 2. Serving 64 sequences of 4K tokens, which needs more cache memory: Falcon-Mamba 7B or Llama 3 8B? At what
@@ -351,9 +368,9 @@ check("05.3", jamba_crossover)
 # %% [markdown]
 # ## Self-test
 #
-# kvsim against the papers' numbers and the real decode above (silent when everything holds).
+# kvsim against the papers' numbers and the real decode above (prints "self-test passed").
 
-# %% tags=["self-test"]
+# %% jupyter={"source_hidden": true} tags=["self-test"]
 assert memory.kv_bytes(jamba, 262_144) == 4 * 2**30 and memory.kv_bytes(mixtral, 262_144) == 32 * 2**30
 assert memory.kv_bytes(hybrid.all_attention(jamba), 262_144) == memory.kv_bytes(mixtral, 262_144)
 assert hybrid.mixers(jamba) == {"mamba": 28, "full": 4} and windows.pattern_period(jamba) == "RRRRFRRR"
@@ -381,4 +398,6 @@ for name in ("jamba-v0.1", "qwen3-next-80b-a3b"):
     assert hybrid.cache_split(spec, t - 1)["total"] > memory.kv_bytes(twin, t - 1)
     assert hybrid.cache_split(spec, t)["total"] <= memory.kv_bytes(twin, t)
     assert t == layer_crossover(spec)["tokens"]
+assert measured["kv_bytes"] == memory.allocated_bytes(jamba, 1000)
+assert measured["state_bytes"] == memory.fixed_state_bytes(jamba)
 print("self-test passed")

@@ -18,18 +18,16 @@
 #
 # > **요약** (seed 000 「Paged decode 저장소와 커널」, seed 001 「Attention 최적화 기법이 캐시를 바꾸는 방식」의 PagedAttention)
 # > PagedAttention 은 토큰당 크기를 바꾸지 않고, 같은 내용을 16 토큰 블록에 나눠 담아 미리 잡아 두고 안 쓰는 메모리를 없앤다.
-# > 그래서 같은 GPU 에 더 많은 요청이 들어가고, 메모리가 모자라면 요청을 preemption 했다가 다시 계산한다 (한 요청이 여러 번 preemption 될 수 있다).
+# > 그래서 같은 GPU 에 더 많은 요청이 들어가고, 메모리가 모자라면 요청을 선점(preemption)했다가 다시 계산한다 (한 요청이 여러 번 선점될 수 있다).
+# > 요청을 언제 받아들이는지(admission)와 엔진의 캐시 풀(CachePool)은 레슨 10 에서 다룬다.
 #
 # **You will learn**
-# - why a server that reserves one contiguous region per request wastes most of its KV memory, and how
-#   fixed-size blocks with a block table (PagedAttention) remove that waste without changing the bytes per token;
-# - to read block tables taken from a real allocator: shared prompt prefixes, a forked sample, copy-on-write;
-# - how kvsim's serving simulator reproduces Kwon et al. (2023) Figure 2 (20.4 / 26.8 / 38.2 / 96.3 % of KV memory
-#   holding real tokens) and how close it comes;
-# - how many sequences fit on A100, H100, H200 and Mac memory with dense, paged and quantized KV;
-# - that attention over blocks gathered through a block table gives the same output as dense attention;
-# - why the simulator counts more preemptions than requests, why the `paged` capacity column equals `dense`, and why an
-#   MLA latent is copied to every GPU under tensor parallelism.
+# - why reserving one contiguous region per request wastes most of the KV memory, and how blocks with a block table
+#   (PagedAttention) remove that waste without changing the bytes per token;
+# - to read block tables from a real allocator: shared prefixes, a forked sample, copy-on-write;
+# - how close kvsim's serving simulator comes to Kwon et al. (2023) Figure 2, and why preemptions outnumber requests;
+# - how many sequences fit per accelerator (dense, paged, quantized), and why an MLA latent is copied to every GPU
+#   under tensor parallelism.
 
 # %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
@@ -42,36 +40,37 @@ from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.calc.weights import weights_bytes
 from kvsim.lessons.exercises import check
-from kvsim.lessons.l07_paged.data import capacity_table, preemption_story, sharing_savings, sharing_scenario
+from kvsim.lessons.l07_paged.data import (
+    UTILIZATION,
+    capacity_table,
+    preemption_story,
+    sharing_savings,
+    sharing_scenario,
+)
 from kvsim.lessons.l07_paged.measure import paged_vs_dense, summarize
 from kvsim.lessons.l07_paged.plots import plot_policy_split
 from kvsim.lessons.l07_paged.views import (
     block_table_view,
     draw_block_tables,
-    draw_preemption_story,
-    draw_tp_bytes,
     preemption_view,
     serving_view,
     tp_view,
 )
 from kvsim.serving import fragmentation, sim
 from kvsim.serving.blocks import BlockAllocator
-from kvsim.serving.workload import make_workload
+from kvsim.serving.workload import LENGTHS, make_workload
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
 # %% [markdown]
 # ## The problem: a server does not know how long an answer will be
 #
-# A request arrives with its prompt; how many tokens the answer will have is known only when it ends. A server that
-# keeps each request's KV cache in **one contiguous region** must reserve that region up front: for the longest
-# answer it might produce (Orca reserved the model's maximum length), for the answer's length rounded up to a power
-# of two (at most twice what it needs), or, with an oracle, for the true length. Three kinds of waste follow
-# (Kwon et al. 2023, §3):
-# - **reservation**: slots reserved for tokens the request will write later; nobody else can use them meanwhile;
-# - **internal fragmentation**: slots reserved for tokens that never come (the answer ended earlier);
-# - **external fragmentation**: free memory in holes between reservations, too small for the next request; an
-#   allocator that rounds every region up (a buddy allocator: to a power of two) adds the rounding to it.
+# How long an answer will be is known only when it ends. A server that keeps each request's KV cache in **one
+# contiguous region** must reserve it up front: for the longest possible answer (Orca: the model's maximum length),
+# for the length rounded up to a power of two, or, with an oracle, for the true length. Three kinds of waste follow
+# (Kwon et al. 2023, §3): **reservation** (slots for tokens not yet written), **internal fragmentation** (slots for
+# tokens that never come) and **external fragmentation** (holes between regions too small for the next request,
+# plus whatever the allocator rounds up).
 
 # %% [markdown]
 # ## Blocks and block tables
@@ -89,15 +88,10 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # n_{\text{blocks}} = \left\lfloor \frac{\text{KV budget}}{N \cdot M_{\text{token}}} \right\rfloor
 # $$
 #
-# | symbol | meaning | where it comes from |
-# |---|---|---|
-# | $M_{\text{token}}$ | bytes per token: $2 \cdot n_{\text{layers}} \cdot n_{\text{kv}} \cdot d_h \cdot b$ (lesson 02) | `num_hidden_layers`, `num_key_value_heads`, `head_dim`, dtype |
-# | $N$ | tokens per block | server setting (vLLM `--block-size`, default 16) |
-# | $T$ | tokens a sequence holds | – |
-# | KV budget | memory × utilization − weights | `gpu_memory_utilization` (kvsim 0.9; vLLM 0.33: 0.92), accelerator, model size |
-#
-# The bytes per token do not change: paging removes memory that was reserved and unused. For one Llama 3 8B
-# sequence against a contiguous reservation of its 8,192-token maximum:
+# $M_{\text{token}}$ is lesson 02's bytes per token, $N$ the server's block size (vLLM `--block-size`), $T$ the tokens a
+# sequence holds, and the KV budget memory × utilization − weights (`gpu_memory_utilization`: kvsim 0.9, vLLM 0.33
+# 0.92). The bytes per token do not change; paging removes memory reserved and unused. One Llama 3 8B sequence
+# against a contiguous reservation of its 8,192-token maximum:
 
 # %%
 llama8b = load_model("llama-3-8b")
@@ -164,46 +158,43 @@ paged_runs = {name: paged_vs_dense(layer, prompt_tokens=100, decode_steps=60, bl
 print(format_table([{"layer": name, **summarize(rows)} for name, rows in paged_runs.items()], digits=2))
 
 # %% [markdown]
-# The outputs are identical at every step: paging changes where rows live, not what attention reads. The sliding and
-# chunked layers hand blocks back to the pool as tokens leave the window or the chunk, so they end holding only a few
-# blocks (one more than the window needs when it does not start on a block boundary). Their "most blocks held", 7, is
-# the prefill: the 100-token prompt is written in one pass, all ⌈100 / 16⌉ = 7 blocks of it, before the blocks that
-# fell out of the window or chunk are handed back.
+# The outputs are identical at every step: paging changes where rows live, not what attention reads. Sliding and
+# chunked layers hand blocks back as tokens leave the window or chunk, so they end with a few blocks; their "most
+# blocks held" is the prefill, the whole 100-token prompt (⌈100 / 16⌉ blocks) written before any block is handed back.
 
 # %% [markdown]
 # ## How much prefix sharing saves
 #
 # 100 requests with the same 500-token system prompt and 60 tokens of their own, blocks of 16, counted on two real
-# allocators (with and without prefix caching). Only **full** blocks are shared: 31 blocks hold 496 tokens of the
-# system prompt, its last 4 tokens share a block with each request's own tokens.
+# allocators (with and without prefix caching). Only **full** blocks are shared: the system prompt's last tokens share
+# a block with each request's own tokens.
 
 # %%
+print(f"500-token system prompt: {500 // 16} full blocks of 16 hold {500 // 16 * 16} tokens, {500 % 16} left over")
 print(format_table([{"requests": n, "system prompt": p, "own tokens": u, **sharing_savings(n, p, u, 16)}
                     for n, p, u in ((100, 500, 60), (100, 2000, 60), (8, 500, 500))], digits=1))
 
 # %% [markdown]
 # ## The fragmentation simulation
 #
-# `kvsim.serving.sim` serves a stream of requests with continuous batching over a bounded KV budget, one allocation policy
-# at a time, and accounts for every token slot in every iteration. The setup follows Kwon et al.: OPT-13B on an
-# A100 40GB, whose KV cache gets 12 GiB (Table 1), 800 KiB per token, so 15,728 token slots (the paper's "15.7K");
-# a maximum length of 2,048 tokens; long-tailed, chat-like lengths with the means the paper reports for ShareGPT
-# (161 prompt, 338 output tokens; kvsim samples them from a lognormal, it does not have the trace). A request of
-# prompt $p$ and output $o$ runs $o$ iterations and stores $p + o - 1$ tokens (its last token is never fed back).
+# `kvsim.serving.sim` serves a stream of requests with continuous batching over a bounded KV budget, one allocation
+# policy at a time, accounting for every token slot in every iteration. The setup is Kwon et al.'s: OPT-13B on an
+# A100 40GB with 12 GiB of KV (Table 1: 15,728 slots of 800 KiB, lesson 02), at most 2,048 tokens per request, and
+# chat-like lengths with ShareGPT's means (161 prompt, 338 output tokens; kvsim samples a lognormal, it does not have
+# the trace). A request stores $p + o - 1$ tokens: its last token is never fed back.
 #
-# The three Orca baselines are emulated as the paper describes them (§6.1): each request reserves one contiguous
-# chunk, of 2,048 slots (Max), of its prompt plus its output rounded up to a power of two (Pow2: an output of 25
-# reserves 32), or of exactly what it will store (Oracle), and a **buddy allocator** places the chunk, rounding it
-# up to a power of two (`kvsim.serving.buddy`); the paper books that rounding under "external fragmentation &
-# others". Requests arrive faster than they can be served, so the server is full almost all the time. Figure 2
-# averages over the whole experiment; kvsim reports that window and the iterations in which a request waited, beside
-# the paper's split and its Figure 13a count of running requests (all from one table in `kvsim.serving.fragmentation`).
+# The Orca baselines reserve one contiguous chunk per request, of 2,048 slots (Max), of the prompt plus the output
+# rounded up to a power of two (Pow2), or of exactly what it will store (Oracle), placed by a **buddy allocator** that
+# rounds it up to a power of two (§6.1; the paper books that rounding under "external fragmentation & others").
+# Requests arrive faster than they are served. kvsim reports the whole run and the iterations in which a request
+# waited, beside the paper's split and Figure 13a's running requests (`kvsim.serving.fragmentation`).
 
 # %%
 capacity_tokens = fragmentation.KWON_CAPACITY_TOKENS  # Table 1: 12 GiB / 800 KiB
 workload = make_workload(1000, "chat", rate=1.0, max_len=fragmentation.KWON_MAX_LEN, seed=0)
 results = fragmentation.compare_policies(workload, capacity_tokens, progress=True)
-print(f"KV budget: {capacity_tokens:,} token slots; {len(workload)} requests")
+print(f"KV budget: {capacity_tokens:,} token slots; {len(workload)} requests of at most "
+      f"{fragmentation.KWON_MAX_LEN:,} tokens")
 print(format_table(fragmentation.figure2_rows(results), digits=1, formats={"mean running": "{:.2f}".format}))
 
 # %%
@@ -214,30 +205,23 @@ plot_policy_split(ax, fragmentation.policy_splits(results, "whole run"),
 plt.show()
 
 # %% [markdown]
-# **How close.** While requests wait, kvsim's token states come within 2 points of the paper for Max and Oracle and
-# within 5 for Pow2 (22.3 / 31.4 / 38.9 % against 20.4 / 26.8 / 38.2 %), and paging within one (97.2 against 96.3 %).
-# These are the iterations in which a request waited; the figure above averages the whole run, drain included, so its
-# paging bar is lower (see "Which window" below).
-# The running counts match Figure 13a for Max and Pow2 (7.00 and 9.83 against 7.00 and 9.81) and fall 1.4 short for
-# Oracle. Two numbers pin the setup: Max holds exactly 7 reservations of 2,048 whenever a request waits, and the
-# 15,728 − 7 · 2,048 = 1,392 slots left over are the paper's 8.9 % "others"; and most of Pow2's and Oracle's "others"
-# is the buddy allocator's rounding (23.9 of Pow2's 32.8 points, 23.4 of Oracle's 33.9). What remains is the trace:
-# kvsim's running requests hold about 500 stored tokens on average, the paper's about 460 (Max: 20.4 % · 15,728 / 7),
-# so token states and reservation come out higher and Max's internal fragmentation lower; and Pow2's "others" comes
-# out lower (32.8 against 41.6 %): how much the buddy allocator rounds depends on where each length falls between two
-# powers of two, which only the real trace would tell.
+# **How close.** Read the "while waiting" rows against the paper's: token states within 2 points for Max and Oracle,
+# within 5 for Pow2, within 1 for paging; running requests equal for Max and Pow2, lower for Oracle. Max holds exactly
+# 7 reservations of 2,048 whenever a request waits, and the slots left over are the paper's "others"; most of Pow2's and
+# Oracle's "others" is the buddy allocator's rounding (its own column). The rest is the trace kvsim does not have:
+# how long its requests are, and where each length falls between two powers of two.
 #
-# **Which window.** The paper averages over its whole experiment, in which its server was full throughout (Max ran
-# 7.00 requests on average). A finite kvsim run starts empty and ends with a drain in which memory sits idle, so its
-# whole-run averages are lower: paging keeps 91 % of memory in tokens over the whole run and 97 % while requests wait;
-# the longer the run, the closer the two (the benchmark's 20,000 requests: 96.8 and 97.2 %). Because paging fits
-# more requests into the same memory, about 2.5 times as many run at once as with the oracle reservation, and each
-# generates a token per iteration.
+# **Which window.** The paper's server was full throughout its experiment. A finite kvsim run starts empty and ends
+# with a drain, so its whole-run averages are lower (the figure's paging bar, against the "while waiting" row); the
+# longer the run, the closer the two (`benchmarks/results/sim.md`, 20,000 requests: 96.8 and 97.2 %). Paging runs
+# more than twice as many requests at once as the oracle reservation (the "mean running" column).
 #
-# Figure 13 also counts the running requests on Alpaca, whose prompts and answers are short (19 and 58 tokens on
-# average); kvsim's `"short"` lengths take those means, 20,000 requests arriving at once:
+# Figure 13 also counts running requests on Alpaca's short prompts and answers (19 and 58 tokens on average, kvsim's
+# `"short"` lengths), 20,000 requests arriving at once:
 
 # %%
+print("mean prompt and output tokens of the 'short' lengths:",
+      [LENGTHS["short"][part][1] for part in ("prompt", "output")])
 alpaca = fragmentation.compare_policies(make_workload(20000, "short", max_len=fragmentation.KWON_MAX_LEN, seed=0),
                                         capacity_tokens, policies=("pow2", "oracle"))
 print(format_table(fragmentation.running_rows(alpaca, fragmentation.KWON_FIGURE13["alpaca"]), digits=2))
@@ -248,11 +232,9 @@ print(format_table(fragmentation.running_rows(alpaca, fragmentation.KWON_FIGURE1
 # %% [markdown]
 # ## More preemptions than requests
 #
-# The paged row's preemption count can exceed the number of requests (compare the two numbers printed below). A
-# preemption is an **event**, not a request:
-# when a running request needs a new block and none is free, the scheduler preempts the most recently admitted request
-# (vLLM's choice), frees its blocks and puts it back at the front of the queue, keeping its tokens (recompute). When it
-# is admitted again it recomputes the keys and values of everything it had, and it can be preempted again later.
+# A preemption is an **event**, not a request: when a running request needs a block and none is free, the scheduler
+# preempts the most recently admitted request (vLLM's choice), frees its blocks and queues it again at the front. When
+# it is readmitted it recomputes the keys and values of everything it had, and it can be preempted again:
 
 # %%
 paged_summary = results["paged"].summary
@@ -261,29 +243,20 @@ print(f"{paged_summary['preemptions']:,} preemption events for {paged_summary['c
       f"{paged_summary['preemptions'] / paged_summary['completed']:.3f} per request")
 
 # %% [markdown]
-# The same thing small enough to see: four requests (6-token prompts, 10-token answers) arrive together on a real
-# `BlockAllocator` of 11 blocks of 4 tokens. Each step the running requests grow by one token; when a block is missing
-# the latest admitted request is preempted (×), and a step that preempted admits nobody. Requests 3 and 4 are
-# preempted, readmitted (their prompt and answer so far recomputed) and preempted again, request 4 more than once
-# again (the counts per request are printed under the figure): four requests, more events than requests.
+# Small enough to see: four requests (6-token prompts, 10-token answers) arrive together on a real `BlockAllocator` of
+# 11 blocks of 4 tokens. Each step every running request grows by one token; when a block is missing the latest
+# admitted request is preempted (×). The counts per request, printed here, add up to more events than requests; the
+# allocator counts the same way on its own (one sequence preempted, resumed and preempted again is two events).
 
 # %%
 story = preemption_story(((0, 6, 10),) * 4, num_blocks=11, block_size=4)
-fig, ax = plt.subplots(figsize=(8, 3.4), layout="constrained")
-draw_preemption_story(ax, num_blocks=11, output_tokens=10)
-plt.show()
 print("preempted per request:", story.preempted, "| the allocator's count:", story.events)
-
-# %% [markdown]
-# The allocator counts the same way on its own: one sequence preempted, resumed and preempted again is two events.
-
-# %%
 alloc = BlockAllocator(num_blocks=8, block_size=4, enable_prefix_caching=False)
 alloc.add_sequence("A", num_tokens=10)
 alloc.preempt("A")
 alloc.resume("A")
 alloc.preempt("A")
-print("sequences: 1, preemptions:", alloc.stats["preemptions"])
+print("one sequence, preemptions:", alloc.stats["preemptions"])
 
 # %% tags=["nbval-ignore-output"]
 preemption_view()
@@ -312,8 +285,9 @@ print(format_table([{"prefix sharing": sharing, "iterations": r.summary["iterati
 # %% [markdown]
 # ## Try it: policy, block size, arrival rate
 #
-# 200 requests on the same budget. At a low arrival rate memory sits idle whatever the policy; at a high one,
-# the policy decides how much of the full memory holds tokens. Large blocks bring internal fragmentation back.
+# 200 requests on the same budget, arriving as fast as above (the view's default). Lower the rate and memory sits idle
+# whatever the policy; at a high one the policy decides how much of the full memory holds tokens. Large blocks bring
+# internal fragmentation back.
 
 # %% tags=["nbval-ignore-output"]
 serving_view()
@@ -321,19 +295,14 @@ serving_view()
 # %% [markdown]
 # ## Capacity: how many sequences fit
 #
-# `kvsim.serving` turns the budget into sequences per accelerator: weights in bf16 (DeepSeek-V3 in its released FP8),
-# tensor parallelism `tp` chosen as the smallest power of two whose weight shard leaves room, 90 % of GPU memory
-# (75 % of a Mac's unified memory, about what macOS lets the GPU use by default). Columns, each
-# $\lfloor \text{KV budget per GPU} / \text{bytes of one sequence} \rfloor$:
-# - `dense`: every sequence reserves the whole context up front (contiguous, 256-token steps);
-# - `paged`: blocks of 16, every sequence really reaching the context: the same as dense, paging saves nothing here;
-# - `paged_chat`: blocks of 16 for chat-like sequences (the simulator's lengths, capped at the context): what paging
-#   gains when most requests end far below the maximum;
-# - `quantized`: `paged` with 8-bit KV (bf16 scale and bias per 64 elements, lesson 06).
-#
-# First every model on every accelerator at 8,192 tokens:
+# `kvsim.serving` turns the budget into sequences per accelerator: bf16 weights (DeepSeek-V3 in its released FP8),
+# `tp` the smallest power of two whose weight shard leaves room, and a share of memory (`UTILIZATION`, printed).
+# Each column is $\lfloor \text{KV budget per GPU} / \text{bytes of one sequence} \rfloor$: `dense` reserves the whole
+# context up front; `paged` uses blocks of 16 with every sequence reaching the context; `paged_chat` blocks of 16 for
+# chat-like lengths (capped at the context); `quantized` is `paged` with 8-bit KV (lesson 06). At 8,192 tokens:
 
 # %%
+print("utilization:", UTILIZATION)
 capacity_columns = ["model", "accelerator", "tp", "kv_budget_gib", "dense", "paged", "paged_chat", "quantized", "note"]
 print(format_table(capacity_table(contexts=(8192,)), columns=capacity_columns, digits=1))
 
@@ -346,14 +315,10 @@ h100 = capacity_table(accelerators=("H100 80GB",))
 print(format_table(h100, columns=["model", "tp", "context_tokens", "dense", "paged", "paged_chat", "quantized", "note"], digits=1))
 
 # %% [markdown]
-# A full-length sequence costs the same paged or not; what paging buys is that a short request holds only what it
-# uses, so far more of them run at once (the `paged_chat` column). Quantized KV roughly doubles every column at 8 bits.
-#
-# **Why `paged` equals `dense`.** Both columns assume every sequence really reaches the context $T$. Dense reserves
-# $\lceil T/256 \rceil \cdot 256$ slots up front, paged ends with $\lceil T/16 \rceil \cdot 16$ slots in blocks; every $T$
-# in these tables (4,096 to 131,072) is a multiple of 256, so both hold exactly $T$ slots and the same bytes. Paging
-# removes memory that is reserved and **unused**; a sequence that uses all of it leaves nothing to remove. The columns
-# part only when $T$ is not a multiple of the step, and by less than 256 tokens:
+# **Why `paged` equals `dense`.** Both assume every sequence reaches the context $T$, and every $T$ here is a multiple
+# of 256: dense's $\lceil T/256 \rceil \cdot 256$ slots and paged's $\lceil T/16 \rceil \cdot 16$ are both $T$. Paging removes
+# memory reserved and **unused**; what it buys is that a short request holds only what it uses (`paged_chat`). The two
+# part only when $T$ is not a multiple of the step, by less than 256 tokens:
 
 # %%
 print(format_table([{"tokens T": t,
@@ -364,34 +329,25 @@ print(format_table([{"tokens T": t,
 # %% [markdown]
 # ## Tensor parallelism: heads are split, an MLA latent is copied
 #
-# With tensor parallelism over `tp` GPUs each GPU computes its share of the attention heads, so it keeps the K/V heads
-# of those query heads: Llama 3 70B's 8 KV heads split 8 ways leave one per GPU, an eighth of the bytes (beyond 8 GPUs
-# a KV head is copied, so the bytes stop falling). An MLA latent has no heads to split: every head is rebuilt from the
-# whole latent, so every GPU keeps all of it, and DeepSeek-V3's 68.6 KiB per token stay 68.6 KiB on each GPU. That is
-# why the `tp` column above does not shrink DeepSeek-V3's KV the way it shrinks Llama's.
-
-# %%
-fig, ax = plt.subplots(figsize=(7.5, 4), layout="constrained")
-draw_tp_bytes(ax, "llama-3-70b", "deepseek-v3")
-plt.show()
+# With tensor parallelism each GPU keeps the K/V heads of its share of the query heads: Llama 3 70B's 8 KV heads split
+# 8 ways leave one per GPU (beyond 8 GPUs a KV head is copied, so the bytes stop falling). An MLA latent has no heads
+# to split: every head is rebuilt from the whole latent, so every GPU keeps all of it, which is why the `tp` column above
+# does not shrink DeepSeek-V3's KV. Bytes per token on each GPU:
 
 # %% tags=["nbval-ignore-output"]
 tp_view()
 
 # %% [markdown]
 # ## Summary
-# - Contiguous reservation wastes KV memory three ways: reserved-but-not-yet-used, reserved-never-used, and holes.
-#   Kwon et al. measured real tokens in only 20.4–38.2 % of it; paging with 16-token blocks, 96.3 %.
-# - A block table maps each sequence's logical blocks to physical blocks anywhere in one pool; waste is under one block
-#   per sequence, and identical full prefix blocks, forks and parallel samples share blocks until one writes (CoW).
-# - Emulated as the paper ran them (buddy allocator, Pow2 over the output, Table 1's 15,728 slots), kvsim's Orca
-#   baselines land within 2 to 5 points of Figure 2 and its running counts near Figure 13; paging within a point.
-#   What remains is the trace, which kvsim does not have.
-# - Attention over blocks gathered through a block table equals dense attention, exactly, for full, sliding and chunked layers.
-# - Paging does not shrink a token (lesson 02's formula still holds): a sequence that fills its context costs the same;
-#   short requests hold only what they use, so many more fit (`serving.capacity_table`), and 8-bit KV doubles that again.
-# - Preemptions are events: a preempted request is readmitted, recomputes its tokens and may be preempted again.
-# - Under tensor parallelism KV heads are split over GPUs, an MLA latent is copied to each.
+# - Contiguous reservation wastes KV memory three ways: reserved-but-not-yet-used, reserved-never-used, and holes;
+#   Kwon et al. (Figure 2) measured real tokens in 20.4–38.2 % of it, and 96.3 % with 16-token blocks.
+# - A block table maps logical blocks to physical blocks anywhere in one pool: under one block of waste per sequence,
+#   and full prefix blocks and forks are shared until one writes (copy-on-write).
+# - kvsim's emulated baselines land within a few points of Figure 2, paging within one; the rest is the trace.
+# - Attention over gathered blocks equals dense attention, exactly, for full, sliding and chunked layers.
+# - Paging does not shrink a token: a full-length sequence costs the same; short requests hold only what they use.
+# - Preemptions are events; under tensor parallelism KV heads are split, an MLA latent is copied to every GPU.
+# - When a request may start (admission) and the engine's CachePool: lesson 10.
 #
 # ## Your turn
 #
@@ -426,6 +382,24 @@ mla_bytes_per_gpu = None  # your turn
 check("07.3", mla_bytes_per_gpu)
 
 # %% [markdown]
+# **4. Predict, then measure.** One Llama 3 8B layer (8 KV heads × 128, float32 here) in a `PagedKVCache` with blocks of
+# 16 tokens: a 100-token prompt, then 50 decode steps. Predict its `nbytes` at the end (whole blocks), then run the
+# check: it runs `paged_vs_dense` on that layer and compares your number with what the paged cache holds.
+
+# %%
+predicted_paged_nbytes = None  # your turn
+
+# %%
+check("07.4", predicted_paged_nbytes)
+
+# %% [markdown]
+# The same run, shown: blocks held and bytes of the paged cache against the dense `KVCache` beside it.
+
+# %%
+measured = summarize(paged_vs_dense(llama8b.layers[0], prompt_tokens=100, decode_steps=50, block_size=16))
+print({k: measured[k] for k in ("tokens", "blocks at end", "paged nbytes at end", "dense nbytes at end")})
+
+# %% [markdown]
 # ## Exercises
 # 1. In the simulator, at which block size does the paged token-state share fall below the oracle reservation's?
 #    (`fragmentation.compare_policies(workload, capacity_tokens, block_size=...)`)
@@ -439,9 +413,9 @@ check("07.3", mla_bytes_per_gpu)
 # %% [markdown]
 # ## Self-test
 #
-# kvsim against Kwon et al.'s Figure 2 and the real allocator and caches above (silent when everything holds).
+# kvsim against Kwon et al.'s Figure 2 and the real allocator and caches above (prints "self-test passed").
 
-# %% tags=["self-test"]
+# %% jupyter={"source_hidden": true} tags=["self-test"]
 split = {p: fragmentation.figure2_split(r, "while waiting") for p, r in results.items()}
 paper, share = fragmentation.KWON_FIGURE2, {p: split[p]["token_states"] for p in sim.POLICIES}
 assert share["max"] < share["pow2"] < share["oracle"] < share["paged"]                  # Kwon et al.'s order
@@ -467,4 +441,5 @@ assert memory.allocated_bytes(llama8b, 8192) == memory.allocated_bytes(llama8b, 
 ds = load_model("deepseek-v3")
 assert memory.bytes_per_token(ds, tp=8) == memory.bytes_per_token(ds) and \
     memory.bytes_per_token(load_model("llama-3-70b"), tp=8) * 8 == memory.bytes_per_token(load_model("llama-3-70b"))
+assert measured["paged nbytes at end"] == -(-150 // 16) * 16 * memory.layer_token_bytes(llama8b.layers[0], "float32")
 print("self-test passed")

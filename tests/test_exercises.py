@@ -37,6 +37,11 @@ ANSWERS = {
     # lesson 11: 63 pages × 4,096 B; Llama 3 8B (tb 4,096 B, 32 layers, 32 query heads): (496 + 100·65) tokens + the
     # float32 partial 2·100·32·129·4 B per layer, over 100·561 tokens; ⌈132 SMs / 32 heads⌉
     "11.1": 258_048, "11.2": 100 * ((496 + 100 * 65) * 4096 + 2 * 100 * 32 * 129 * 4) / (100 * 561 * 4096), "11.3": 5,
+    # lessons 02/04/05/07: predict-then-measure (the checker measures a real cache or pool)
+    "02.4": 1024 * 2 * 16 * 8 * 64 * 2,          # ⌈1000/256⌉·256 slots × K+V × 16 layers × 8 heads × 64 × bf16
+    "04.4": 4096 * 2 * 8 * 128 * 2,              # the ring keeps W = 4096 slots of Mistral's layer
+    "05.4": 4 * 1024 * 2 * 8 * 128 * 2 + 28 * (3 * 8192 + 8192 * 16) * 2,  # 4 KV caches + 28 bf16 Mamba states
+    "07.4": 10 * 16 * 2 * 8 * 128 * 4,           # ⌈150/16⌉ blocks × 16 × K+V × 8 × 128 × fp32
 }
 
 

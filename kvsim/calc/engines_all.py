@@ -98,6 +98,8 @@ def engine_table(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_
                 eb = engines.vllm_bytes(spec, prompt_tokens, decode_steps, kv_dtype, tp,
                                 **{k: v for k, v in (vllm_options or {}).items() if v is not None})
             else:
+                if name == "kvsim":  # kvsim's own default, as `--engine kvsim` (each state its reference dtype)
+                    kwargs = {"state_dtype": None, **kwargs}
                 eb = engines.engine_bytes(spec, name, prompt_tokens=prompt_tokens, decode_steps=decode_steps,
                                           kv_dtype=kv_dtype, tp=tp, **kwargs)
         except InputError as e:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ..calc import capacity, memory, phases
+from ..calc import capacity, hybrid, memory, phases
 from ..calc.counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from ..calc.hardware import get_accelerator
 from ..calc.padded_prefill import lookahead_rows_per_layer
@@ -411,6 +411,64 @@ def _splits_to_fill(batch=1):
                     ((value - 1, f"{value - 1} chunks give {batch * heads * (value - 1)} blocks: fewer than the SMs."),
                      (8, "the smallest power of two is not asked; any whole S may be set.")))
 
+# ---------------------------------------------------------------- predict, then measure (lessons 02/04/05/07)
+# The learner predicts what a real cache or pool will hold, then measures it in the lesson (its measure module); the
+# checker compares the prediction with the package's formula, which tests/lessons/test_lNN_* check equal to the
+# measurement (the checker itself stays pure: no MLX).
+
+def _measured_prompt_caches(model="llama-3.2-1b", tokens=1000):
+    spec, layer = _attn(model)
+    per = memory.bytes_per_token(spec, "bf16")
+    slots = int(memory.allocated_slots(tokens))
+    value = int(memory.allocated_bytes(spec, tokens))
+    return Solution(value, f"⌈{tokens:,} / 256⌉ × 256 = {slots:,} slots × (2 × {spec.num_hidden_layers} × "
+                           f"{layer.num_key_value_heads} × {layer.head_dim} × {BF16} B = {per:,} B) = {value:,} B "
+                           "(memory.allocated_bytes; the lesson measures the same nbytes on the real caches)",
+                    ((tokens * per, "that is used_bytes, the tokens held; each buffer grows 256 slots at a time."),
+                     (value // spec.num_hidden_layers, f"that is one layer; make_caches builds "
+                                                       f"{spec.num_hidden_layers}."),
+                     (value // 2, "a slot holds a key AND a value.")))
+
+
+def _measured_ring(model="mistral-7b-v0.1", window=4096, tokens=5000):
+    spec, layer = _attn(model)
+    row = memory.layer_token_bytes(layer, "bf16")
+    slots = int(memory.allocated_slots(tokens, limit=window))
+    value = slots * row
+    return Solution(value, f"min(⌈{tokens:,} / 256⌉ × 256, W = {window:,}) = {slots:,} slots × (2 × "
+                           f"{layer.num_key_value_heads} × {layer.head_dim} × {BF16} B = {row:,} B) = {value:,} B "
+                           f"(memory.allocated_slots; the lesson measures a real RotatingKVCache({window}))",
+                    ((tokens * row, f"that keeps all {tokens:,} tokens; the ring keeps only the last W = {window:,}."),
+                     (int(memory.allocated_slots(tokens)) * row, "that is a KVCache's 256-slot steps; a ring never "
+                                                                 "grows past W."),
+                     (value // 2, "a slot holds a key AND a value.")))
+
+
+def _measured_hybrid(model="jamba-v0.1", tokens=1000):
+    spec = load_model(model)
+    kv, state = int(memory.allocated_bytes(spec, tokens)), memory.fixed_state_bytes(spec)
+    n_att, n_rec = spec.num_hidden_layers - spec.count("recurrent"), spec.count("recurrent")
+    return Solution(kv + state, f"K/V: {n_att} attention layers × ⌈{tokens:,} / 256⌉ × 256 slots = {kv:,} B "
+                                f"(memory.allocated_bytes) + {n_rec} recurrent states = {state:,} B "
+                                f"(memory.fixed_state_bytes) = {kv + state:,} B (the lesson measures the real caches)",
+                    ((kv, f"that is the K/V alone; the {n_rec} recurrent states are held from the first token."),
+                     (state, f"that is the state alone; the {n_att} attention layers hold K/V too."),
+                     (memory.kv_bytes(hybrid.all_attention(spec), tokens), "that is the all-attention twin.")))
+
+
+def _measured_paged(model="llama-3-8b", prompt_tokens=100, decode_steps=50, block_size=16):
+    spec, layer = _attn(model)
+    tokens = prompt_tokens + decode_steps
+    per = memory.layer_token_bytes(layer, "float32")
+    blocks = math.ceil(tokens / block_size)
+    value = blocks * block_size * per
+    return Solution(value, f"⌈{tokens} / {block_size}⌉ = {blocks} blocks × {block_size} tokens × (2 × "
+                           f"{layer.num_key_value_heads} × {layer.head_dim} × 4 B = {per:,} B) = {value:,} B (the "
+                           "lesson measures a real PagedKVCache)",
+                    ((tokens * per, "that counts tokens; the pool hands out whole blocks."),
+                     (int(memory.allocated_slots(tokens)) * per, "that is a dense KVCache's 256-slot buffer, not "
+                                                                 "the blocks."),
+                     (value // 2, "float32 here: 4 B per element, and a key AND a value.")))
 
 def _ex(key, title, unit, hint, solve, rel_tol=None):
     return key, Exercise(key, title, unit, hint, solve, rel_tol)
@@ -438,7 +496,8 @@ EXERCISES = dict([
         "budget / bytes per token (every layer holds W tokens)", _window_for_budget),
     _ex("04.2", "Gemma 3 27B's KV bytes at 32,768 tokens (bf16)", "bytes",
         "sliding layers hold W tokens, full layers all T", _gemma_at),
-    _ex("04.3", "the slot of token 20 in RotatingKVCache(max_size=6, keep=2)", "slot", "keep + (t − keep) mod W",
+    _ex("04.3", "the slot of token 20 in RotatingKVCache(max_size=6, keep=2)", "(slot index, from 0)",
+        "keep + (t − keep) mod W",
         _ring_slot),
     _ex("05.1", "Jamba's KV at 262,144 tokens (bf16)", "GiB", "only the attention layers grow", _jamba_kv_gib),
     _ex("05.2", "elements in one Jamba Mamba layer's state", "elements",
@@ -485,6 +544,15 @@ EXERCISES = dict([
         "(P + B·S) tokens + the extra partial, over B·(P + S) tokens", _cascade_share, rel_tol=0.001),
     _ex("11.3", "fewest split-K chunks giving every H200 SM a block at batch 1 (Llama 3 8B)", "chunks",
         "blocks = batch × query heads × S ≥ SMs", _splits_to_fill),
+    # lessons 02/04/05/07: predict a real cache's or pool's bytes, then the checker measures it
+    _ex("02.4", "nbytes of make_caches(Llama 3.2 1B) after a 1,000-token prompt (bf16)", "bytes",
+        "every layer's buffer grows 256 slots at a time; M_token × the slots", _measured_prompt_caches),
+    _ex("04.4", "nbytes of a bf16 RotatingKVCache(4096) of Mistral 7B's layer after a 5,000-token prompt", "bytes",
+        "the ring never holds more than W slots; a slot is 2 × 8 × 128 × 2 B", _measured_ring),
+    _ex("05.4", "nbytes of make_caches(Jamba v0.1) after a 1,000-token prompt (bf16 K/V)", "bytes",
+        "4 attention caches in 256-slot steps plus 28 fixed Mamba states", _measured_hybrid),
+    _ex("07.4", "nbytes of a PagedKVCache for one Llama 3 8B layer after 100 + 50 tokens, blocks of 16 (float32)",
+        "bytes", "whole blocks of 16 tokens; a token is 2 × 8 × 128 × 4 B", _measured_paged),
 ])
 
 

@@ -19,6 +19,7 @@
 # Worked answers to the "your turn" cells of lesson 02, from the models' config fields.
 
 # %%
+from kvsim.calc import memory
 from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.weights import weights_bytes
@@ -51,3 +52,25 @@ check("02.2", longest_context)
 w8 = weights_bytes(llama8b, "bf16")
 tokens_70b_equals_8b_weights = -(-w8 // bytes_per_token_70b)     # ceiling division
 check("02.3", tokens_70b_equals_8b_weights)
+
+# %% [markdown]
+# **4.** 1,000 tokens need ⌈1000 / 256⌉ = 4 steps of 256 slots, so every layer's buffer holds 1,024 slots; one slot of
+# all 16 layers is $M_{\text{token}}$ = 2 × 16 × 8 × 64 × 2 B. The check builds the real caches and measures them.
+
+# %%
+spec_1b = load_model("llama-3.2-1b")
+slots = int(memory.allocated_slots(1000))
+predicted_nbytes = slots * memory.bytes_per_token(spec_1b, "bf16")
+print(f"{slots:,} slots × {memory.bytes_per_token(spec_1b, 'bf16'):,} B = {predicted_nbytes:,} B")
+check("02.4", predicted_nbytes)
+
+# %% [markdown]
+# **Exercise 1 (open).** With `--tp 8` each of the 8 GPUs holds one of Llama 3 70B's 8 KV heads: an eighth of the
+# cache. With `--tp 16` there are still only 8 KV heads; each is replicated on two GPUs, so a GPU holds as much as at
+# `tp = 8`. `memory.kv_bytes(..., tp=...)` is the per-GPU figure `kvsim calc --tp` prints:
+
+# %%
+llama70b = load_model("llama-3-70b")
+for tp in (1, 8, 16):
+    print(f"tp = {tp:>2}: {memory.kv_bytes(llama70b, 32_768, 4, tp=tp):,} B per GPU")
+

@@ -50,3 +50,27 @@ check("04.2", gemma_bytes_32k)
 keep, window = 2, 6 - 2
 slot_of_token_20 = keep + (20 - keep) % window
 check("04.3", slot_of_token_20)
+
+# %% [markdown]
+# **4.** A ring never holds more than its window: ⌈5000 / 256⌉ × 256 = 5,120 slots would be a `KVCache`'s buffer, but
+# the ring stops at W = 4,096 slots of 2 × 8 × 128 × 2 B. The check builds the real ring and measures it.
+
+# %%
+from kvsim.calc import memory
+from kvsim.calc import window_bytes as windows
+
+slots = min(int(memory.allocated_slots(5000)), 4096)
+predicted_ring_nbytes = slots * 2 * 8 * 128 * 2
+print(f"{slots:,} slots × {2 * 8 * 128 * 2:,} B = {predicted_ring_nbytes:,} B")
+check("04.4", predicted_ring_nbytes)
+
+# %% [markdown]
+# **Exercise 4 (open).** phi-3-mini-4k's 32 layers all slide with W = 2,047, and its context is 4,096 tokens: at the
+# end of a full context each layer keeps 2,047 of the 4,096 tokens, a saving of 4096 / 2047 ≈ 2×. (mlx-lm does not
+# build a ring for phi3, lesson 02's engine table notes, so there it saves nothing.)
+
+# %%
+phi3 = load_model("phi-3-mini-4k")
+print({k: phi3.config[k] for k in ("sliding_window", "max_position_embeddings", "num_hidden_layers")})
+s = windows.window_savings(phi3, 4096)
+print(f"real {s['real_bytes']:,} B vs windows ignored {s['windows_ignored_bytes']:,} B: {s['ratio']:.3f}×")

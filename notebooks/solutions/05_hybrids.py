@@ -54,3 +54,15 @@ extra_per_token = memory.bytes_per_token(hybrid.all_attention(jamba)) - memory.b
 jamba_crossover = math.ceil(state / extra_per_token)
 print(f"{state:,} B of state / {extra_per_token:,} B per token")
 check("05.3", jamba_crossover)
+
+# %% [markdown]
+# **4.** The 4 attention caches each hold ⌈1000 / 256⌉ × 256 = 1,024 slots of 2 × 8 × 128 × 2 B; the 28 Mamba states
+# hold what exercise 2 counted, in bf16 (Mamba-1 keeps its SSM state in the model dtype). The check builds the real
+# caches and measures them.
+
+# %%
+slots = int(memory.allocated_slots(1000))
+kv = 4 * slots * 2 * 8 * 128 * 2
+predicted_jamba_nbytes = kv + 28 * mamba_state_elements * 2
+print(f"{kv:,} B of K/V + {28 * mamba_state_elements * 2:,} B of state = {predicted_jamba_nbytes:,} B")
+check("05.4", predicted_jamba_nbytes)

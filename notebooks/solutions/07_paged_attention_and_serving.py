@@ -45,3 +45,13 @@ check("07.2", blocks_in_20_gib)
 # %%
 mla_bytes_per_gpu = 61 * (512 + 64) * 2
 check("07.3", mla_bytes_per_gpu)
+
+# %% [markdown]
+# **4.** After 100 + 50 tokens the cache holds ⌈150 / 16⌉ = 10 whole blocks of 16 tokens, each token 2 × 8 × 128 × 4 B
+# in float32. The check runs the real paged cache and measures it.
+
+# %%
+blocks = -(-150 // 16)
+predicted_paged_nbytes = blocks * 16 * 2 * 8 * 128 * 4
+print(f"{blocks} blocks × 16 tokens × {2 * 8 * 128 * 4:,} B = {predicted_paged_nbytes:,} B")
+check("07.4", predicted_paged_nbytes)

@@ -64,3 +64,54 @@ def test_seed_figure_title_is_the_data_crossover(ax):
     assert d["ticks"] == spaced_ticks(d["end"])
     draw_seed_figure(ax, "llama-3.1-8b", "bf16")
     assert ax.get_title() == f"{d['name']}, bf16 KV: the cache equals the weights at 122,533 tokens"
+
+
+def test_engines_all_numbers_are_the_engine_tables():
+    from kvsim.calc.engines_all import engine_table
+    from kvsim.lessons.l02_how_big.data import ENGINE_MODELS, engines_all_numbers
+
+    tables = engines_all_numbers(prompt_tokens=8192)
+    assert tuple(tables) == ENGINE_MODELS
+    for name, t in tables.items():
+        assert t == engine_table(load_model(name), 8192, 0)
+        for c in t["engines"]:
+            assert sum(c["bytes_by_kind"].values()) == c["total_bytes"]
+    cols = {c["engine"]: c for c in tables["llama-3-8b"]["engines"]}
+    assert {c["total_bytes"] for c in cols.values()} == {memory.kv_bytes(load_model("llama-3-8b"), 8192)} == {2**30}
+    # kvsim's column is kvsim's own calculator (every state in its reference dtype)
+    qwen = load_model("qwen3-next-80b-a3b")
+    kvsim_col = tables["qwen3-next-80b-a3b"]["engines"][0]
+    assert kvsim_col["engine"] == "kvsim" and kvsim_col["bytes_by_kind"]["recurrent"] == memory.fixed_state_bytes(qwen)
+    # vLLM holds the whole prompt chunk in Gemma 3's sliding layers right after prefill
+    gemma = {c["engine"]: c["bytes_by_kind"]["sliding"] for c in tables["gemma-3-27b"]["engines"]}
+    assert gemma["vllm"] > 7 * gemma["kvsim"]
+
+
+def test_draw_engines_all_bars_carry_the_bytes():
+    import matplotlib.pyplot as plt
+
+    from kvsim.lessons.l02_how_big.data import engines_all_numbers
+    from kvsim.lessons.l02_how_big.views import draw_engines_all
+
+    fig, axes = plt.subplots(5, 1)
+    try:
+        draw_engines_all(axes)
+        t = engines_all_numbers()["jamba-v0.1"]
+        ax = axes[3]
+        widths = [p.get_width() for p in ax.patches]
+        expected = [c["bytes_by_kind"][k] / 2**20 for c in t["engines"] for k in t["kinds"]]
+        assert np.allclose(widths, expected)
+        top_down = sorted(zip(ax.get_yticks(), [lbl.get_text() for lbl in ax.get_yticklabels()]), reverse=True)
+        assert [label for _, label in top_down] == [c["engine"] for c in t["engines"]]  # kvsim on top
+        assert {txt.get_text().strip() for txt in ax.texts} == {format_bytes(c["total_bytes"]) for c in t["engines"]}
+    finally:
+        plt.close(fig)
+
+
+def test_exercise_02_4_prediction_is_what_the_real_caches_hold():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l02_how_big.measure import prompt_caches_nbytes
+
+    m = prompt_caches_nbytes("llama-3.2-1b", 1000)
+    assert m["nbytes"] == EXERCISES["02.4"].solve().value == memory.allocated_bytes(load_model("llama-3.2-1b"), 1000)
+    assert m["used_bytes"] == 1000 * memory.bytes_per_token(load_model("llama-3.2-1b")) < m["nbytes"]

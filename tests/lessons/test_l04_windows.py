@@ -288,7 +288,13 @@ def test_window_bytes_numbers_and_the_view_title():
     draw_window_bytes(ax, "gemma-3-27b", 131_072, "bf16")
     assert ax.get_title() == (f"gemma-3-27b: layers SSSSSF repeated, bf16\n{d['ratio']:.1f}× smaller than a "
                               "window-ignoring calculator at 131,072 tokens")
-    assert f"{d['ratio']:.1f}" == "6.0"
+    assert d["ratio"] == pytest.approx(6.0, abs=0.05)
+    # the sliding layers' line is drawn inside the Axes on a log scale (a stacked band of 416 MiB under 10 GiB was
+    # invisible), and its label carries their bytes at the end
+    sliding = next(line for line in ax.get_lines() if line.get_label().startswith("sliding layers"))
+    assert ax.get_yscale() == "log" and sliding.get_ydata()[-1] == d["by_kind"]["sliding"][-1] / 2**20
+    assert ax.get_ylim()[0] < sliding.get_ydata()[-1] < ax.get_ylim()[1]
+    assert "416 MiB" in sliding.get_label()
     plt.close(fig)
 
 
@@ -313,3 +319,14 @@ def test_slot_history_padding_and_title_are_the_data_numbers():
     vis = list(h.visible[-1])
     assert f"positions {position_span(vis)} ({len(vis)} keys)" in ax.get_title()
     plt.close(fig)
+
+
+def test_exercise_04_4_prediction_is_what_the_real_ring_holds():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l04_windows.measure import ring_prompt_nbytes
+
+    m = ring_prompt_nbytes(4096, 5000)
+    mistral = load_model("mistral-7b-v0.1")
+    assert m["nbytes"] == EXERCISES["04.4"].solve().value == memory.layer_kv_bytes(mistral.layers[0], 5000, "bf16",
+                                                                                     view="allocated")
+    assert m["offset"] == 5000 and m["row_bytes"] == memory.layer_token_bytes(mistral.layers[0])

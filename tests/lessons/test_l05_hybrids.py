@@ -108,8 +108,12 @@ def test_hybrid_picture_lines():
     fig, ax = plt.subplots()
     draw_hybrid_cache(ax, model="jamba-v0.1", tokens=262_144)
     kv, total, all_attn, state = (line.get_ydata() for line in ax.get_lines()[:4])
-    assert kv[-1] == 4.0 and all_attn[-1] == 32.0  # GiB
+    assert kv[-1] == 4096 and all_attn[-1] == 32 * 1024  # MiB
     assert np.allclose(total - kv, state)
+    # log-log: the 8.3 MiB state and the KV below it at short context stay visible; ticks read as context lengths
+    assert ax.get_yscale() == "log" and ax.get_xscale() == "log" and kv[0] < state[0] < total[0]
+    ax.figure.canvas.draw()
+    assert {"64K", "256K"} <= {t.get_text() for t in ax.get_xticklabels()}
 
 
 def test_pure_recurrent_picture_is_a_flat_state():
@@ -124,6 +128,9 @@ def test_state_vs_kv_compares_models_on_log_axes():
     draw_state_vs_kv(ax, tokens=65_536, models=("mixtral-8x7b", "mamba2-2.7b"))
     mixtral, mamba = (line.get_ydata() for line in ax.get_lines())
     assert ax.get_yscale() == "log" and mixtral[-1] > mixtral[0] and mamba[0] == mamba[-1]
+    # the legend sits under the Axes, clear of every line
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
 
 
 def test_hybrid_view_is_not_left_in_pyplot():
@@ -166,3 +173,13 @@ def test_hybrid_cache_numbers_and_the_view_title():
     draw_hybrid_cache(ax, "jamba-v0.1", 262_144, 2)
     assert ax.get_title() == "jamba-v0.1: 28 mamba, 4 full; batch 2, bf16"
     plt.close(fig)
+
+
+def test_exercise_05_4_prediction_is_what_the_real_caches_hold():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l05_hybrids.measure import prompt_caches_nbytes
+
+    jamba = load_model("jamba-v0.1")
+    m = prompt_caches_nbytes("jamba-v0.1", 1000)
+    assert (m["kv_bytes"], m["state_bytes"]) == (memory.allocated_bytes(jamba, 1000), memory.fixed_state_bytes(jamba))
+    assert m["nbytes"] == EXERCISES["05.4"].solve().value

@@ -296,3 +296,28 @@ def test_serving_title_and_curves_are_the_data_numbers():
         f"holds tokens\n{s['num_requests']} requests in {s['iterations']:,} iterations, "
         f"{s['mean_running']:.1f} running on average, {s['preemptions']} preemptions")
     plt.close(fig)
+
+
+def test_serving_view_default_rate_shows_the_policy_effect():
+    """At the view's default (saturated) rate the policies differ; at a low rate every policy holds the same."""
+    import inspect
+
+    from kvsim.lessons.l07_paged.data import serving_numbers
+    from kvsim.lessons.l07_paged.views import SATURATED_RATE, serving_view
+    assert inspect.signature(serving_view).parameters["rate"].default == SATURATED_RATE
+    share = {p: serving_numbers(p, 16, SATURATED_RATE)["token_states_percent"] for p in ("max", "oracle", "paged")}
+    assert share["paged"] > 1.5 * share["oracle"] > 1.5 * share["max"]
+    idle = {p: serving_numbers(p, 16, 0.01)["token_states_percent"] for p in ("max", "paged")}
+    assert idle["max"] == idle["paged"]
+
+
+def test_exercise_07_4_prediction_is_what_the_real_paged_cache_holds():
+    from kvsim.calc import memory
+    from kvsim.calc.registry import load_model
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l07_paged.measure import paged_vs_dense
+
+    layer = load_model("llama-3-8b").layers[0]
+    last = paged_vs_dense(layer, prompt_tokens=100, decode_steps=50, block_size=16)[-1]
+    assert last["paged nbytes"] == EXERCISES["07.4"].solve().value == 10 * 16 * memory.layer_token_bytes(layer, "float32")
+    assert last["paged blocks held"] == 10 and last["dense nbytes"] > last["paged nbytes"]

@@ -8,6 +8,8 @@ Contract (pure: calc only, no MLX, no drawing)
 - :func:`kv_size_numbers`: the KV-size view's curves, weights, bytes at T and per token.
 - :func:`seed_figure_numbers`: seed 001's figure (curves, crossovers where the cache equals the bf16
   weights, marks at 8K and 128K, spaced ticks); :func:`seed_figure_data` memoizes the model part.
+- :func:`engines_all_numbers`: one request sized by every engine (:func:`kvsim.calc.engines_all.engine_table`)
+  for each of :data:`ENGINE_MODELS`, the numbers of lesson 02's engines figure.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from ...calc import memory, weights
+from ...calc.engines_all import engine_table
 from ...calc.capacity import crossover_tokens, kv_budget_bytes, max_concurrent_sequences, per_sequence_bytes
 from ...calc.counterfactual import as_mha
 from ...calc.hardware import get_accelerator
@@ -94,3 +97,15 @@ def seed_figure_numbers(model="llama-3.1-8b", kv_dtype="bf16") -> dict:
             "weights_bytes": w, "crossover_tokens": cross,
             "marks": {n: memory.kv_bytes(spec, n, 1, kv_dtype) for n in (8192, 131_072)},
             "ticks": spaced_ticks(end)}
+
+
+# one of each cache shape: full GQA, sliding + full, MLA, Mamba hybrid, Gated DeltaNet hybrid
+ENGINE_MODELS = ("llama-3-8b", "gemma-3-27b", "deepseek-v3", "jamba-v0.1", "qwen3-next-80b-a3b")
+
+
+def engines_all_numbers(models=ENGINE_MODELS, prompt_tokens: int = 8192, decode_steps: int = 0,
+                        kv_dtype: str = "bf16") -> dict:
+    """{model: :func:`kvsim.calc.engines_all.engine_table`} for one request of ``prompt_tokens`` prompt tokens
+    and ``decode_steps`` decode steps: bytes per layer kind held by kvsim, mlx-lm, transformers (dynamic and
+    static) and vLLM, or an engine's one-line refusal."""
+    return {name: engine_table(load_model(name), prompt_tokens, decode_steps, kv_dtype) for name in models}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from ...calc.units import UNIT_BYTES
+from ...calc.units import UNIT_BYTES, format_bytes
 from ...ui.style import clear_for, keep, legend, legend_below, reuse
 
 STYLES = {"model": dict(color="tab:orange", ls="-", lw=2.2), "mha": dict(color="tab:red", ls="--", lw=2)}
@@ -100,3 +100,47 @@ def plot_memory_split(ax, parts: dict, total_bytes: float, unit: str = "GiB", ti
     legend_below(ax, ncol=2, fontsize=9)  # the layout fit makes room for it
     ax.set_title(title or "", fontsize=11)
     return ax
+
+
+KIND_COLORS = {"full": "tab:orange", "sliding": "tab:green", "chunked": "tab:purple", "mla": "tab:blue",
+               "recurrent": "tab:cyan", "none": "0.7"}
+
+
+def plot_engines_all(axes, tables: dict, title: str | None = None):
+    """One panel per model (``tables``: {model: engine_table}): a bar per engine, stacked by layer kind, its
+    total written at the end; an engine that refuses the model gets its reason instead of a bar."""
+    for ax, (name, t) in zip(axes, tables.items()):
+        ax.clear()
+        cols = t["engines"]
+        top = max(c.get("total_bytes", 0) for c in cols)
+        unit = "GiB" if top >= 2**30 else "MiB"
+        s = UNIT_BYTES[unit]
+        y = np.arange(len(cols))[::-1]  # the first engine on top
+        for yi, c in zip(y, cols):
+            if "refused" in c:
+                ax.text(0, yi, f"  refused: {c['refused']}", va="center", fontsize=8, color="0.3")
+                continue
+            left = 0.0
+            for k in t["kinds"]:
+                b = c["bytes_by_kind"][k] / s
+                ax.barh([yi], [b], left=left, height=0.7, color=KIND_COLORS.get(k, "0.7"), ec="white", lw=0.5,
+                        label=f"{k} layers" if yi == y[0] else None)
+                left += b
+            ax.text(left, yi, f" {format_bytes(c['total_bytes'])}", va="center", fontsize=8)
+        ax.set_yticks(y, [c["engine"] for c in cols], fontsize=8)
+        ax.set_xlim(0, top / s * 1.22)  # room for the total's label
+        ax.set_ylim(-0.6, len(cols) - 0.4)
+        ax.set_xlabel(unit, fontsize=8, labelpad=1)
+        ax.tick_params(axis="x", labelsize=8)
+        layers = ", ".join(f"{t['layers_by_kind'][k]} {k}" for k in t["kinds"])
+        ax.set_title(f"{name} ({layers})", fontsize=9, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+    handles = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig = axes[0].figure
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=len(handles), fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return axes

@@ -15,8 +15,8 @@ from ...calc.hardware import accelerator_names
 from ...calc.registry import model_names
 from ...ui.base import dropdown, log_slider, make_view
 from ...ui.charts import plot_kv_vs_tokens
-from .data import kv_size_numbers, memory_split, seed_figure_numbers
-from .plots import plot_kv_with_marks, plot_memory_split
+from .data import engines_all_numbers, kv_size_numbers, memory_split, seed_figure_numbers
+from .plots import plot_engines_all, plot_kv_with_marks, plot_memory_split
 
 
 def draw_kv_vs_tokens(ax, model="llama-3.1-8b", tokens=131_072, batch=1, kv_dtype="bf16"):
@@ -83,3 +83,12 @@ def seed_figure_view(model="llama-3.1-8b", kv_dtype="bf16"):
         "model": dropdown("model", MODELS, model),
         "kv_dtype": dropdown("KV dtype", ("bf16", "fp8", "fp32"), kv_dtype),
     }, figsize=(8, 4.6), margins=dict(left=0.09, right=0.98, bottom=0.12, top=0.92))
+
+
+def draw_engines_all(axes, prompt_tokens=8192, decode_steps=0):
+    """Lesson 02's engines figure: what kvsim, mlx-lm, transformers and vLLM hold for one request, per model
+    (:func:`kvsim.lessons.l02_how_big.data.engines_all_numbers`)."""
+    tables = engines_all_numbers(prompt_tokens=prompt_tokens, decode_steps=decode_steps)
+    return plot_engines_all(list(axes), tables, title=(
+        f"one request, {prompt_tokens:,}-token prompt + {decode_steps:,} decode steps, bf16: "
+        "what each engine holds"))

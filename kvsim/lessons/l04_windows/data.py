@@ -91,12 +91,12 @@ def windowed_models() -> list[str]:
 
 
 def window_bytes_numbers(model: str = "gemma-3-27b", tokens: int = 131_072, kv_dtype="bf16", points: int = 257) -> dict:
-    """The window-bytes view's numbers: KV bytes by layer kind along 0..tokens
+    """The window-bytes view's numbers: KV bytes by layer kind along 64..tokens (log-spaced)
     (:func:`kvsim.calc.window_bytes.bytes_by_kind`), the same model with every layer full (a window-ignoring
     calculator), the layer pattern, and at ``tokens`` the real bytes and ignored / real
     (:func:`kvsim.calc.window_bytes.window_savings`)."""
     spec = load_model(model)
-    t = np.linspace(0, tokens, points).astype(np.int64)
+    t = np.unique(np.geomspace(min(64, tokens), tokens, points).astype(np.int64))  # log axes: no T = 0
     s = window_savings(spec, tokens, kv_dtype=kv_dtype)
     return {"name": spec.name, "tokens": t, "by_kind": bytes_by_kind(spec, t, kv_dtype=kv_dtype),
             "ignored": memory.kv_bytes(full_attention(spec), t, kv_dtype=kv_dtype), "pattern": pattern_period(spec),

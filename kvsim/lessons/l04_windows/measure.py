@@ -14,6 +14,7 @@ Contract
   token's query attends to) and ``nbytes``, as a :class:`SlotHistory`.
 - :func:`ring_history` / :func:`chunk_history`: the same on a fresh RotatingKVCache (window W plus
   sink tokens) or ChunkedKVCache, what lesson 04's slot pictures draw.
+- :func:`ring_prompt_nbytes`: a real RotatingKVCache's nbytes after one long prompt (exercise 04.4).
 
 Out-of-order ring slots are harmless: attention over a ring read in storage order equals
 attention over the same window read in temporal ("linearized") order.
@@ -163,3 +164,13 @@ def ring_order_check(steps: int = 24, window: int = 6, sinks: int = 0, heads: in
             outs.append(sdpa(q_t, keys, values, mask))
         diffs.append(float(mx.abs(outs[0] - outs[1]).max()))
     return RingOrderCheck(tuple(positions[0]), tuple(positions[1]), np.array(diffs))
+
+
+def ring_prompt_nbytes(window: int = 4096, tokens: int = 5000, num_key_value_heads: int = 8,
+                       head_dim: int = 128) -> dict:
+    """{"nbytes", "offset", "row_bytes"} of a real bf16 ``RotatingKVCache(window)`` after one ``tokens``-token
+    prompt of zero keys and values (``num_key_value_heads`` × ``head_dim``: Mistral 7B's layer by default)."""
+    cache = RotatingKVCache(window)
+    k = mx.zeros((1, num_key_value_heads, tokens, head_dim), dtype=mx.bfloat16)
+    cache.update_and_fetch(k, k)
+    return {"nbytes": cache.nbytes, "offset": cache.offset, "row_bytes": 2 * num_key_value_heads * head_dim * 2}

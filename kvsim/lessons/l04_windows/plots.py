@@ -21,11 +21,12 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.collections import PatchCollection, PathCollection
 from matplotlib.font_manager import FontProperties
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from matplotlib.patches import Rectangle
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
-from ...calc.units import UNIT_BYTES
+from ...calc.units import UNIT_BYTES, format_bytes
 from ...ui.style import Sketch, clear_for, decorate, keep, legend_below, reuse, set_fill_between
 
 
@@ -101,40 +102,58 @@ def plot_slot_history(ax, positions, slots, visible, written, sinks: int = 0, ti
     return ax
 
 
+def _tokens_label(x, _=None) -> str:
+    """Token counts as context lengths are quoted (binary K and M): 65536 -> '64K', 1048576 -> '1M'."""
+    if x >= 2**20:
+        return f"{x / 2**20:g}M"
+    return f"{x / 1024:g}K" if x >= 1024 else f"{x:g}"
+
+
 def _build_bytes_by_kind(ax, shape):
     kinds, references, n_points = shape
     clear_for(ax, "bytes_by_kind")  # another model's layer kinds: replace the picture, keep the Axes
-    return keep(ax, "bytes_by_kind", shape, {
-        "areas": [ax.fill_between([0, 1], 0, 0, alpha=0.35, color=KIND_COLORS.get(kind), lw=0,
-                                  label=f"{kind} layers") for kind in kinds],
-        "total": ax.plot([], [], "-", lw=2, color="black", label="real spec (total)")[0],
+    art = keep(ax, "bytes_by_kind", shape, {
+        "total": ax.plot([], [], "-", lw=2.5, color="black", label="real spec (total)")[0],
         "references": [ax.plot([], [], "--", lw=2, color="tab:red", label=label)[0] for label in references],
+        "kinds": [ax.plot([], [], "-", lw=1.8, color=KIND_COLORS.get(kind)) for kind in kinds],
         "points": [(ax.plot([], [], "o", color="black", ms=5)[0],
                     ax.annotate("", (0, 0), xytext=(-6, 8), textcoords="offset points", ha="right", fontsize=9))
                    for _ in range(n_points)]})
+    art["kinds"] = [lines[0] for lines in art["kinds"]]
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=4))
+    ax.xaxis.set_major_formatter(FuncFormatter(_tokens_label))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
+    return art
 
 
-def plot_bytes_by_kind(ax, tokens, by_kind: dict, reference: dict | None = None, unit: str = "GiB",
+def plot_bytes_by_kind(ax, tokens, by_kind: dict, reference: dict | None = None, unit: str = "MiB",
                        points: dict | None = None, title: str | None = None):
-    """Stacked areas of KV bytes per layer kind against tokens, the total as a line, references dashed."""
+    """KV bytes per layer kind against tokens as lines on log-log axes (a window's flat line stays visible
+    beside gigabytes of full layers), the total in black, references dashed; ``tokens`` must be > 0."""
     reference, points = reference or {}, points or {}
     s = UNIT_BYTES[unit]
     x = np.asarray(tokens)
     shape = (tuple(by_kind), tuple(reference), len(points))
     art = reuse(ax, "bytes_by_kind", shape) or _build_bytes_by_kind(ax, shape)
-    base = np.zeros(len(x))
-    for area, y in zip(art["areas"], by_kind.values()):
-        top = base + np.asarray(y, dtype=float) / s
-        set_fill_between(area, x, base, top)
-        base = top
-    art["total"].set_data(x, base)
+    total = np.zeros(len(x))
+    for line, (kind, y) in zip(art["kinds"], by_kind.items()):
+        line.set_label(f"{kind} layers: {format_bytes(int(np.asarray(y)[-1]))} at {_tokens_label(x[-1])}")
+        y = np.asarray(y, dtype=float) / s
+        line.set_data(x, y)
+        total = total + y
+    art["total"].set_data(x, total)
     for line, y in zip(art["references"], reference.values()):
         line.set_data(x, np.asarray(y, dtype=float) / s)
     for (dot, note), (label, (px, py)) in zip(art["points"], points.items()):
         dot.set_data([px], [py / s])
         note.set_text(label)
         note.xy = (px, py / s)
-    decorate(ax, xlim=(0, x[-1]), xlabel="tokens per sequence", ylabel=f"KV cache ({unit})", title=title)
+    decorate(ax, xlim=(x[0], x[-1]), ylim=(None, None), xlabel="tokens per sequence",
+             ylabel=f"KV cache ({unit}, log)", title=title)
+    ax.grid(alpha=0.3, which="both")
     return ax
 
 

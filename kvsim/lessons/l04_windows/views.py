@@ -71,7 +71,7 @@ def chunk_view(step=12, chunk_size=8):
 
 
 def draw_window_bytes(ax, model="gemma-3-27b", tokens=131_072, kv_dtype="bf16", points: int = 257):
-    """KV bytes by layer kind against tokens, with the window-ignoring calculator as a dashed line."""
+    """KV bytes by layer kind against tokens (log-log), with the window-ignoring calculator as a dashed line."""
     d = window_bytes_numbers(model, tokens, kv_dtype, points)
     plot_bytes_by_kind(
         ax, d["tokens"], d["by_kind"], reference={"windows ignored (every layer full)": d["ignored"]},

@@ -69,11 +69,11 @@ def hybrid_models() -> list[str]:
 
 def hybrid_cache_numbers(model: str = "jamba-v0.1", tokens: int = 262_144, batch: int = 1, kv_dtype="bf16",
                          points: int = 257) -> dict:
-    """The hybrid-cache view's numbers along 0..tokens: :func:`kvsim.calc.hybrid.cache_split` (KV of the
+    """The hybrid-cache view's numbers along 16..tokens, log-spaced: :func:`kvsim.calc.hybrid.cache_split` (KV of the
     attention layers, fixed recurrent state, total), the all-attention counterfactual's KV (None for a purely
     recurrent model: it has no attention layer to copy), the layer counts per mixer and the total at ``tokens``."""
     spec = load_model(model)
-    t = np.linspace(0, tokens, points).astype(np.int64)
+    t = np.unique(np.geomspace(min(16, tokens), tokens, points).astype(np.int64))
     split = hybrid.cache_split(spec, t, batch, kv_dtype)
     n_rec = spec.count("recurrent")
     n_att = spec.num_hidden_layers - n_rec

@@ -18,12 +18,25 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ...calc.units import UNIT_BYTES, format_bytes
-from ...ui.style import clear_for, keep, legend, log_scale, relimit, reuse
+from ...ui.style import clear_for, keep, legend, legend_below, log_scale, relimit, reuse
 
 
 _STYLES = ["-", "--", "-.", ":"]
+
+
+def tokens_label(x, _=None) -> str:
+    """Token counts as context lengths are quoted (binary K and M): 65536 -> '64K', 1048576 -> '1M', 16 -> '16'."""
+    if x >= 2**20:
+        return f"{x / 2**20:g}M"
+    return f"{x / 1024:g}K" if x >= 1024 else f"{x:g}"
+
+
+def _plain(y, _=None) -> str:
+    """Log-axis byte counts in the axis unit as plain numbers: 0.1, 10, 1,000."""
+    return f"{y:,.0f}" if y >= 1 else f"{y:g}"
 
 
 def _build_state_vs_kv(ax, shape):
@@ -37,6 +50,11 @@ def _build_state_vs_kv(ax, shape):
                    for _ in range(n_points)]})
     ax.set_xscale("log", base=2) if log else ax.set_xscale("linear")
     ax.set_yscale("log" if log else "linear")
+    if log:  # x ticks every 4× as context lengths (1K, 4K, ... 256K), y ticks as plain numbers
+        ax.xaxis.set_major_locator(LogLocator(base=4))
+        ax.xaxis.set_major_formatter(FuncFormatter(tokens_label))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_formatter(FuncFormatter(_plain))
     ax.set_xlabel("tokens per sequence")
     ax.grid(False, which="both")
     ax.grid(alpha=0.3, which="both" if log else "major")
@@ -44,8 +62,12 @@ def _build_state_vs_kv(ax, shape):
 
 
 def plot_state_vs_kv(ax, tokens, growing: dict, fixed: dict | None = None, unit: str = "GiB",
-                     log: bool = False, points: dict | None = None, title: str | None = None):
-    """Growing caches as lines against tokens; fixed (recurrent) states as flat dashed lines."""
+                     log: bool = False, points: dict | None = None, title: str | None = None,
+                     legend_loc: str = "upper left"):
+    """Growing caches as lines against tokens; fixed (recurrent) states as flat dashed lines.
+
+    ``log``: log-log axes (a fixed state and a growing KV many times its size both stay visible), tokens
+    labelled 1K, 4K, ... ``legend_loc`` "below" puts the legend under the Axes, clear of every line."""
     fixed, points = fixed or {}, points or {}
     s = UNIT_BYTES[unit]
     x = np.asarray(tokens)
@@ -65,8 +87,11 @@ def plot_state_vs_kv(ax, tokens, growing: dict, fixed: dict | None = None, unit:
     if not log:  # headroom for the point labels above the highest line
         top = max(line.get_ydata().max() for line in art["growing"] + art["fixed"])
         ax.set_ylim(0, 1.12 * top if top > 0 else 1)
-    ax.set_ylabel(f"cache per sequence ({unit})")
-    legend(ax, loc="upper left", fontsize=8)
+    ax.set_ylabel(f"cache per sequence ({unit}{', log' if log else ''})")
+    if legend_loc == "below":
+        legend_below(ax, fontsize=8, ncol=2)
+    else:
+        legend(ax, loc=legend_loc, fontsize=8)
     ax.set_title(title or "", fontsize=11)
     return ax
 

@@ -35,7 +35,8 @@ COMPARE = ("mixtral-8x7b", "jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2
 
 
 def draw_hybrid_cache(ax, model="jamba-v0.1", tokens=262_144, batch=1, kv_dtype="bf16", points: int = 257):
-    """KV of the attention layers, the fixed recurrent state, their sum, and the all-attention counterfactual."""
+    """KV of the attention layers, the fixed recurrent state, their sum, and the all-attention counterfactual,
+    on log-log axes: the flat state, the KV below it at short context and the total above both stay visible."""
     d = hybrid_cache_numbers(model, tokens, batch, kv_dtype, points)
     split, n_att, end = d["split"], d["attention_layers"], d["end_bytes"]
     growing = {}
@@ -43,7 +44,7 @@ def draw_hybrid_cache(ax, model="jamba-v0.1", tokens=262_144, batch=1, kv_dtype=
         growing = {f"KV of the {n_att} attention layers": split["kv"], "total (KV + state)": split["total"],
                    f"if all {d['num_hidden_layers']} layers were attention": d["all_attention"]}
     plot_state_vs_kv(ax, d["tokens"], growing, {f"recurrent state of {d['recurrent_layers']} layers": split["state"]},
-                     unit="GiB" if end >= 2**30 else "MiB", points={units.format_bytes(end): (tokens, end)},
+                     unit="MiB", log=True, points={units.format_bytes(end): (tokens, end)},
                      title=f"{d['name']}: " + ", ".join(f"{n} {k}" for k, n in d["mixers"].items())
                      + f"; batch {batch}, {kv_dtype}")
     return ax
@@ -55,7 +56,7 @@ def hybrid_view(model="jamba-v0.1", tokens=262_144, batch=1):
         "model": dropdown("model", hybrid_models(), model),
         "tokens": log_slider("tokens", tokens, 1024, 1_048_576),
         "batch": log_slider("batch", batch, 1, 64),
-    })
+    }, figsize=(7.5, 4.6))
 
 
 def draw_state_vs_kv(ax, tokens=262_144, models=COMPARE, kv_dtype="bf16", points: int = 65):
@@ -63,7 +64,7 @@ def draw_state_vs_kv(ax, tokens=262_144, models=COMPARE, kv_dtype="bf16", points
     t, curves = state_vs_kv_curves(models, tokens, kv_dtype, points)
     growing = {f"{name} ({', '.join(f'{n} {k}' for k, n in mixers.items())})": total
                for name, (mixers, total) in curves.items()}
-    return plot_state_vs_kv(ax, t, growing, unit="MiB", log=True,
+    return plot_state_vs_kv(ax, t, growing, unit="MiB", log=True, legend_loc="below",
                             title=f"cache per sequence, {kv_dtype}: fixed states stay flat, KV grows")
 
 

@@ -33,7 +33,8 @@ from .plots import (
 )
 
 
-RATES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+RATES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+SATURATED_RATE = 1.0  # the lesson's own rate: requests queue, memory stays full, the policy decides what it holds
 BLOCK_SIZES = (4, 8, 16, 32, 64, 128, 256)
 
 
@@ -58,7 +59,7 @@ def block_table_view(step=3, block_size=4):
     }, figsize=(8, 3.6), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.9))
 
 
-def draw_serving(ax, policy="paged", block_size=16, rate=0.05):
+def draw_serving(ax, policy="paged", block_size=16, rate=SATURATED_RATE):
     """KV memory split over time for 200 chat-like requests arriving at ``rate`` per iteration."""
     d = serving_numbers(policy, block_size, rate)
     s = d["summary"]
@@ -69,7 +70,7 @@ def draw_serving(ax, policy="paged", block_size=16, rate=0.05):
     return ax
 
 
-def serving_view(policy="paged", block_size=16, rate=0.05):
+def serving_view(policy="paged", block_size=16, rate=SATURATED_RATE):
     """Policy, block size and arrival rate over :func:`draw_serving` (OPT-13B on an A100 40GB budget)."""
     return make_view(draw_serving, {
         "policy": dropdown("policy", sim.POLICIES, policy),
