@@ -32,10 +32,10 @@ MPL_OLDEST_DIR := .venv-mpl-oldest
 VIEW_TESTS := tests/test_widgets.py $(sort $(wildcard tests/lessons/test_l*.py))
 # What depends on matplotlib's version: drawing and layout (every view with every control at its extremes, through
 # the no-crop test), the renderer against stock Agg, the lessons' view tests. The version-blind mechanics (control
-# defaults, static page, redraw = fresh draw, the notebook cell) ran in the unit stage; skipping them here keeps
+# defaults, static page, the notebook cell) ran in the unit stage; skipping them here keeps
 # this stage short. (3.8's mathtext calls pyparsing's old camelCase names: pyparsing 3.2 warns, harmlessly.)
 MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow and not engines" -n auto --maxprocesses 8 -W ignore::DeprecationWarning \
-  -k "not (every_control or controls_start or static_page or fresh_draw or real_notebook)"
+  -k "not (controls_start or static_page or real_notebook)"
 
 .PHONY: help lab test install install-lab test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui browser notebooks bench clean
 
