@@ -23,8 +23,11 @@ ANSWERS = {
     "07.1": 63, "07.2": 10_240, "07.3": 61 * 576 * 2,
     "08.1": (8_030_261_248 - 525_336_576 + 4096) * 2,
     "08.2": (15_009_857_536 + 2**34) / 3.35e12 * 1e3,  # ms: weights + 128K of KV over 3.35 TB/s
-    "08.3": 205.3,          # the measured H200's ridge, 7.517e14 FLOP/s / 3.662e12 B/s
+    "08.3": 208,            # the first whole batch past the measured H200's ridge, 7.315e14 / 3.530e12 = 207.2
+    "08.4": 4 * 1025 * 2 * 8 * 128 * 4,   # 4 sequences × (1,024 + the step's token) × 2 × 8 × 128 × 4 B
     "09.1": (1 - 0.8**5) / 0.2, "09.2": 3, "09.3": 3,
+    "10.1": 3 * (1024 * 16_384 + 8_716_288),   # 3 × (1,024 slots × 4 attention layers' K/V + Mamba state), bf16
+    "10.2": 3 + 1,                             # the queued wave starts when the slots free at iteration 3
 }
 
 

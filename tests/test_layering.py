@@ -172,7 +172,7 @@ def test_every_module_lives_in_a_known_folder():
 
 
 def test_every_lesson_package_has_only_the_known_files():
-    assert len(LESSONS) == 10, LESSONS
+    assert len(LESSONS) == 11, LESSONS
     for lesson in LESSONS:
         files = {p.name for p in (PACKAGE / "lessons" / lesson).glob("*.py")}
         assert {"__init__.py", "data.py", "views.py"} <= files <= {"__init__.py", "data.py", "measure.py",

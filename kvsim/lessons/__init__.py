@@ -44,6 +44,8 @@ _VIEW_HOMES = {
     "short_context": ("l05_hybrids", "short_context_view"),
     "preemption": ("l07_paged", "preemption_view"),
     "tp_bytes": ("l07_paged", "tp_view"),
+    "admission": ("l10_engine", "admission_view"),
+    "engine_batch": ("l10_engine", "batch_view"),
 }
 
 

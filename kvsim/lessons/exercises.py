@@ -1,4 +1,4 @@
-"""The "your turn" exercises of lessons 01-09, checked against kvsim.
+"""The "your turn" exercises of lessons 01-10, checked against kvsim.
 
 Contract (pure)
 - ``EXERCISES`` maps a key such as "02.1" (lesson 02, exercise 1) to an
@@ -26,6 +26,7 @@ from .l04_windows.data import ring_slot
 from .l05_hybrids.data import hybrid_crossover_tokens
 from .l08_decode_speed import data as h200
 from .l09_speculation import data as speculation
+from .l10_engine import data as engine
 
 BF16 = DTYPE_BYTES["bf16"]
 
@@ -270,12 +271,32 @@ def _ridge_batch():
     run = h200.load_run()
     spec = load_model(run.variants[run.batch_sweep["variant"]]["geometry"]["source"])
     balance = run.flops_per_s / run.bytes_per_s
-    value = phases.ridge_batch(spec, 0, run.bytes_per_s, run.flops_per_s)
+    ridge = phases.ridge_batch(spec, 0, run.bytes_per_s, run.flops_per_s)
+    value = math.ceil(ridge)                    # a batch is a whole number of sequences: the first at the ridge
     return Solution(value, f"weights-only decode does 2·B FLOPs per 2-byte weight = B FLOP/B; it reaches the "
                            f"ridge {run.flops_per_s:.4g} / {run.bytes_per_s:.4g} = {balance:.4g} FLOP/B at "
-                           f"B = {value:.4g} (phases.ridge_batch)",
-                    ((2 * balance, "a bf16 weight is 2 bytes: 2·B FLOPs per weight is B FLOPs per byte, not 2·B."),
-                     (balance / 2, "a multiply-add is 2 FLOPs: B sequences do 2·B FLOPs per weight.")))
+                           f"B = {ridge:.4g} (phases.ridge_batch), so the first whole batch past it is {value}",
+                    ((value - 1, f"a batch of {value - 1} still does fewer FLOPs per byte than the ridge "
+                                 f"({balance:.4g}): round up, to the first batch at or past it."),
+                     (round(ridge, 1), "a batch is a whole number of sequences: round the ridge up."),
+                     (2 * value, "a bf16 weight is 2 bytes: 2·B FLOPs per weight is B FLOPs per byte, not 2·B."),
+                     (math.ceil(balance / 2), "a multiply-add is 2 FLOPs: B sequences do 2·B FLOPs per weight.")))
+
+
+def _step_reads_cache(model="llama-3-8b", tokens=1024, batch=4, kv_dtype="fp32"):
+    spec = load_model(model)
+    held = tokens + 1                                              # the decode step writes its token, then reads
+    per_layer = memory.kv_bytes(spec, held, kv_dtype=kv_dtype) // spec.num_hidden_layers   # one layer
+    value = batch * per_layer
+    row = per_layer // held
+    return Solution(value, f"{batch} sequences × {held:,} tokens (the {tokens:,} filled + the step's own) × "
+                           f"{row:,} B per token (2 × 8 KV heads × 128 × 4 B, fp32) = {value:,} B "
+                           "(memory.kv_bytes of one layer × batch)",
+                    ((batch * 1280 * row, "that is the buffer's nbytes: it grows in steps of 256 slots, and the "
+                                          "step reads only the rows it holds (used_bytes)."),
+                     (batch * tokens * row, "the step writes its own token's K/V first, then attends to it too."),
+                     (per_layer, "each of the 4 sequences has its own cache rows."),
+                     (value // 2, "the measured layer is float32: 4 bytes per element.")))
 
 
 # ---------------------------------------------------------------- 09 speculative
@@ -353,15 +374,60 @@ EXERCISES = dict([
         "all parameters but the input embedding table, plus one row of it, × 2 B", _step_weights),
     _ex("08.2", "least time of one Llama 3.1 8B decode step at 131,072 tokens on an H100 80GB", "ms",
         "(weights read + cache read) / memory bandwidth", _floor_ms),
-    _ex("08.3", "batch from which weights-only decode of Llama 3 8B is compute-bound on the measured H200",
-        "sequences", "FLOPs per byte of a batch of B = machine balance (FLOP/s ÷ bytes/s)", _ridge_batch,
-        rel_tol=0.01),
+    _ex("08.3", "smallest batch at which weights-only decode of Llama 3 8B is compute-bound on the measured H200",
+        "sequences", "FLOPs per byte of a batch of B ≥ machine balance (FLOP/s ÷ bytes/s); B is a whole number",
+        _ridge_batch),
     _ex("09.1", "expected tokens per target pass, α = 0.8, k = 4", "tokens", "(1 − α^(k+1)) / (1 − α)",
         _tokens_per_pass),
     _ex("09.2", "tokens trimmed after a round with k = 5 and 2 drafts accepted", "tokens",
         "the verify pass wrote k + 1 rows; keep the last token and the accepted drafts", _trimmed),
     _ex("09.3", "how far RotatingKVCache(8, rewind_tokens=2) can rewind right after a write", "tokens",
         "spare slots plus the newest token", _ring_rewind),
+    # lesson 08
+    _ex("08.4", "K/V bytes the measured layer's decode step reads: 4 sequences filled with 1,024 tokens, fp32",
+        "bytes", "batch × tokens the step attends to × 2 × KV heads × head_dim × 4 B", _step_reads_cache),
+])
+
+
+# ---------------------------------------------------------------- lesson 10: the engine
+
+def _jamba_pool_bytes(sequences=3, tokens=1000, step=256):
+    from ..calc.pool_bytes import pool_allocated_bytes
+    spec = load_model("jamba-v0.1")
+    view = pool_allocated_bytes([(spec, tokens)] * sequences, "bf16", step, "bf16")
+    slots = -(-tokens // step) * step
+    per_slot = memory.bytes_per_token(spec, "bf16")
+    state = memory.fixed_state_bytes(spec, 1, model_dtype="bf16")
+    attention = sum(1 for layer in spec.layers if layer.kind != "recurrent")
+    return Solution(view["pool"], f"{sequences} × (⌈{tokens}/{step}⌉·{step} = {slots} slots × {per_slot:,} B "
+                                  f"({attention} attention layers) + {state:,} B of Mamba state) = {view['pool']:,} B "
+                                  "(pool_allocated_bytes)",
+                    ((view["kv"], "the Mamba layers' state is in the pool too (kvsim keeps it in the cache list)."),
+                     (sequences * (tokens * per_slot + state), f"slots grow in steps of {step}: {slots} are "
+                                                               f"allocated, not {tokens}."),
+                     (view["pool"] // sequences, "that is one sequence; the pool holds all of them.")))
+
+
+def _burst_ttft(requests=10, output_tokens=3, max_sequences=4, max_queue=4):
+    import numpy as np
+    res = engine.burst(requests, output_tokens, max_sequences, max_queue, "wait")
+    value = int(np.nanmax(res.ttft_iterations))
+    return Solution(value, f"{max_sequences} start at iteration 0; {max_queue} wait; the slots free at iteration "
+                           f"{output_tokens}, so the last admitted starts there: TTFT = {output_tokens} + 1 = {value} "
+                           f"iterations; {res.rejected_count} answered 503 (admission.simulate_admission)",
+                    ((value - 1, "the first token comes at the END of the request's first iteration: + 1."),
+                     (1, "the queue holds only the requests the pool cannot take yet; they start when a slot "
+                         "frees."),
+                     (2 * output_tokens + 1, f"the queue is bounded at {max_queue}: the requests beyond it are "
+                                             "rejected, not queued for a third wave.")))
+
+
+# lesson 10
+EXERCISES.update([
+    _ex("10.1", "memory_usage_bytes() of a pool of 3 Jamba v0.1 sequences after 1,000 tokens each (bf16, step 256)",
+        "bytes", "allocated K/V slots of the attention layers plus each sequence's Mamba state", _jamba_pool_bytes),
+    _ex("10.2", "time-to-first-token of the last admitted request: 10 at once, 4 slots, queue 4, 3 tokens each",
+        "iterations", "who starts at once, who waits for a slot, who is turned away?", _burst_ttft),
 ])
 
 

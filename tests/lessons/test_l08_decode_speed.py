@@ -3,6 +3,7 @@ stored vs read, the techniques table, the H200 dataset and the roofline views; "
 
 import json
 import math
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -35,6 +36,7 @@ from kvsim.lessons.l08_decode_speed.views import (
     draw_decode_speed_limit,
     draw_h200_variants,
     draw_roofline,
+    draw_step_breakdown,
     draw_stored_vs_read,
     draw_time_and_floors,
 )
@@ -135,7 +137,9 @@ def test_the_dataset_loads_with_its_provenance(run):
     assert len(run.measured_variants()) == 5 and "GQA-8, 8-bit KV (q8)" not in run.measured_variants()
     assert sum(len(run.points(v)) for v in run.measured_variants()) + len(run.batch_sweep["points"]) == 47
     text = "\n".join(h200.provenance(run))
-    assert "MLX 0.32.4" in text and run.meta["kvsim_commit"] in text and "205 FLOP/B" in text
+    balance = run.calibration["machine_balance_flop_per_byte"]
+    assert balance == pytest.approx(run.flops_per_s / run.bytes_per_s)
+    assert "MLX 0.32.4" in text and run.meta["kvsim_commit"] in text and f"{balance:.0f} FLOP/B" in text
     assert run.label("MLA (DeepSeek-V3)") == "MLA (DeepSeek-V3, 4 of 61 layers)"
     assert run.label("GQA-8 (Llama 3 8B)") == "GQA-8 (Llama 3 8B)"
     with pytest.raises(ValueError, match="variant"):
@@ -180,6 +184,91 @@ def test_a_broken_dataset_names_what_is_missing(tmp_path):
         h200.load_run(_write_run(tmp_path, bad))
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_dataset_is_the_benchmark_results_merged():
+    """data/h200/roofline_cuda.json is what benchmarks/refresh_h200_dataset.py makes of the results files."""
+    results, folder = ROOT / "benchmarks" / "results", ROOT / "data" / "h200"
+    run3 = "repeats/roofline_cuda_run3_53938c4.json"
+    merged = h200.dataset_from_results(json.loads((results / "roofline_cuda.json").read_text()),
+                                       json.loads((folder / run3).read_text()), run3)
+    assert json.loads((folder / h200.RUN_FILE).read_text()) == merged
+    assert json.loads((folder / h200.BREAKDOWN_FILE).read_text()) == \
+        json.loads((results / "step_breakdown_cuda.json").read_text())
+    run = h200.load_run()
+    one = run.batch_sweep_one_tensor
+    assert one["source"]["kvsim_commit"] == "53938c4" and [p["batch"] for p in one["points"]] == \
+        [p["batch"] for p in run.batch_sweep["points"]] == [1, 2, 4, 8, 16, 32, 64]
+    assert all("kvsim-compiled" in p["step_ms"] for v in run.measured_variants() for p in run.points(v))
+    with pytest.raises(ValueError, match="one_tensor_run: missing batch_sweep"):
+        h200.dataset_from_results(merged, {k: v for k, v in merged.items() if k != "batch_sweep"}, run3)
+
+
+@pytest.mark.parametrize("name", [h200.BREAKDOWN_FILE, "repeats/step_breakdown_cuda_repeat.json"])
+def test_the_step_breakdown_sums_to_the_measured_step(name):
+    b = h200.load_breakdown(name=name)
+    llama, bw = load_model("llama-3-8b"), b["copy_bytes_per_s"]
+    assert b["geometry"]["weights_read_bytes"] == phases.weights_read_bytes(llama)
+    for p in b["points"]:
+        s = h200.step_segments(p)
+        parts = s["segments"]
+        assert list(parts) == list(h200.SEGMENTS) and all(v >= 0 for v in parts.values())
+        assert sum(parts.values()) == pytest.approx(p["ms"]["step_eager"], rel=1e-12)
+        # the floors are bytes over the bandwidth measured in the same process
+        assert parts["weights' floor"] == pytest.approx(1e3 * phases.weights_read_bytes(llama) / bw)
+        held = p["context_tokens"] + 2 + 2 * b["meta"]["repeats"]          # the tokens the timed steps read
+        assert parts["cache's floor"] == pytest.approx(1e3 * memory.read_bytes_per_step(llama, held) / bw)
+        assert parts["launch and host overhead"] == max(0.0, p["ms"]["step_eager"] - p["ms"]["step_compiled"])
+        for k, v in s["clipped"].items():                                   # noise below zero: drawn as 0
+            assert v < 0 and parts[k] == 0.0
+    rows = h200.breakdown_rows(b)
+    assert [r["context"] for r in rows] == [1024, 8192, 32768, 131072]
+
+
+def test_a_negative_part_is_clipped_and_the_rest_absorbs_it():
+    p = h200.load_breakdown()["points"][0]
+    slower = json.loads(json.dumps(p))
+    slower["ms"]["step_compiled"] = slower["ms"]["step_eager"] + 0.5          # compiled slower: no overhead saved
+    s = h200.step_segments(slower)
+    assert s["segments"]["launch and host overhead"] == 0.0 and s["clipped"]["launch and host overhead"] == -0.5
+    assert sum(s["segments"].values()) == pytest.approx(slower["ms"]["step_eager"])
+    broken = json.loads(json.dumps(p))
+    broken["ms"]["step_eager"] = 1.0                                          # below its own floors
+    with pytest.raises(ValueError, match="shorter than its floors"):
+        h200.step_segments(broken)
+
+
+def test_the_breakdown_bars_are_the_segments():
+    b = h200.load_breakdown()
+    fig, ax = plt.subplots()
+    draw_step_breakdown(ax, b)
+    bars = [r for r in ax.patches]
+    n = len(b["points"])
+    assert len(bars) == n * len(h200.SEGMENTS)
+    tops = [max(r.get_y() + r.get_height() for r in bars[i::n]) for i in range(n)]
+    assert tops == pytest.approx([p["ms"]["step_eager"] for p in b["points"]])
+    assert [t.get_text() for t in ax.get_legend().texts][:5] == list(h200.SEGMENTS)[::-1]
+    plt.close(fig)
+
+
+def test_batch_sweep_rows_use_each_runs_own_bandwidth(run):
+    rows = h200.batch_sweep_rows(run)
+    one_bw = run.batch_sweep_one_tensor["source"]["copy_bytes_per_s"]
+    for row, p, q in zip(rows, run.batch_sweep["points"], run.batch_sweep_one_tensor["points"]):
+        assert row["kvsim / floor"] == round(p["step_ms"]["kvsim"] / (1e3 * p["read_bytes"] / run.bytes_per_s), 2)
+        assert row["one tensor: kvsim / floor"] == round(q["step_ms"]["kvsim"] / (1e3 * q["read_bytes"] / one_bw), 2)
+
+
+def test_quantized_kernel_rows_name_what_ran_and_what_has_no_kernel(run):
+    rows = h200.quantized_kernel_rows(run)
+    assert rows[0]["attention of one layer"] == "dense, bf16" and rows[0]["32K × bf16"] == rows[0]["128K × bf16"] == 1.0
+    by_way = {r["attention of one layer"]: r for r in rows}
+    k = run.quantized_kernels[1]
+    assert by_way["dequantize q4 g64"]["128K ms"] == round(k["step_ms"]["dequantize q4 g64"], 3)
+    assert [w for w, r in by_way.items() if r["32K ms"] == "no kernel"] == list(run.quantized_kernels[0]["errors"])
+
+
 def test_the_quantized_probe_says_what_ran():
     rows = h200.quantized_probe_rows(h200.load_fused_check())
     fresh = [r for r in rows if "freshly" in r["product"]]
@@ -208,7 +297,8 @@ def test_batch_floors_show_the_sweep_only_where_it_was_measured(run):
     assert list(measured.get_xdata()) == [p["batch"] for p in run.batch_sweep["points"]]
     assert "memory-bound at any B" in ax.get_title()
     draw_batch_floors(ax, tokens=128)
-    assert len(ax.get_lines()[0].get_xdata()) == 0 and "compute-bound from B = 265" in ax.get_title()
+    cross = phases.ridge_batch(load_model("llama-3-8b"), 128, run.bytes_per_s, run.flops_per_s)
+    assert len(ax.get_lines()[0].get_xdata()) == 0 and f"compute-bound from B = {cross:,.0f}" in ax.get_title()
     plt.close(fig)
 
 
@@ -225,7 +315,7 @@ def test_the_lessons_exercise_numbers():
     assert EXERCISES["08.1"].solve().value == 15_009_857_536
     assert EXERCISES["08.2"].solve().value == pytest.approx(1e3 * (15_009_857_536 + 16 * 2**30) / 3.35e12)
     run = h200.load_run()
-    assert EXERCISES["08.3"].solve().value == pytest.approx(run.flops_per_s / run.bytes_per_s, rel=1e-3)
+    assert EXERCISES["08.3"].solve().value == math.ceil(run.flops_per_s / run.bytes_per_s)   # a whole batch
 
 
 def test_the_variant_view_highlights_one_in_the_lines_and_the_legend(run):

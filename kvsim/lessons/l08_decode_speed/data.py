@@ -32,7 +32,14 @@ Contract (pure: json and arithmetic)
   with kvsim / mlx-lm (geometric mean and worst of the best-of ratios) and time / floor, where
   floor = bytes read / copy bandwidth (:func:`kvsim.calc.roofline.floor_seconds`, recomputed here).
 - :func:`load_fused_check` reads ``check_fused.json``; :func:`quantized_probe_rows` lists which
-  quantized attention products MLX's CUDA backend ran there.
+  quantized attention products MLX's CUDA backend ran there; :func:`quantized_kernel_rows` the quantized
+  attention kernels timed against bf16 (``quantized_kernels``).
+- :func:`dataset_from_results` makes ``roofline_cuda.json`` from a benchmark run plus an earlier run's
+  one-tensor batch sweep (``benchmarks/refresh_h200_dataset.py`` writes it); :func:`batch_sweep_rows` and
+  :func:`dataset_findings` print what the sweeps and points show, from the data.
+- :func:`load_breakdown` reads ``step_breakdown_cuda.json``; :func:`step_segments` splits one measured
+  eager step into :data:`SEGMENTS` (weights' floor, matrix-vector kernels, cache's floor, launch and host
+  overhead, rest) that sum to it; :func:`breakdown_rows` one row per context.
 
 The floor on decode speed, and stored vs read bytes, from the calculator alone (no measurement).
 
@@ -241,9 +248,13 @@ def technique_table(nsa_tokens: int = 65_536, dsa_tokens: int = 131_072) -> list
 
 
 __all__ = ["Run", "load_run", "provenance", "decode_point_rows", "comparison_rows", "load_fused_check",
-           "quantized_probe_rows", "RUN_FILE", "CHECK_FILE"]
+           "quantized_probe_rows", "RUN_FILE", "CHECK_FILE", "BREAKDOWN_FILE", "dataset_from_results",
+           "load_breakdown", "step_segments", "breakdown_rows", "quantized_kernel_rows", "batch_sweep_rows",
+           "dataset_findings"]
 
-RUN_FILE, CHECK_FILE = "roofline_cuda.json", "check_fused.json"
+RUN_FILE, CHECK_FILE, BREAKDOWN_FILE = "roofline_cuda.json", "check_fused.json", "step_breakdown_cuda.json"
+ONE_TENSOR = ("kvsim: one KVCache per layer holding all B sequences (a (B, n_kv, T, d_h) tensor); "
+              "mlx-lm: its KVCache with B rows")
 _PARTS = ("meta", "device", "calibration", "variants", "batch_sweep")
 _POINT = ("context_tokens", "batch", "read_bytes", "flops", "step_ms")
 
@@ -260,6 +271,8 @@ class Run:
     mla_kernels: list
     errors: list
     path: Path
+    batch_sweep_one_tensor: dict | None = None   # an earlier run's sweep whose batch shared one cache tensor
+    quantized_kernels: tuple = ()                # quantized attention kernels against bf16, per context
 
     @property
     def bytes_per_s(self) -> float:
@@ -308,7 +321,25 @@ def load_run(folder=None) -> Run:
             if lost := [k for k in _POINT if k not in point]:
                 raise ValueError(f"{path}: a point of {name!r} lacks {', '.join(lost)}")
     return Run(raw["meta"], raw["device"], raw["calibration"], raw["variants"], raw["batch_sweep"],
-               raw.get("mla_kernels", []), raw.get("errors", []), path)
+               raw.get("mla_kernels", []), raw.get("errors", []), path, raw.get("batch_sweep_one_tensor"),
+               tuple(raw.get("quantized_kernels", ())))
+
+
+def dataset_from_results(roofline: dict, one_tensor_run: dict, one_tensor_file: str) -> dict:
+    """The dataset's ``roofline_cuda.json``: a ``bench_roofline.py`` run, plus ``batch_sweep_one_tensor``, the
+    batch sweep of an earlier run whose B sequences shared one cache tensor, with that run's commit, date and
+    calibration (its floors use its own copy bandwidth). Pure: a new dict, the inputs untouched."""
+    for name, raw in (("roofline", roofline), ("one_tensor_run", one_tensor_run)):
+        if missing := [p for p in _PARTS if p not in raw]:
+            raise ValueError(f"{name}: missing {', '.join(missing)}")
+    out = json.loads(json.dumps(roofline))
+    sweep = json.loads(json.dumps(one_tensor_run["batch_sweep"]))
+    sweep["what"] = ONE_TENSOR
+    sweep["source"] = {"file": one_tensor_file, "kvsim_commit": one_tensor_run["meta"]["kvsim_commit"],
+                       "date": one_tensor_run["meta"]["date"], **{k: one_tensor_run["calibration"][k] for k in
+                                                                   ("copy_bytes_per_s", "matmul_flops_per_s")}}
+    out["batch_sweep_one_tensor"] = sweep
+    return out
 
 
 def provenance(run: Run) -> list[str]:
@@ -354,7 +385,23 @@ def comparison_rows(run: Run) -> list[dict]:
                      "kvsim / mlx-lm (geo. mean)": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3),
                      "worst": round(max(ratios), 2),
                      "kvsim / floor": f"{min(floors):.2f}-{max(floors):.2f}"})
+        compiled = [p["step_ms"]["kvsim-compiled"] / p["step_ms"]["mlx-lm"] for p in pts
+                    if "kvsim-compiled" in p["step_ms"]]
+        if compiled:                                       # runs with the compiled step (mx.compile) as a third side
+            rows[-1]["compiled / mlx-lm (geo. mean)"] = round(math.exp(sum(map(math.log, compiled)) / len(compiled)), 3)
     return rows
+
+
+def dataset_findings(run: Run) -> list[str]:
+    """What the single-sequence points show, as sentences written from the data: how far above their floor
+    (time / floor, floor = bytes read / copy bandwidth) and the largest read."""
+    points = [(v, p) for v in run.measured_variants() for p in run.points(v)]
+    ratios = [_ratio(p, run.bytes_per_s) for _, p in points]
+    v, big = max(points, key=lambda vp: vp[1]["read_bytes"])
+    return [f"{len(points)} single-sequence points: each step took {min(ratios):.2f} to {max(ratios):.2f} times its "
+            f"floor; {sum(r < 2 for r in ratios)} of them under twice it.",
+            f"the largest read: {run.label(v)} at {big['context_tokens']:,} tokens, {big['read_bytes'] / 1e9:.1f} GB "
+            f"in {big['step_ms']['kvsim']:.1f} ms, {_ratio(big, run.bytes_per_s):.2f} times its floor."]
 
 
 def load_fused_check(folder=None) -> dict:
@@ -380,10 +427,11 @@ def quantized_probe_rows(check: dict) -> list[dict]:
     return rows
 
 
-def stored_vs_read(model: str = "deepseek-v3", tokens: int = 131_072, points: int = 129):
-    """Tokens, {method: stored bytes}, {method: bytes read per step} for dense, NSA and DSA attention."""
+def stored_vs_read(model: str = "deepseek-v3", tokens: int = 131_072, points: int = 129, first: int = 1024):
+    """Tokens (``first`` to ``tokens``, spaced evenly on a log axis), {method: stored bytes}, {method: bytes
+    read per step} for dense, NSA and DSA attention."""
     spec = load_model(model)
-    t = np.linspace(0, tokens, points).astype(np.int64)
+    t = np.unique(np.geomspace(first, tokens, points).round().astype(np.int64))
     parts = {m: sparse_bytes(spec, t, m) for m in ("dense", "nsa", "dsa")}
     names = {"dense": "dense / FlashAttention", "nsa": "NSA", "dsa": "DSA"}
     return (t, {names[m]: p["stored"] for m, p in parts.items()},
@@ -477,18 +525,21 @@ def time_and_floors(points: list[dict], bytes_per_s: float, flops_per_s: float, 
 
 
 def h200_time_vs_bytes(run: Run) -> dict:
-    """{series label: (bytes read, kvsim step ms)} for every measured variant and the batch sweep."""
+    """{series label: (bytes read, kvsim step ms)} for every measured variant and the one-tensor batch sweep (the
+    batch in one cache tensor per layer, an earlier run: its label names the commit), else the batch sweep."""
     series = {run.label(v): ([p["read_bytes"] for p in run.points(v)], [p["step_ms"]["kvsim"] for p in run.points(v)])
               for v in run.measured_variants()}
-    sweep = run.batch_sweep
-    series[f"batch sweep B = 1-64, {sweep['variant'].split(' (')[0]} at {sweep['context_tokens'] // 1024}K"] = (
+    sweep = run.batch_sweep_one_tensor or run.batch_sweep
+    how = f", one tensor ({sweep['source']['kvsim_commit']})" if run.batch_sweep_one_tensor else ""
+    series[f"batch sweep B = 1-64{how}, {sweep['variant'].split(' (')[0]} at {sweep['context_tokens'] // 1024}K"] = (
         [p["read_bytes"] for p in sweep["points"]], [p["step_ms"]["kvsim"] for p in sweep["points"]])
     return series
 
 
 def batch_floors(run: Run, tokens: int = 8192) -> dict:
-    """The batch-sweep model on the run's device at ``tokens``: floors against B, the measured sweep, and
-    where memory is full.
+    """The batch-sweep model on the run's device at ``tokens``: floors against B, the measured sweeps
+    (``measured``: {label: (B, ms)}: kvsim and mlx-lm with a cache per sequence, kvsim with one tensor for
+    the batch from an earlier run; empty at a context not measured), and where memory is full.
 
     bandwidth floor = 1e3 · read bytes / bytes_per_s, compute floor = 1e3 · FLOPs / flops_per_s (ms) for
     B = 1, 2, 4, ..., 4096; memory full at B = ⌊(device memory − all weights) / (KV + state of one sequence)⌋
@@ -500,12 +551,19 @@ def batch_floors(run: Run, tokens: int = 8192) -> dict:
     batches = 2 ** np.arange(0, 13)
     costs = [phases.decode_cost(spec, tokens, int(b)) for b in batches]
     points = sweep["points"] if tokens == sweep["context_tokens"] else []  # measured at one context only
+    one = run.batch_sweep_one_tensor
+    one_points = one["points"] if one and tokens == one["context_tokens"] else []
+    measured = {"kvsim, a cache per sequence": points, "mlx-lm, BatchKVCache": points,
+                f"kvsim, one tensor for all B ({one['source']['kvsim_commit']})" if one else "": one_points}
+    sides = ("kvsim", "mlx-lm", "kvsim")
     memory_full = max_concurrent_sequences(spec, tokens, run.device["memory_total_bytes"], utilization=1.0,
                                            weights_bytes=weights_bytes(spec, "bf16"))
     return {"model": spec.name, "batches": batches, "sweep_tokens": sweep["context_tokens"],
             "bandwidth_ms": [1e3 * c.read_bytes / run.bytes_per_s for c in costs],
             "compute_ms": [1e3 * c.flops / run.flops_per_s for c in costs],
             "measured_batches": [p["batch"] for p in points], "measured_ms": [p["step_ms"]["kvsim"] for p in points],
+            "measured": {label: ([p["batch"] for p in pts], [p["step_ms"][side] for p in pts])
+                         for (label, pts), side in zip(measured.items(), sides) if label},
             "memory_full_batch": int(memory_full),
             "ridge_batch": phases.ridge_batch(spec, tokens, run.bytes_per_s, run.flops_per_s),
             "limit_intensity": phases.decode_cost(spec, tokens, 2**20).intensity,
@@ -521,3 +579,93 @@ def h200_variant_series(run: Run, variant: str) -> dict:
     x = [p["context_tokens"] for p in pts]
     return {"series": series, "label": run.label(variant), "mlx_lm": (x, [p["step_ms"]["mlx-lm"] for p in pts]),
             "floor": (x, [1e3 * p["read_bytes"] / run.bytes_per_s for p in pts])}
+
+
+# ---------------------------------------------------------------- where a step's time goes (issue 21)
+
+SEGMENTS = ("weights' floor", "matrix-vector kernels", "cache's floor", "launch and host overhead", "rest")
+
+
+def load_breakdown(folder=None, name: str = BREAKDOWN_FILE) -> dict:
+    """``step_breakdown_cuda.json`` (``benchmarks/bench_step_breakdown.py``), checked for what the bars need."""
+    path = _folder(folder) / name
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if missing := [p for p in ("meta", "device", "copy_bytes_per_s", "geometry", "points") if p not in raw]:
+        raise ValueError(f"{path}: missing {', '.join(missing)}")
+    for p in raw["points"]:
+        if lost := [k for k in ("step_eager", "step_compiled", "step_mlx_lm", "gemv_eager", "gemv_compiled")
+                    if k not in p["ms"]]:
+            raise ValueError(f"{path}: the point at {p.get('context_tokens')} lacks {', '.join(lost)}")
+    return raw
+
+
+def step_segments(point: dict) -> dict:
+    """One measured eager step split into :data:`SEGMENTS` (ms), summing to the step; and what was clipped.
+
+    weights' floor = W / copy bandwidth and cache's floor = cache bytes read / copy bandwidth (the
+    benchmark's floors, same process); matrix-vector kernels = the compiled chain of every layer's weight
+    products (no attention, no norms) minus that chain's own floor (its bytes / bandwidth): what MLX's
+    GEMV kernels lose to the bandwidth (the compiled chain, so that host time the compile removes is
+    counted once, below); launch and host overhead = eager step − compiled step; rest = the step minus
+    the four (attention and the output head above their floors, norms, RoPE, the cache write, and host
+    time the compile does not remove). A part measured below zero (run-to-run noise) is drawn as 0 and
+    listed in ``clipped``; the rest absorbs it, so the parts still sum to the step.
+    """
+    ms, floors = point["ms"], point["breakdown_ms"]
+    raw = {SEGMENTS[0]: floors["weights_floor"],
+           SEGMENTS[1]: ms["gemv_compiled"] - point["gemv_floor_ms"],
+           SEGMENTS[2]: floors["cache_floor"],
+           SEGMENTS[3]: ms["step_eager"] - ms["step_compiled"]}
+    parts = {k: max(0.0, v) for k, v in raw.items()}
+    parts[SEGMENTS[4]] = ms["step_eager"] - sum(parts.values())
+    if parts[SEGMENTS[4]] < 0:
+        raise ValueError(f"the step at {point['context_tokens']:,} tokens is shorter than its floors and "
+                         "overheads: the measurement is inconsistent")
+    return {"context_tokens": point["context_tokens"], "step_ms": ms["step_eager"], "segments": parts,
+            "clipped": {k: v for k, v in raw.items() if v < 0}, "compiled_ms": ms["step_compiled"],
+            "mlx_lm_ms": ms["step_mlx_lm"]}
+
+
+def breakdown_rows(breakdown: dict) -> list[dict]:
+    """One row per context: the eager step, its five parts (ms), and the compiled and mlx-lm steps."""
+    rows = []
+    for p in breakdown["points"]:
+        s = step_segments(p)
+        rows.append({"context": p["context_tokens"], "eager step ms": s["step_ms"],
+                     **{f"{k} ms": v for k, v in s["segments"].items()},
+                     "compiled ms": s["compiled_ms"], "mlx-lm ms": s["mlx_lm_ms"]})
+    return rows
+
+
+def quantized_kernel_rows(run: Run) -> list[dict]:
+    """One row per way of one layer's attention over 32 heads' K/V (bf16 first): at each measured context its ms
+    and its time × the bf16 attention's, or "no kernel" where MLX's CUDA backend has none for the shape."""
+    ways = list(dict.fromkeys(w for k in run.quantized_kernels for w in [*k["step_ms"], *k.get("errors", {})]))
+    rows = []
+    for way in ways:
+        row = {"attention of one layer": "dense, bf16" if way == "dense" else way}
+        for k in run.quantized_kernels:
+            t = f"{k['context_tokens'] // 1024}K"
+            ms = k["step_ms"].get(way)
+            row[f"{t} ms"] = round(ms, 3) if ms is not None else "no kernel"
+            row[f"{t} × bf16"] = round(ms / k["step_ms"]["dense"], 2) if ms is not None else ""
+        rows.append(row)
+    return rows
+
+
+def batch_sweep_rows(run: Run) -> list[dict]:
+    """Per batch: floor ms, and kvsim's, compiled kvsim's and mlx-lm's step / floor in the Rows sweep
+    (``batch_sweep``) and kvsim's in the one-tensor sweep (floor from that run's own bandwidth)."""
+    one = {p["batch"]: p for p in (run.batch_sweep_one_tensor or {"points": []})["points"]}
+    one_bw = (run.batch_sweep_one_tensor or {}).get("source", {}).get("copy_bytes_per_s")
+    rows = []
+    for p in run.batch_sweep["points"]:
+        floor_ms = 1e3 * floor_seconds(p["read_bytes"], run.bytes_per_s)
+        row = {"B": p["batch"], "floor ms": round(floor_ms, 2)}
+        row.update({f"{side} / floor": round(ms / floor_ms, 2) for side, ms in p["step_ms"].items()})
+        if p["batch"] in one and one_bw:
+            q = one[p["batch"]]
+            row["one tensor: kvsim / floor"] = round(q["step_ms"]["kvsim"] / 1e3 /
+                                                    floor_seconds(q["read_bytes"], one_bw), 2)
+        rows.append(row)
+    return rows

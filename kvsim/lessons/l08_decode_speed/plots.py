@@ -11,6 +11,9 @@ Plots of decode on the roofline: rooflines with marked intensities, step times a
 Drawing only: every number comes in from :mod:`kvsim.calc` (roofline, phases, h200) or from a
 measurement. :func:`plot_roofline`, :func:`plot_time_and_floors` and :func:`plot_variants` update the
 artists of an earlier call on the same Axes in place (:func:`kvsim.ui.style.reuse`).
+
+:func:`plot_step_breakdown`: one stacked bar per context (parts of a measured step), with ticks for other
+steps measured beside it.
 """
 
 from __future__ import annotations
@@ -40,17 +43,23 @@ def _merged(stored: dict, read: dict) -> list[tuple[str, np.ndarray, bool]]:
 
 
 def plot_stored_vs_read(ax, tokens, stored: dict, read: dict, unit: str = "GiB", title: str | None = None):
-    """Bytes kept in the cache (solid) and bytes one decode step reads (dashed) against tokens; curves that
-    coincide are drawn once, labelled with every method they stand for (one legend entry per visible line)."""
+    """Bytes kept in the cache (solid) and bytes one decode step reads (dashed) against tokens, both axes
+    logarithmic; curves that coincide are drawn once, labelled with every method they stand for (one legend
+    entry per visible line)."""
     ax.clear()
     s = UNIT_BYTES[unit]
     t = np.asarray(tokens, dtype=float)
     for i, (label, y, is_stored) in enumerate(_merged(stored, read)):
         ax.plot(t, y / s, "-" if is_stored else "--", color=f"C{i}", lw=2, label=label)
-    ax.set_xticks(np.linspace(0, t[-1], 5))
+    ax.set_xscale("log", base=2)                            # log-log: the reads, 1/16 of the stored bytes or
+    ax.set_yscale("log")                                    # less, stay apart from the stored lines
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(_K)
-    decorate(ax, xlabel="tokens in the sequence", ylabel=f"bytes ({unit})", xlim=(0, t[-1]),
-             legend_fontsize=8, title=title)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    decorate(ax, xlabel="tokens in the sequence (log scale)", ylabel=f"bytes ({unit}, log scale)",
+             xlim=(t[0], t[-1]), ylim=(None, None), legend_fontsize=8, title=title)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi * 8)                                  # headroom for the legend above the lines
     return ax
 
 
@@ -276,4 +285,31 @@ def plot_variants(ax, series: dict, highlight: str, twin, floor, title: str | No
         handle.set_alpha(line.get_alpha())
     ax.set_xlim(xs.min() / 1.3, xs.max() * 1.3)
     ax.set_ylim(0, 1.6 * top)  # room for the legend above the lines
+    return ax
+
+
+def plot_step_breakdown(ax, contexts, segments: dict, step_ms, marks: dict | None = None, title: str | None = None):
+    """One stacked bar per context: ``segments`` {part: [ms per context]} bottom to top, the measured step
+    ``step_ms`` written above each bar; ``marks`` {label: [ms per context]} drawn as short black ticks
+    (e.g. the compiled step, mlx-lm's step)."""
+    ax.clear()
+    x = np.arange(len(contexts))
+    bottom = np.zeros(len(contexts))
+    hatches = ("", "//", "", "xx", "..")
+    for i, (label, ms) in enumerate(segments.items()):
+        ms = np.asarray(ms, dtype=float)
+        ax.bar(x, ms, 0.55, bottom=bottom, color=f"C{i}", hatch=hatches[i % 5], edgecolor="white", lw=0.5,
+               label=label)
+        bottom += ms
+    for t, total in zip(x, step_ms):
+        ax.annotate(f"{total:.2f} ms", (t, total), xytext=(0, 3), textcoords="offset points", ha="center",
+                    va="bottom", fontsize=9)
+    for (label, ms), style in zip((marks or {}).items(), ("_", "x")):
+        ax.plot(x + 0.4, ms, style, color="black", ms=12 if style == "_" else 7, mew=2, label=label)
+    ax.set_xticks(x, [f"{t / 1024:,.0f}K" for t in contexts])
+    decorate(ax, xlabel="tokens in the cache", ylabel="decode step time (ms)", xlim=(-0.6, len(x) - 0.2),
+             ylim=(0, float(np.max(bottom)) * 1.12), title=title, legend_loc=None)
+    by_label = dict(zip(*ax.get_legend_handles_labels()[::-1]))
+    order = list(segments)[::-1] + list(marks or {})                  # the legend reads like the bars: top first
+    ax.legend([by_label[k] for k in order], order, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     return ax

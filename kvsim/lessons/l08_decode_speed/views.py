@@ -20,6 +20,8 @@ Contract
   bandwidth floor (bytes / bandwidth) and the compute floor (FLOPs / FLOP per s).
 - :func:`draw_h200_time_vs_bytes`, :func:`draw_batch_floors` / :func:`batch_floor_view`,
   :func:`draw_h200_variants` / :func:`h200_variants_view`: the H200 dataset (:mod:`kvsim.lessons.l08_decode_speed.data`).
+- :func:`draw_step_breakdown`: where the H200's eager step goes, one stacked bar per context
+  (:func:`kvsim.lessons.l08_decode_speed.data.step_segments`), the compiled and mlx-lm steps as ticks.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .data import (
     time_and_floors,
 )
 from .plots import (
+    plot_step_breakdown,
     plot_roofline,
     plot_step_floor,
     plot_stored_vs_read,
@@ -149,7 +152,7 @@ def draw_h200_time_vs_bytes(ax, run: data.Run | None = None):
     run = run or _run()
     return plot_time_vs_bytes(ax, h200_time_vs_bytes(run), run.bytes_per_s,
                               f"floor: bytes / {run.bytes_per_s / 1e12:.2f} TB/s (measured copy)",
-                              title=f"{run.device['name']}: every step time follows the bytes it reads")
+                              title=f"{run.device['name']}: step time against the bytes each step reads")
 
 
 def draw_batch_floors(ax, tokens=8192, run: data.Run | None = None):
@@ -157,7 +160,7 @@ def draw_batch_floors(ax, tokens=8192, run: data.Run | None = None):
     d = batch_floors(run or _run(), tokens)
     floors = {f"bandwidth floor at {tokens:,} tokens": (d["batches"], d["bandwidth_ms"]),
               "compute floor": (d["batches"], d["compute_ms"])}
-    measured = {f"measured at {d['sweep_tokens']:,} tokens (kvsim)": (d["measured_batches"], d["measured_ms"])}
+    measured = {f"measured: {label}": xy for label, xy in d["measured"].items()}
     cross, full = d["ridge_batch"], d["memory_full_batch"]
     verdict = (f"compute-bound from B = {cross:,.0f}" if cross else
                f"memory-bound at any B (FLOP/B → {d['limit_intensity']:.0f} < ridge {d['ridge']:.0f})")
@@ -172,6 +175,18 @@ def batch_floor_view(tokens=8192):
     control = widgets.SelectionSlider(options=[(f"{t:,}", t) for t in BATCH_TOKENS], value=tokens,
                                       description="context", continuous_update=False)
     return make_view(draw_batch_floors, {"tokens": control}, figsize=(8, 4.6))
+
+
+def draw_step_breakdown(ax, breakdown: dict | None = None):
+    """Where the H200's eager decode step goes, one stacked bar per context (:func:`data.step_segments`)."""
+    b = breakdown or data.load_breakdown()
+    parts = [data.step_segments(p) for p in b["points"]]
+    segments = {k: [p["segments"][k] for p in parts] for k in data.SEGMENTS}
+    marks = {"compiled step (mx.compile)": [p["compiled_ms"] for p in parts],
+             "mlx-lm's step": [p["mlx_lm_ms"] for p in parts]}
+    return plot_step_breakdown(ax, [p["context_tokens"] for p in parts], segments, [p["step_ms"] for p in parts],
+                               marks, title=f"{b['device']['name']}, Llama 3 8B (32 layers, bf16): where one "
+                               "eager decode step goes")
 
 
 def draw_h200_variants(ax, variant="GQA-8 (Llama 3 8B)", run: data.Run | None = None):
