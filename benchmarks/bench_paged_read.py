@@ -196,7 +196,9 @@ def _fmt_bytes(n):
 def md_cpu(result):
     rows = result["rows"]
     lines = [f"Paged read per decode step on this CPU ({result['device']}); load average before/after: "
-             f"{result['load_before']} / {result['load_after']} (shared machine, 2 cores). "
+             f"{result['load_before']} / {result['load_after']} (shared machine, 2 cores, run while other jobs "
+             "loaded it: the absolute µs carry that load; compare the paths within one context, where every round "
+             "steps every case under the same load). "
              f"One layer, B=1, 2 KV heads, 8 query heads, head_dim 64, fp32, block 16; median of {result['steps']} "
              "steps (µs). Read/copied bytes: kvsim.calc.paged_read; 'copy measured' = nbytes of the gathered "
              "K/V; 'peak alloc' = MLX peak memory during the step above the memory held before it.", "",

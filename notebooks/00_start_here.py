@@ -18,7 +18,8 @@
 #
 # > **요약** (seed 000 「KV 캐시란?」, seed 001 「KV cache 는 이미 계산한 key·value 를 저장해 두는 캐시다」)
 # > 이 노트는 열 개의 레슨이 무엇을 다루는지, 슬라이더와 명령행을 어떻게 쓰는지 안내한다.
-# > 레슨의 용어는 아래 한국어–영어 용어집에 씨앗 문서가 쓰는 표기 그대로 모았다.
+# > 레슨의 용어는 아래 한국어–영어 용어집에 두 참고 노트, seed 000 (MLX 추론 엔진 문서의 「KV 캐시」 장)과
+# > seed 001 (「KV Cache」 노트)이 쓰는 표기 그대로 모았다.
 #
 # **You will learn**
 # - what the ten lessons cover, and in which order to read them;
@@ -30,13 +31,13 @@
 import importlib.metadata as md
 import json
 
-import matplotlib.pyplot as plt
-
 from kvsim.calc import memory
 from kvsim.calc.registry import load_model
 from kvsim.cli import run_cli
 from kvsim.lessons.exercises import check
-from kvsim.lessons.l00_start.views import draw_slider_demo, slider_demo_view
+from kvsim.lessons.l00_start.data import partial_tail
+from kvsim.lessons.l00_start.measure import kv_cache_after_prompt
+from kvsim.lessons.l00_start.views import slider_demo_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -57,11 +58,11 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # | lesson | topic | in one line |
 # |---|---|---|
 # | 00 | Start here | this notebook: sliders, the command line, your-turn and self-test cells, the glossary |
-# | 01 | Why a KV cache | recomputing the prefix costs 1,499,500 token positions for a 1,000 + 1,000 answer, caching costs 1,999; measured on a real decode |
-# | 02 | How big is it | $2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$ per token: Llama 3 8B needs 128 KiB, 1 GiB per 8K request |
-# | 03 | MHA, GQA, MQA, MLA | four ways to store K and V at DeepSeek-V3's sizes: 3.81 MiB, 244 KiB, 30.5 KiB, 68.6 KiB per token |
+# | 01 | Why a KV cache | recomputing the prefix costs 1,499,500 token positions for a 1,000 + 1,000 answer, caching costs 1,999 (seed 001's example); measured on a real decode |
+# | 02 | How big is it | $2 \times n_{\text{layers}} \times n_{\text{kv}} \times d_h \times b$ per token: Llama 3 8B's bytes per token and 8K request are printed below |
+# | 03 | MHA, GQA, MQA, MLA | four ways to store K and V, compared per token at DeepSeek-V3's sizes |
 # | 04 | Sliding windows and chunks | layers that keep only the last $W$ tokens (a ring buffer), or the current chunk |
-# | 05 | Hybrids | Mamba / linear-attention layers keep a fixed state: Jamba needs 4 GB at 256K where Mixtral needs 32 GB |
+# | 05 | Hybrids | Mamba / linear-attention layers keep a fixed state: at long contexts Jamba holds a fraction of Mixtral's cache |
 # | 06 | Quantized KV | fewer bits per element, plus the scales and biases that come with them, and the error they cost |
 # | 07 | Paged attention and serving | fixed-size blocks instead of one reservation per request: less waste, more requests per GPU |
 # | 08 | Decode is memory-bound | each step reads the weights and the whole cache; which techniques change what is read, not what is stored |
@@ -83,16 +84,9 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # %% [markdown]
 # ## Sliders
 #
-# Every interactive view is a plain drawing function plus a few controls. The drawing function works on its own:
-# here it draws the KV cache of one Llama 3 8B request against its length, with a dot at 8,192 tokens.
-
-# %%
-fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
-draw_slider_demo(ax, tokens=8192, kv_dtype="bf16")
-plt.show()
-
-# %% [markdown]
-# The view below wraps the same function with a **tokens** slider and a **KV dtype** menu. Drag the slider (or click it
+# Every interactive view is a plain drawing function plus a few controls. The drawing function
+# (`draw_slider_demo`) draws the KV cache of one Llama 3 8B request against its length, with a dot at the chosen
+# length; the view below wraps it with a **tokens** slider and a **KV dtype** menu. Drag the slider (or click it
 # and use the arrow keys): the dot moves and the figure redraws. The view is an object: `demo.controls["tokens"].value = 65536`
 # in a code cell moves the slider from code, which is how kvsim's tests move every slider to its minimum and maximum.
 # Sliders only work in a running notebook; on a static page you see the figure for the default values.
@@ -147,10 +141,12 @@ calc = json.loads(run_cli("kvsim calc llama-3-8b --tokens 8192 --json"))
 print({k: calc[k] for k in ("model", "tokens", "batch", "kv_dtype", "bytes_per_token", "kv_bytes")})
 
 # %% [markdown]
-# At 8,100 tokens the last step and the last block are partly empty: the step-grown buffer still holds 8,192 slots
-# (92 empty), and with 64-token blocks (`--block-size 64`) the last of 127 blocks holds 36 tokens and 28 empty slots:
+# At 8,100 tokens the last step and the last block are partly empty. `partial_tail` counts the slots the step-grown
+# buffer holds and the blocks a paged cache holds with 64-token blocks (`--block-size 64`); the calculator's
+# `allocated` and `paged` lines are those slots times the bytes per token:
 
 # %%
+print(partial_tail(8100, step=256, block_size=64))
 print(run_cli("kvsim calc llama-3-8b --tokens 8100 --block-size 64"))
 
 # %%
@@ -180,14 +176,33 @@ bytes_per_token_70b = None  # your turn: 2 × layers × KV heads × head_dim × 
 check("02.1", bytes_per_token_70b)
 
 # %% [markdown]
-# The last section of every lesson, **self-test**, is different: its cells are `assert` statements that check the
+# Some your-turn cells ask you to **predict, then measure**: you predict a quantity of a real cache, and the check
+# builds that cache, measures it and compares. Try one: kvsim's `KVCache` (like mlx-lm's) grows its buffers 256
+# token slots at a time. A `KVCache()` holding one layer of Llama 3 8B (8 KV heads of 128, bf16) is fed a 300-token
+# prompt. How many bytes do its buffers take (`nbytes`, keys and values)?
+
+# %%
+predicted_nbytes = None  # your turn: slots the buffer holds × 2 × KV heads × head_dim × 2 B
+
+# %%
+check("00.1", predicted_nbytes)
+
+# %% [markdown]
+# Then measure: build that cache, feed it the prompt and read what it reports.
+
+# %%
+print(kv_cache_after_prompt(tokens=300, model="llama-3-8b", dtype="bf16"))
+
+# %% [markdown]
+# The last section of every lesson, **self-test**, is different: its one cell holds `assert` statements that check the
 # package itself, i.e. that kvsim still reproduces the numbers the lesson quotes from its sources and that a formula
 # matches bytes measured on real MLX arrays. When everything holds, the cell prints only "self-test passed"; a failed
 # check stops it with an error. You do not need to read them.
 #
 # ## Glossary: 용어집
 #
-# The seed notes (in Korean) keep many terms in English; the middle column shows the term as the seeds write it.
+# The seed notes (in Korean) keep many terms in English; the middle column shows the term as the seeds write it, or,
+# marked †, the usual Korean term where the seeds have none.
 #
 # | English | in the seeds | lesson |
 # |---|---|---|
@@ -209,18 +224,27 @@ check("02.1", bytes_per_token_70b)
 # | latent (MLA) | latent 벡터 | 03 |
 # | absorption (absorbed MLA) | 흡수 | 03 |
 # | sliding window | sliding window | 04 |
-# | ring buffer, linearize | 고정 크기 버퍼에 돌려 가며 덮어쓴다; 선형화 | 04 |
+# | ring buffer, linearize | 고정 크기 버퍼에 돌려 가며 덮어쓴다; 링 버퍼†; 선형화 | 04 |
 # | chunk, chunked attention | chunk, ChunkedKVCache | 04 |
 # | recurrent state | 순환 상태 | 05 |
 # | hybrid | 하이브리드 | 05 |
 # | quantization | 양자화 | 06 |
 # | allocation | 할당 | 00, 07 |
+# | in-place write (slice update) | 캐시 버퍼에 직접(in place) 쓴다 | 01 |
+# | materialize (MLA's per-head K/V) | materialize 경로 | 03 |
+# | quantization constants (scales, biases) | 양자화 상수 | 06 |
+# | arithmetic intensity, roofline | 산술 강도†, roofline† | 08 |
 # | block, page | 블록 (16 토큰 블록), page | 07 |
 # | prefix sharing | prefix 공유 | 07 |
-# | preemption, eviction | preemption, eviction | 07 |
+# | preemption, eviction | preemption, eviction; 선점(preemption)† | 07 |
+# | block table | 블록 테이블† | 07 |
+# | copy-on-write | copy-on-write† (쓰기 시 복사) | 07 |
+# | admission queue: wait or busy | 대기할지 busy 응답을 받을지 (seed 000); 입장 대기열† | 10 (the engine lesson) |
 # | speculative decoding | 투기적 디코딩 | 09 |
 # | drafter, prompt lookup | 드래프터, 프롬프트 조회 | 09 |
 # | rewind, trim | rewind, 되돌리다; trim() | 09 |
+# | decode lookahead | decode lookahead, lookahead 파이프라인 | 09 |
+# | padded prefill | padded prefill | 09 |
 #
 # Plots stay in English, like the code they are drawn from.
 
@@ -230,7 +254,7 @@ check("02.1", bytes_per_token_70b)
 #   or in pages (07), what decode reads (08), and rewinding it (09).
 # - A view is a drawing function plus controls; drag them, or set `view.controls[name].value` from code.
 # - `kvsim models | calc | compare` size caches from the command line; `--explain` shows the formula, `--json` the raw bytes.
-# - Your-turn cells: you compute, `check` says what is off. Self-test cells: the package checks itself.
+# - Your-turn cells: you compute, `check` says what is off. The self-test cell: the package checks itself.
 #
 # ## Exercises
 # 1. Move the demo's tokens slider to 131,072 (Llama 3.1's context). How large is the cache? Now pick `fp8`.
@@ -244,7 +268,8 @@ check("02.1", bytes_per_token_70b)
 # %% [markdown]
 # ## Self-test
 #
-# The package against lesson 02's formula for Llama 3 8B at 8,192 tokens (silent when it holds):
+# The package against lesson 02's formula for Llama 3 8B at 8,192 tokens; the cell prints "self-test passed" when
+# every check holds:
 #
 # $$
 # M_{\text{total}} = 2 \times \underbrace{32}_{\texttt{num\_hidden\_layers}} \times \underbrace{8}_{\texttt{num\_key\_value\_heads}}

@@ -36,15 +36,21 @@ import mlx.core as mx
 
 from kvsim.cache import KVCache
 from kvsim.cache.sdpa import reference_sdpa
+from kvsim.model.attention import Attention
 from kvsim.calc import memory
 from kvsim.calc.tables import format_table
 from kvsim.calc.tokens_fed import CACHED, UNCACHED, fed_rows, tokens_fed
 from kvsim.lessons.exercises import check
-from kvsim.lessons.l01_why_a_cache.measure import decode_with_and_without_cache
+from kvsim.lessons.l01_why_a_cache.measure import (
+    attention_seams,
+    cached_run_bytes,
+    decode_with_and_without_cache,
+    inplace_step_seconds,
+    keys_without_cache,
+)
 from kvsim.lessons.l01_why_a_cache.views import (
     draw_decode_time,
-    draw_step_grid,
-    draw_tokens_fed_log,
+    draw_fed_each_step,
     step_grid_view,
     tokens_fed_log_view,
 )
@@ -76,15 +82,8 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # step 1 is the prefill. Without a cache (left) every step feeds the whole sequence again: red cells are positions
 # computed once more although nothing about them changed. With a cache (right) those cells are blue: their keys and
 # values are read, not recomputed. Green is the one position computed for the first time, gold the token the step
-# produces (it is fed at the next step).
-
-# %%
-fig, ax = plt.subplots(figsize=(9, 4.6), layout="constrained")
-draw_step_grid(ax, step=4, prompt_tokens=4)
-plt.show()
-
-# %% [markdown]
-# Move the decode step down: the red triangle grows with the square of the steps, the green diagonal by one per step.
+# produces (it is fed at the next step). Move the decode step down: the red triangle grows with the square of the
+# steps, the green diagonal by one per step.
 
 # %% tags=["nbval-ignore-output"]
 step_grid_view()
@@ -117,20 +116,23 @@ un, ca = tokens_fed(1000, 1000, cached=False), tokens_fed(1000, 1000, cached=Tru
 print(f"ratio {un:,} / {ca:,} = {un / ca:.0f}")
 
 # %% [markdown]
-# With the cache the model processes about 750 times fewer token positions. The count without a cache grows with the
-# square of the answer length; with a cache it grows linearly. On a linear axis the cached line would lie flat on the
-# x axis, 750 times below the other, so the axis is logarithmic: each grid line is 10 times the one below. At step 1
-# both feed the whole prompt; after that the red curve climbs and the blue one barely moves.
+# With the cache the model processes the ratio printed above fewer token positions. Where does the square come from?
+# Plot what each step feeds, on a linear axis. Without a cache step $k$ feeds $P + k - 1$ positions: a line that
+# rises by one per step. With a cache step 1 feeds the prompt and every later step one token: a line on the floor.
+# The total is the area under each line, a triangle on a rectangle ($AP + A(A-1)/2$) against a thin strip
+# ($P + A - 1$).
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-draw_tokens_fed_log(ax, prompt_tokens=1000, answer_tokens=1000)
+draw_fed_each_step(ax, prompt_tokens=1000, answer_tokens=1000)
 plt.show()
 
 # %% [markdown]
 # ## Try it: prompt and answer length
 #
-# Drag the sliders. A longer prompt lifts both lines at the start, but only the red one keeps paying for it at every step.
+# The view below draws the running totals. On a linear axis the cached total would lie flat on the x axis, so its
+# axis is logarithmic: each grid line is 10 times the one below. At step 1 both feed the whole prompt; after that the
+# red curve climbs and the blue one barely moves. Drag the sliders. A longer prompt lifts both lines at the start, but only the red one keeps paying for it at every step.
 # A longer answer bends the red curve up: every extra token makes all later steps longer.
 
 # %% tags=["nbval-ignore-output"]
@@ -170,6 +172,28 @@ keys, values = cache.update_and_fetch(mx.zeros((1, 8, 1, 128)), mx.zeros((1, 8, 
 print("after 1 step: ", tuple(keys.shape), "offset", cache.offset)
 
 # %% [markdown]
+# `update_and_fetch` has two branches. The default, `inplace=True`, writes the new rows into a buffer that grows 256
+# slots at a time (seed 000's in-place write); `inplace=False` concatenates, which copies the whole cache at every
+# step. Measured here: one decode write to a cache already holding 2,048 tokens of this layer's shape (bf16); the
+# times depend on the machine, so they are printed, not quoted:
+
+# %% tags=["nbval-ignore-output"]
+t = inplace_step_seconds(context_tokens=2048, steps=32, num_key_value_heads=8, head_dim=128, dtype="bf16")
+print(f"one write at {2048:,} tokens cached: inplace=True {t[True] * 1e6:,.0f} µs per step, inplace=False {t[False] * 1e6:,.0f} µs per step "
+      f"({t[False] / t[True]:.0f}× slower)")
+
+# %% [markdown]
+# ## The attention forward, with and without a cache
+#
+# Where does the cache enter the model? In one place: the attention layer's forward. Without a cache it rotates the
+# queries and keys from position 0 (RoPE) and masks the future with a causal $S \times S$ mask; with one it rotates
+# from `cache.offset`, the position of the first new token, and hands the keys and values to the cache, which stores
+# them (`update_and_fetch`) and attends over everything it holds. A single new query sees every cached key, so it
+# needs no mask. The code, read from the package:
+
+# %%
+print(inspect.getsource(Attention._attend_one))
+# %% [markdown]
 # ## A real decode, both ways
 #
 # Counting is one thing; now run it. kvsim builds a small decoder-only transformer in MLX with random weights (its
@@ -181,6 +205,26 @@ print("after 1 step: ", tuple(keys.shape), "offset", cache.offset)
 model = build_model(toy_spec("gqa"), seed=0)
 print({k: model.spec.config[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                                          "head_dim", "hidden_size", "vocab_size")})
+
+# %% [markdown]
+# First the premise (seed 001: the key and value of a past token do not change). Without any cache, compute the
+# last layer's key of position 3 at step 2 (the model is fed 33 tokens) and again at step 4 (35 tokens). Bit for
+# bit the same:
+
+# %%
+sequence = mx.random.randint(0, model.spec.vocab_size, (40,), key=mx.random.key(1)).tolist()
+key3_step2 = keys_without_cache(model, sequence[:33])[0, :, 3]
+key3_step4 = keys_without_cache(model, sequence[:35])[0, :, 3]
+print(f"position 3's key at step 2 ({len(sequence[:33])} tokens fed) and at step 4 ({len(sequence[:35])} tokens fed): "
+      f"array_equal = {mx.array_equal(key3_step2, key3_step4).item()}")
+
+# %% [markdown]
+# And the two forwards side by side, one step of the first attention layer on those 33 tokens: fed all of them from
+# position 0 with a causal mask, or fed only the newest at `cache.offset` after the other 32 were cached. The newest
+# token's output is the same:
+
+# %%
+print(format_table(attention_seams(model, sequence[:33], layer=0)))
 
 # %% tags=["nbval-ignore-output"]
 run = decode_with_and_without_cache(model, prompt_tokens=32, answer_tokens=96, seed=0, progress=True)
@@ -200,9 +244,10 @@ print("first answer tokens:", run.cached.tokens[:12])
 # cache bends upward like the count above; with a cache it grows in a straight line. The exact numbers depend on this
 # machine and what else it is doing, so they are not checked against stored values; the shape is the point.
 #
-# The measured ratio is smaller than the ratio of positions fed (7,632 / 127 = 60): every forward pass also pays a fixed
-# cost for launching its few dozen operations, and a model this small does so little work per token that the fixed cost
-# is a large share of a cached step. The larger the model, the closer the time ratio gets to the count ratio.
+# Both ratios are printed below the plot. The measured time ratio is usually smaller than the ratio of positions fed:
+# every forward pass also pays a fixed cost for launching its few dozen operations, and a model this small does so
+# little work per token that the fixed cost is a large share of a cached step. The larger the model, the closer the
+# time ratio gets to the count ratio.
 
 # %% tags=["nbval-ignore-output"]
 fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
@@ -210,6 +255,9 @@ draw_decode_time(ax, run)
 plt.show()
 seconds = run.seconds()
 print(f"without a cache {seconds[UNCACHED]:.2f} s, with a cache {seconds[CACHED]:.2f} s")
+fed_ratio = run.uncached.positions_fed / run.cached.positions_fed
+print(f"positions fed {run.uncached.positions_fed:,} / {run.cached.positions_fed:,} = {fed_ratio:.0f}; "
+      f"measured time ratio {run.slowdown():.0f}")
 
 # %% [markdown]
 # ## Prefill builds the cache, decode reads it
@@ -280,6 +328,23 @@ cache_bytes_at_end = None  # your turn
 check("01.3", cache_bytes_at_end)
 
 # %% [markdown]
+# **4. Predict, then measure.** Run the toy model again with a cache, on a 100-token prompt and a 200-token answer
+# (float32, as above). What will the `nbytes` of its two caches add up to at the end? `nbytes` counts the buffers, and
+# they grow 256 token slots at a time. The check decodes for real and measures.
+
+# %%
+predicted_nbytes = None  # your turn
+
+# %%
+check("01.4", predicted_nbytes)
+
+# %% [markdown]
+# Then measure: the real decode, and what its caches report at the end.
+
+# %%
+print(cached_run_bytes(prompt_tokens=100, answer_tokens=200))
+
+# %% [markdown]
 # ## Exercises
 # 1. With the sliders, find a prompt and answer length where the cache saves "only" 10×. What does that say about short answers?
 # 2. Rerun the real decode with `answer_tokens=192`. By how much does the time without a cache grow compared with 96? And with a cache?
@@ -292,7 +357,8 @@ check("01.3", cache_bytes_at_end)
 # %% [markdown]
 # ## Self-test
 #
-# kvsim checking itself against the seed's numbers and the real runs above (silent when everything holds).
+# kvsim checking itself against the seed's numbers and the real runs above; the cell prints "self-test passed" when
+# every check holds.
 
 # %% tags=["self-test"]
 assert tokens_fed(1000, 1000, cached=False) == sum(999 + k for k in range(1, 1001)) == 1_499_500
@@ -308,4 +374,7 @@ assert all(s.cache_used_bytes == (32 + s.step) * 1024 for s in run.cached.trace)
 assert run.uncached.caches is None
 # the cache layout: [B, n_kv_heads, T, head_dim]
 assert tuple(keys.shape) == (1, 8, 6, 128) and cache.offset == 6
+# the premise: a past key never changes; the cached forward gives the newest token the same output
+assert mx.array_equal(key3_step2, key3_step4).item()
+assert float(attention_seams(model, sequence[:33])[-1]["with a cache"]) < 1e-5
 print("self-test passed")

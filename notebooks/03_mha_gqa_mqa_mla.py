@@ -26,13 +26,14 @@
 # - what each costs per token at DeepSeek-V3's attention sizes: 3.81 MiB, 244 KiB, 30.5 KiB and 68.6 KiB;
 # - why MLA caches exactly as much as GQA with 2.25 groups, and why it keeps a separate 64-element RoPE key;
 # - that real MLX caches hold exactly the bytes the formula predicts, for all four, during a real decode;
-# - how MLA attends over its latent without ever building per-head keys and values (the "absorbed" path), and that it gives
-#   the same answer as building them.
+# - how MLA attends over its latent without ever building per-head keys and values (the "absorbed" path), that it gives
+#   the same answer as building them, and which of the two is cheaper for a given call (seed 000's `use_absorbed_mla`).
 
 # %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
 
 import matplotlib.pyplot as plt
+import mlx.core as mx
 
 from kvsim.calc import memory
 from kvsim.calc.counterfactual import (
@@ -44,14 +45,11 @@ from kvsim.calc.counterfactual import (
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.lessons.exercises import check
+from kvsim.cache import make_caches
+from kvsim.lessons.l03_attention_variants.data import mla_path_curves
 from kvsim.lessons.l03_attention_variants.measure import compare_mla_paths, measure_variants
-from kvsim.lessons.l03_attention_variants.views import (
-    draw_head_sharing,
-    draw_measured_bytes_linear,
-    draw_mla_fanout,
-    head_sharing_view,
-    mla_view,
-)
+from kvsim.lessons.l03_attention_variants.plots import plot_mla_path_costs
+from kvsim.lessons.l03_attention_variants.views import draw_measured_bytes_linear, head_sharing_view, mla_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -72,13 +70,6 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 #
 # The picture: DeepSeek-V3's 128 query heads, each coloured by the K/V head it reads, for GQA with 8 groups. Below,
 # one square per design whose **area** is its bytes per token (61 layers, bf16): 16 times the bytes is 16 times the area.
-
-# %%
-fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
-draw_head_sharing(ax, num_key_value_heads=8)
-plt.show()
-
-# %% [markdown]
 # Slide `num_key_value_heads` from 128 (MHA: one colour per query head) down to 1 (MQA: one colour for all).
 
 # %% tags=["nbval-ignore-output"]
@@ -136,12 +127,11 @@ print(f"MLA caches {ds['kv_lora_rank']} + {ds['qk_rope_head_dim']} = {ds['kv_lor
 # %% [markdown]
 # ## Inside MLA: a latent for everything, a separate key for position
 #
-# What one token caches per layer, and what each head rebuilds from it (box widths are vector lengths):
+# What one token caches per layer, and what each head rebuilds from it (box widths are vector lengths). The sliders
+# change the latent's and the RoPE key's length:
 
-# %%
-fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
-draw_mla_fanout(ax, kv_lora_rank=512, qk_rope_head_dim=64)
-plt.show()
+# %% tags=["nbval-ignore-output"]
+mla_view()
 
 # %% [markdown]
 # **Why a separate RoPE key?** RoPE rotates a query at position $s$ by $R_s$ and a key at position $t$ by $R_t$, and
@@ -164,9 +154,6 @@ plt.show()
 # The first term carries the content and never sees a position; the second carries the position through a small key
 # $k^R_t$ that is the same for every head and is rotated **before** it is cached. So the cache holds $c_t$ (512) and
 # $R_t k^R_t$ (64): 576 elements.
-
-# %% tags=["nbval-ignore-output"]
-mla_view()
 
 # %% [markdown]
 # ## Real caches, real decode
@@ -220,7 +207,70 @@ plt.show()
 # %%
 paths = compare_mla_paths(runs["MLA"].model, prompt_tokens=8, answer_tokens=4, seed=0)
 print("same tokens:", paths["same tokens"], paths["tokens"])
-print("max |logit difference| < 1e-4:", paths["max |logit difference|"] < 1e-4)
+print(f"max |logit difference| = {paths['max |logit difference|']:.0e}  (largest |logit| {paths['max |logit|']:.2f})")
+
+# %% [markdown]
+# The two paths differ only by float32 rounding, far below the logits themselves.
+#
+# ## Which path, decided per call
+#
+# Same answer, different cost. Per layer, a call of $L$ query tokens after $C$ cached tokens ($T = C + L$ keys) costs
+# (`kvsim.calc.mla_paths.mla_call_costs`, $H$ heads, $r = d_c$, $R = d_h^R$, $N$ = `qk_nope_head_dim`, $V$ = `v_head_dim`):
+#
+# - **absorbed**: every (query, key) pair works on the latent, $2H(2r + R)$ FLOPs per pair; it reads the latent once,
+#   $T(r + R)\,b$ bytes, for all heads;
+# - **materialized**: expanding costs $2 T r H (N + V)$ FLOPs once per call, then each pair costs only $2H(N + R + V)$;
+#   but it writes and reads per-head keys and values, $2 T H (N + R + V)\,b$ more bytes.
+#
+# Decode ($L = 1$) cannot pay the expansion back; a long prefill can. Seed 000's engine decides per call with
+# `use_absorbed_mla`; kvsim's `use_absorbed_mla` does the same on a roofline (time = max(FLOPs ÷ FLOP/s, bytes ÷ bytes/s))
+# of the H200 measured by `benchmarks/bench_roofline.py`, and kvsim's MLA layer takes its path from that function on
+# every call (`MLA.choose_path`; `tests/test_mla_paths.py` runs a model through both paths and checks equal outputs).
+# At DeepSeek-V3's widths, with the seed's four kinds of call placed on the curves:
+
+# %%
+mla = mla_path_curves(cached_tokens=(0, 32_768))
+fig, (ax_f, ax_b) = plt.subplots(1, 2, figsize=(10.5, 5.2), layout="constrained")
+plot_mla_path_costs(ax_f, ax_b, mla, title="one DeepSeek-V3 MLA layer, one call: absorbed vs materialized "
+                                           "(markers filled in the colour of the path chosen)")
+plt.show()
+for C, x in mla["crossover"].items():
+    print(f"after {C:,} cached tokens, materializing is cheaper from L = {x:,} query tokens per call")
+print(format_table([{"call": r["label"], "L": r["query_tokens"], "C": r["cached_tokens"],
+                     "absorbed µs": round(1e6 * r["absorbed_s"], 1), "materialized µs": round(1e6 * r["materialized_s"], 1),
+                     "path": r["path"]} for r in mla["points"]]))
+
+# %% [markdown]
+# The absorbed path always moves fewer bytes (right), but past the crossover its per-pair work on the 512-wide latent
+# costs more than expanding once (left). So a cold prefill and a 512-token chunk materialize; a $k = 4$ verify block
+# (lesson 09) and a decode step absorb. The decision is per call, not per model: the same layer switches as a request
+# moves from prefill to decode.
+#
+# **Split-KV over the latent.** A decode step at batch 1 is one query against a long latent: little parallel work for a
+# GPU. Seed 000's `MLXCEL_MLA_SPLIT_KV` cuts the cached latent into chunks, attends to each chunk on its own and merges
+# the partial outputs by their log-sum-exp, the same merge as split-K (Flash-Decoding) and cascade attention
+# (`kvsim.cache.partials`). kvsim's MLA layer does this with `split_kv = S` on the absorbed path, tested equal to the
+# unsplit path.
+#
+# ## Predict, then measure
+#
+# **Your turn.** Build DeepSeek-V3's first-layer cache (`make_caches(load_model("deepseek-v3"))[0]`, a `LatentCache`,
+# bf16) and prefill 300 tokens. Predict its `nbytes` (allocated bytes: slots grow 256 at a time) before you run it.
+
+# %%
+cache_nbytes_prediction = None  # your turn
+
+# %%
+check("03.4", cache_nbytes_prediction)
+
+# %% [markdown]
+# Now measure it on the real cache; the checker compares the measurement with the same number:
+
+# %%
+latent_cache = make_caches(load_model("deepseek-v3"))[0]
+latent_cache.update_and_fetch(mx.zeros((1, 1, 300, 512), dtype=mx.bfloat16), mx.zeros((1, 1, 300, 64), dtype=mx.bfloat16))
+print(type(latent_cache).__name__, "offset", latent_cache.offset, "nbytes", f"{latent_cache.nbytes:,}")
+check("03.4", latent_cache.nbytes)
 
 # %% [markdown]
 # ## Summary
@@ -230,6 +280,8 @@ print("max |logit difference| < 1e-4:", paths["max |logit difference|"] < 1e-4)
 # - MLA's 512 + 64 = 576 elements equal GQA with 2.25 groups, yet DeepSeek-V2 reports better quality than MHA.
 # - RoPE on the rebuilt keys would block folding $W^{UK}$ into the query; MLA carries position in a separate 64-element key.
 # - Real caches measured during decode hold exactly those bytes; absorbed and materialized MLA give the same answer.
+# - Absorbed MLA reads less, materialized MLA computes less once a call is long: kvsim, like seed 000, picks per call
+#   (decode and verify blocks absorb, long prefills materialize).
 # - Which term of the size formula each technique (GQA, MLA, quantization, windows, hybrids, paging, FlashAttention)
 #   changes is the table of lesson 08.
 #
@@ -256,16 +308,6 @@ mla_percent_of_gqa = None  # your turn
 check("03.2", mla_percent_of_gqa)
 
 # %% [markdown]
-# **3.** An MLA layer with a smaller latent, $d_c = 256$, and $d_h^R = 32$, with heads of $d_h = 128$: GQA with how many
-# groups caches the same number of elements per token?
-
-# %%
-equivalent_groups = None  # your turn
-
-# %%
-check("03.3", equivalent_groups)
-
-# %% [markdown]
 # ## Exercises
 # 1. With the head view at 4, 8 and 16 K/V heads, how many query heads read each K/V head? What would go wrong with 96 K/V heads?
 # 2. Rerun the real decode with the real query compression, `decodable_variants(q_lora_rank=1536)`. Does any measured byte change? Why not?
@@ -277,13 +319,13 @@ check("03.3", equivalent_groups)
 # %% [markdown]
 # ## Self-test
 #
-# kvsim against the seed's table and the real caches above (silent when everything holds).
+# kvsim against the seed's table and the real caches above (the cell prints "self-test passed" when everything holds;
+# its source is collapsed: click to open it).
 
-# %% tags=["self-test"]
+# %% jupyter={"source_hidden": true} tags=["self-test"]
 rows = {r["variant"]: r for r in variant_rows(variants)}
 assert [rows[v]["elements/layer"] for v in ("MHA", "GQA-8", "MQA", "MLA")] == [32_768, 2_048, 256, 576]
 assert [rows[v]["× 61 layers"] for v in ("MHA", "GQA-8", "MQA", "MLA")] == [1_998_848, 124_928, 15_616, 35_136]
-assert [rows[v]["="] for v in ("MHA", "GQA-8", "MQA", "MLA")] == ["3.81 MiB", "244 KiB", "30.5 KiB", "68.6 KiB"]
 assert [rows[v]["% of MHA"] for v in ("MHA", "GQA-8", "MQA", "MLA")] == [100.0, 6.25, 0.78, 1.76]
 assert groups == 2.25 and 512 == 4 * 128 and 64 == 128 // 2
 # measured on the real caches = formula, per layer and over 61 layers
@@ -293,6 +335,8 @@ for name, run in runs.items():
     assert run.measured_token_bytes()[0] * 61 == memory.bytes_per_token(variants[name], "bf16")
     assert all(c.nbytes == 256 * run.measured_token_bytes()[0] for c in run.generation.caches)  # 256 slots allocated
 assert runs["MLA"].measured_token_bytes()[0] == (512 + 64) * 2
-# absorbed and materialized MLA agree
-assert paths["same tokens"] and paths["max |logit difference|"] < 1e-4
+# absorbed and materialized MLA agree; the named calls take the paths the prose says
+assert paths["same tokens"] and paths["max |logit difference|"] < 1e-4 * paths["max |logit|"]
+assert [r["path"] for r in mla["points"]] == ["materialized", "materialized", "absorbed", "absorbed"]
+assert latent_cache.nbytes == 512 * (512 + 64) * 2
 print("self-test passed")

@@ -27,8 +27,10 @@
 # - that a real MLX `QuantizedKVCache` holds exactly the bytes the formula predicts;
 # - how much attention output error each setting costs, measured on real tensors, and how keeping the newest
 #   tokens in full precision buys much of it back;
-# - why KIVI quantizes keys per channel rather than per token, measured on the same tensors, and why two settings that
-#   look the same can report different errors.
+# - why KIVI quantizes keys per channel rather than per token, and its whole recipe (keys per channel, values per token,
+#   newest tokens exact) as one setting, measured on the same tensors;
+# - the seed's storage modes side by side: FP16, uniform quantization and TurboQuant-style quantization (a random
+#   rotation before the same quantizer), compared at equal bytes with every byte of metadata counted.
 
 # %% tags=["nbval-ignore-output"]
 import importlib.metadata as md
@@ -36,28 +38,27 @@ import importlib.metadata as md
 import matplotlib.pyplot as plt
 import mlx.core as mx
 
-from kvsim.cache import QuantizedKVCache
+from kvsim.cache import QuantizedKVCache, RandomizedHadamard, make_caches
 from kvsim.calc import memory, quant_bytes
 from kvsim.calc.registry import load_model
 from kvsim.calc.tables import format_table
 from kvsim.lessons.exercises import check
 from kvsim.lessons.l06_quantized.measure import (
-    VIEW_HEADS,
-    attention_error,
     error_pivot,
     error_sweep,
     errors_by,
+    kivi_recipe_error,
     measure_quantized_nbytes,
-    per_head_errors,
     recent_attention_share,
     recent_window_table,
     scheme_errors,
+    storage_mode_rows,
     synthetic_qkv,
     tradeoff_points,
     view_error,
 )
-from kvsim.lessons.l06_quantized.plots import plot_error_vs_bits, plot_error_vs_bytes
-from kvsim.lessons.l06_quantized.views import channel_quant_view, draw_channel_quant, quantized_kv_view
+from kvsim.lessons.l06_quantized.plots import plot_error_vs_bits, plot_error_vs_bytes, plot_storage_modes
+from kvsim.lessons.l06_quantized.views import channel_quant_view, quantized_kv_view
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
 
@@ -74,11 +75,20 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # ## Groups, scales and biases
 #
 # Integer quantization (`mx.quantize`, which mlx-lm's and kvsim's quantized caches use) cuts every key or value
-# vector of $d_h$ elements into groups of $g$ consecutive elements. For each group it stores
-# a **scale** $s = (\max - \min) / (2^{\text{bits}} - 1)$ and a **bias** $\beta = \min$, and every element as
+# vector of $d_h$ elements into groups of $g$ consecutive elements. For each group it stores a **bias** $\beta$, one
+# edge of the group's range, and a **scale** $s \approx (\max - \min) / (2^{\text{bits}} - 1)$, and every element as
 # the integer $q = \operatorname{round}((x - \beta) / s)$ in `bits` bits; it reads back $\hat{x} = s\,q + \beta$.
 # The integers are packed into `uint32` words; the scale and bias stay in the input dtype (bf16 here).
 # A larger group means less metadata but one scale for more elements, so a coarser grid.
+#
+# Which edge is the bias? Not always the minimum: `mx.quantize` takes the edge with the **larger magnitude**, and the
+# scale is negative when that edge is the maximum (the grid then runs downwards from it). Two groups of 64, at 4 bits:
+
+# %%
+for row in ([-1.0, 0.5, 2.0, 0.1], [-3.0, 0.5, 1.0, 0.2]):
+    group = mx.array([row * 16])                       # one group of 64 elements
+    _, scale, bias = mx.quantize(group, group_size=64, bits=4)
+    print(f"min {min(row):+.1f}  max {max(row):+.1f}  ->  bias {bias.item():+.1f}  scale {scale.item():+.4f}")
 
 # %% [markdown]
 # ## The formula
@@ -113,7 +123,7 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # ## Llama 3 8B at every setting
 #
 # 32 layers × 8 KV heads × $d_h$ = 128. One 128-element vector at 4 bits is 64 B of data; with $g$ = 64 it carries
-# 2 groups × (scale + bias) × 2 B = 8 B of metadata, 12.5 % on top. The column `% of fp16 (data)` is the seed's
+# 2 groups × (scale + bias) × 2 B = 8 B of metadata, an eighth on top. The column `% of fp16 (data)` is the seed's
 # "before metadata" ratio; `% of fp16 (all)` is what the memory really holds.
 
 # %%
@@ -122,7 +132,7 @@ print(format_table(quant_bytes.bytes_table(llama8b, tokens=8192), digits=1))
 
 # %% [markdown]
 # FP8 halves the cache exactly (it has no metadata). 2-bit data is an eighth of fp16, but with groups of 32 the
-# scales and biases add half as much again: 24 KiB per token is 19 % of fp16, not 12.5 %. Small groups hurt
+# scales and biases add half as much again: 24,576 B per token is 18.8 % of fp16, not 12.5 %. Small groups hurt
 # most at low bit widths, where the data itself is small.
 
 # %% [markdown]
@@ -160,8 +170,12 @@ for recent in (0, 128):
 print(format_table(rows))
 
 # %% [markdown]
-# Every measured number equals the formula. Times 32 layers, one 4,096-token sequence of Llama 3 8B at q4, $g$ = 64
-# holds 144 MiB instead of 512 MiB in bf16.
+# Every measured number equals the formula. Times 32 layers, one 4,096-token sequence of Llama 3 8B:
+
+# %%
+q4_g64 = memory.parse_kv_dtype("q4", group_size=64)
+print(f"q4, g = 64: {memory.kv_bytes(llama8b, 4096, kv_dtype=q4_g64) / 2**20:g} MiB; "
+      f"bf16: {memory.kv_bytes(llama8b, 4096, kv_dtype='bf16') / 2**20:g} MiB")
 
 # %% [markdown]
 # ## What it costs: attention error on real tensors
@@ -223,43 +237,16 @@ window_rows = recent_window_table(llama8b, qkv, bits=4, group_size=64, progress=
 print(format_table(window_rows))
 
 # %% [markdown]
-# The bytes columns are pure arithmetic (the same on every machine):
-
-# %%
-print(format_table([{k: r[k] for k in ("R", "MiB at 1,024", "MiB at 32,768")} for r in window_rows], digits=1))
-
-# %% [markdown]
 # ## Try it: bits, group size, recent window, tokens
 #
-# Each redraw fills a fresh `QuantizedKVCache` with the structured keys and values (2 KV heads, to stay quick)
-# and measures the attention error; the bars are one Llama 3 8B sequence at that length.
+# Each redraw fills a fresh `QuantizedKVCache` with the lesson's structured keys and values (the same sample as the
+# tables above, at the chosen length) and measures the attention error; the bars are one Llama 3 8B sequence at that
+# length. At its defaults it is the recent-window table's row $R$ = 128.
 
 # %% tags=["nbval-ignore-output"]
 quantized_kv_view()
 
 # %% [markdown]
-# ## Same setting, two numbers: 7.99 % and 13.54 %
-#
-# At its defaults (q4, $g$ = 64, $R$ = 128, 1,024 tokens) the view reports about 8 % error; the recent-window table above
-# reports 13.54 % for the same setting. Both are right, on different tensors. To redraw quickly the view uses its own
-# sample with 2 KV heads (8 query heads, 4 queries), the tables one with 4 KV heads (16 query heads, 8 queries), and a
-# different shape draws different random numbers. How much does the choice of heads matter? Each KV head alone:
-
-# %% tags=["nbval-ignore-output"]
-view_qkv = synthetic_qkv(1024, **VIEW_HEADS)
-heads = {"lesson sample (4 KV heads)": (qkv, attention_error(qkv, 4, 64, 128).relative_error),
-         "view sample (2 KV heads)": (view_qkv, view_error(4, 64, 128, 1024))}
-print(format_table([{"sample": name, "error %": round(100 * err, 2),
-                     **{f"KV head {h} alone %": round(100 * e, 2)
-                        for h, e in enumerate(per_head_errors(sample, 4, 64, 128))}}
-                    for name, (sample, err) in heads.items()]))
-
-# %% [markdown]
-# The heads differ by a factor of two and more, and a sample's error always lies between its best and worst head's
-# (the squared error and the squared output are both sums over heads). The view's two heads happen to be easy ones.
-# So an error figure belongs to its tensors: compare settings on one sample, as the tables and the view each do, and
-# do not compare a number from one with a number from the other.
-#
 # ## Keys per channel: KIVI
 #
 # kvsim's `QuantizedKVCache`, like mlx-lm's, groups **per token**: the $g$ elements sharing a scale and a bias are $g$
@@ -272,13 +259,12 @@ print(format_table([{"sample": name, "error %": round(100 * err, 2),
 # KIVI keeps the newest tokens in full precision until it is.
 #
 # The picture: the first 64 tokens of one key head of the lesson's sample (left, outlier channels dark), and the error
-# each grouping leaves in them at 2 bits (one colour scale for both). Per token, the error spreads over every channel;
-# per channel, it stays in the outlier channels. The attention errors are over the whole sample, values per token in both.
+# each grouping leaves in them (one colour scale for both, on the colour bar). Per token, the error spreads over every
+# channel; per channel, it stays in the outlier channels. The attention errors are over the whole sample, values per
+# token in both. Move to 8 bits and groups of 32 (exercise 3):
 
-# %%
-fig, ax = plt.subplots(figsize=(10, 3.4), layout="constrained")
-draw_channel_quant(ax, bits=2, group_size=64)
-plt.show()
+# %% tags=["nbval-ignore-output"]
+channel_quant_view()
 
 # %% [markdown]
 # The same comparison at every bit width, on the lesson's sample and on the same sample without outlier channels
@@ -305,9 +291,95 @@ print(format_table(kivi_rows))
 # per token, recent tokens in full precision) keeps Llama, Falcon and Mistral models at almost the quality of 16 bits.
 # Read the numbers here for their direction (bits matter most; per-channel keys help when outlier channels exist),
 # not their size.
+#
+# ### KIVI's whole recipe, as one setting
+#
+# KIVI does three things at once: keys per channel, values per token, and the newest tokens in full precision (its
+# residual; a key group per channel is complete only after $g$ tokens, so the incomplete remainder stays exact too).
+# `kivi_recipe_error` runs all three on the lesson's sample, beside kvsim's `QuantizedKVCache` with the same
+# $R$ = 128 exact tokens (keys and values per token), at the same bits and $g$: same metadata per element.
 
-# %% tags=["nbval-ignore-output"]
-channel_quant_view()
+# %%
+recipe_rows = []
+for bits in (2, 3, 4):
+    for g in (32, 64):
+        e = kivi_recipe_error(qkv, bits, g, recent_tokens=128)
+        recipe_rows.append({"bits": bits, "g": g, "exact tokens": e["exact tokens"],
+                            "per token, R exact %": round(100 * e["per token (kvsim cache)"], 2),
+                            "KIVI recipe %": round(100 * e["KIVI recipe"], 2)})
+print(format_table(recipe_rows))
+
+# %% [markdown]
+# With the recent tokens exact in both, per-channel keys still pay at every row here. At 2 bits the values, quantized
+# per token in both columns, keep the error high: that is where KIVI's paper leans on its residual and on the task
+# quality it measures, not on this single-layer error.
+#
+# ## Three storage modes side by side: FP16, uniform, rotated
+#
+# Seed 000's engine offers three ways to store K and V: full precision (FP16), uniform quantization (the
+# `QuantizedKVCache` above) and a TurboQuant-style mode. The third multiplies every key and value vector by a random
+# orthogonal matrix before the same scalar quantizer and undoes it on read. kvsim's `TurboQuantKVCache` uses a
+# randomized Hadamard rotation $R = H\,\mathrm{diag}(s)/\sqrt{d}$ ($H$ the $d \times d$ Hadamard matrix, $s$ a
+# seeded vector of $\pm 1$), applied with `mx.hadamard_transform` in $O(d \log d)$.
+#
+# Why it helps: after the rotation every coordinate mixes all channels, so an outlier channel's energy is spread over
+# the whole vector and no group has one coordinate that stretches its scale. Why it costs almost nothing: $R$ is
+# orthogonal, so $(Rq)\cdot(Rk) = q \cdot k$; the cache rotates the query instead of un-rotating every key, attends over
+# the stored codes, and rotates the output back once. The only extra bytes are the signs $s$: one byte per element of
+# $d_k + d_v$, per layer, not per token. The rotation is exact in float32:
+
+# %%
+rotation = RandomizedHadamard(128, seed=0)
+x = qkv.k[0, 0, :64]                                                       # 64 keys of the lesson's sample
+print(f"max |Rᵀ R x − x| = {mx.abs(rotation.inverse(rotation.rotate(x)) - x).max().item():.0e}"
+      f"  (largest |x| {mx.abs(x).max().item():.1f}); signs kept: {rotation.nbytes} B")
+
+# %% [markdown]
+# `make_caches(spec, kv_dtype="q4", quant_mode="rotated")` builds one `TurboQuantKVCache` per layer (each layer its
+# own signs). The three modes on the lesson's sample, each quantized mode a real cache filled with all 1,024 tokens;
+# `data` and `metadata` are counted by `quant_bytes.storage_mode_bytes` and `nbytes` read from the cache. The sample is
+# float32, so each scale and bias takes 4 bytes here (2 in a bf16 model):
+
+# %%
+modes = storage_mode_rows(qkv, bits=(2, 3, 4, 6, 8), group_size=64)
+print(format_table([{"mode": r["mode"], "bits": r["bits"], "data B": r["data"], "metadata B": r["metadata"],
+                     "total B": r["total"], "nbytes (cache)": r.get("nbytes", "-"),
+                     "bits/element": round(r["bits_per_element"], 3), "error %": round(100 * r["relative_error"], 2)}
+                    for r in modes]))
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
+plot_storage_modes(ax, modes, title="attention error against the bytes stored, metadata included "
+                                    "(lesson 06's sample, g = 64)")
+plt.show()
+
+# %% [markdown]
+# At equal bytes (the rotated points sit a few sign bytes to the right of the uniform ones, invisible at this scale)
+# the rotation lowers the error at every bit width on these keys with outlier channels: the table's `error %` column.
+# On keys without outliers it neither helps nor hurts much (`tests/test_turboquant.py` checks both).
+#
+# ## Predict, then measure
+#
+# **Your turn.** `make_caches(load_model("llama-3-8b"), kv_dtype="q4", group_size=64, quant_mode="rotated")[0]` is
+# one layer's `TurboQuantKVCache`. Feed it 300 tokens of bf16 keys and values (8 KV heads of 128). Predict its `nbytes`
+# before you run it: slots come 256 at a time, each vector's codes, scales and biases as in the formula above, and the
+# rotation's signs.
+
+# %%
+rotated_nbytes_prediction = None  # your turn
+
+# %%
+check("06.3", rotated_nbytes_prediction)
+
+# %% [markdown]
+# Now the real cache; the checker compares the measurement with the same number:
+
+# %%
+rotated = make_caches(llama8b, kv_dtype="q4", group_size=64, quant_mode="rotated")[0]
+kv300 = mx.random.normal((1, 8, 300, 128), key=mx.random.key(2)).astype(mx.bfloat16)
+rotated.update_and_fetch(kv300, kv300)
+print(type(rotated).__name__, "offset", rotated.offset, "nbytes", f"{rotated.nbytes:,}")
+check("06.3", rotated.nbytes)
 
 # %% [markdown]
 # ## Summary
@@ -318,23 +390,16 @@ channel_quant_view()
 # - From 3 bits up, each bit roughly halves the attention error; smaller groups lower it further at a metadata cost.
 # - Keeping the newest tokens exact targets the tokens attention reads most; its fixed cost vanishes at long contexts.
 # - Grouping keys per channel (KIVI) gives outlier channels their own scales: about half the error at 3-4 bits on keys
-#   with outlier channels, little change without them. An error figure belongs to its tensors (7.99 % vs 13.54 %).
+#   with outlier channels, little change without them; KIVI's full recipe also keeps the newest tokens exact.
+# - A random rotation before the same quantizer (TurboQuant-style) spreads outlier channels over every coordinate: lower
+#   error at the same bytes, for one byte of signs per element of $d_k + d_v$ per layer.
 #
 # ## Your turn
 #
 # Solutions: `notebooks/solutions/06_quantized_kv.ipynb`.
 #
-# **1.** Llama 3 8B (32 layers, 8 KV heads of 128) at 4 bits with groups of 64 and bf16 scales and biases: how many bytes
-# does one token add to the cache, metadata included?
-
-# %%
-q4_bytes_per_token = None  # your turn
-
-# %%
-check("06.1", q4_bytes_per_token)
-
-# %% [markdown]
-# **2.** The same cache keeping the newest $R$ = 256 tokens in bf16: from how many tokens $T$ on is it smaller than half
+# **1.** Llama 3 8B (32 layers, 8 KV heads of 128) at 4 bits with groups of 64 and bf16 scales and biases, keeping
+# the newest $R$ = 256 tokens in bf16: from how many tokens $T$ on is it smaller than half
 # of the bf16 cache? (Write $M(T)$ for both and solve, or search with `memory.kv_bytes`.)
 
 # %%
@@ -357,16 +422,17 @@ check("06.2", first_tokens_below_half)
 # %% [markdown]
 # ## Self-test
 #
-# kvsim against the seed's ratios and the real caches above (silent when everything holds).
+# kvsim against the seed's ratios and the real caches above (the cell prints "self-test passed" when everything
+# holds; its source is collapsed: click to open it).
 
-# %% tags=["self-test"]
+# %% jupyter={"source_hidden": true} tags=["self-test"]
 fp16 = memory.bytes_per_token(llama8b, "fp16")
 q2 = memory.parse_kv_dtype("q2", group_size=64)
 assert memory.bytes_per_token(llama8b, "fp8") * 2 == fp16 == 131_072                     # FP8 halves
 assert quant_bytes.token_bytes_split(llama8b, q2)["data"] * 8 == fp16                   # 2-bit: an eighth before metadata
 assert memory.bytes_per_token(llama8b, q2) == fp16 // 8 + 32 * 8 * 2 * (2 * 2 * 2)       # + 2 groups × scale, bias × 2 B
 assert all(r["nbytes (MLX)"] == r["allocated formula"] and r["used_bytes (MLX)"] == r["theoretical formula"] for r in rows)
-assert memory.kv_bytes(llama8b, 4096, kv_dtype=memory.parse_kv_dtype("q4", group_size=64)) == 144 * 2**20
+assert memory.kv_bytes(llama8b, 4096, kv_dtype=q4_g64) == 144 * 2**20
 errors = errors_by([r for r in sweep if r["recent R"] == 0])
 for g, (bits, err) in errors.items():
     assert all(err[i] > err[i + 1] for i in range(len(err) - 1)), f"group {g}: error must fall with bits"
@@ -374,9 +440,15 @@ assert errors[32][1][-1] < 0.02 and errors[128][1][0] > 0.3                     
 assert all(errors[32][1] < errors[128][1])                                               # smaller groups, smaller error
 assert 0.5 < share_128 < 0.7
 assert window_rows[0]["error %"] > 1.4 * next(r["error %"] for r in window_rows if r["R"] == 128)
-# the two error figures: one per sample, each within its heads' range; per-channel keys beat per-token with outliers
-for sample, err in heads.values():
-    per_head = per_head_errors(sample, 4, 64, 128)
-    assert min(per_head) <= err <= max(per_head)
+# the view measures the tables' sample: at its defaults, the recent-window table's R = 128 row
+assert round(100 * view_error(4, 64, 128, 1024), 2) == next(r["error %"] for r in window_rows if r["R"] == 128)
 assert all(r["keys per channel %"] < r["keys per token %"] for r in kivi_rows if r["sample"] == "4 outlier channels")
+assert all(r["KIVI recipe %"] < r["per token, R exact %"] for r in recipe_rows)
+# storage modes: real nbytes = the pure count; rotated adds only the signs and lowers the error here
+by_mode = {(r["mode"], r["bits"]): r for r in modes}
+for b in (2, 3, 4, 6, 8):
+    u, r = by_mode["uniform", b], by_mode["rotated", b]
+    assert u["nbytes"] == u["total"] and r["nbytes"] == r["total"] and r["total"] - u["total"] == 128 + 128
+    assert r["relative_error"] < u["relative_error"]
+assert rotated.nbytes == 512 * 8 * 2 * (64 + 8) + 256
 print("self-test passed")

@@ -18,7 +18,8 @@
 #
 # > **요약** (seed 000 「투기적 디코딩의 rewind」)
 # > 투기적 디코딩은 여러 토큰을 제안하고 target 모델이 한 번에 검증하며, 수락되지 않은 위치 이후의 캐시 상태는 `trim` 으로 되돌린다.
-# > sliding window 링은 여분 슬롯만큼만 되돌릴 수 있고, 순환 상태는 되돌릴 수 없어 스냅숏을 복원한 뒤 수락된 토큰을 다시 넣는다.
+# > sliding window 링은 쓰기 직후 R + 1 토큰(여분 슬롯 R 개와 방금 쓴 토큰 하나)까지만 되돌릴 수 있고, 순환 상태는 되돌릴 수 없어
+# > 스냅숏을 복원한 뒤 수락된 토큰을 다시 넣는다.
 #
 # **You will learn**
 # - why a cache must be able to go **back**: speculative decoding writes draft tokens into it, and some are rejected;
@@ -26,7 +27,10 @@
 # - speculative decoding on real MLX models: a draft proposes $k$ tokens, the target checks them in one pass, the
 #   caches are trimmed past the first rejection, and the output is exactly plain greedy decoding; acceptance against $k$;
 # - how far a sliding-window ring can rewind, and why a hybrid's recurrent state is snapshotted and restored instead;
-# - that a prompt padded for a faster prefill and trimmed back to its true length gives the same answer;
+# - Gemma 3's decode lookahead (a log of the rows each one-token write overwrites) beside kvsim's spare slots: the
+#   memory each keeps, and that both restore what they promise;
+# - that a prompt padded for a faster prefill and trimmed back to its true length gives the same answer, why a
+#   sliding ring loses real tokens to the pads, and which families seed 000 does not let pad;
 # - why the output is exactly the target's for greedy decoding, what sampling needs instead (rejection sampling), and
 #   the drafters seed 000 names: a smaller full model, multi-token prediction, prompt lookup.
 
@@ -36,21 +40,31 @@ import importlib.metadata as md
 import matplotlib.pyplot as plt
 import mlx.core as mx
 
-from kvsim.cache import RotatingKVCache
+from kvsim.cache import RotatingKVCache, make_caches
+from kvsim.cache.lookahead import pad_ring_run
+from kvsim.calc.padded_prefill import lookahead_rows_per_layer
 from kvsim.calc.tables import format_table
-from kvsim.decode import generate, speculative_generate
+from kvsim.decode import generate, prefill, speculative_generate
 from kvsim.lessons.exercises import check
 from kvsim.lessons.l09_speculation.data import expected_tokens_per_pass, prompt_lookup_draft, round_stages
 from kvsim.lessons.l09_speculation.measure import (
+    lookahead_cache_bytes,
     padded_prefill_refusal,
     padded_prefill_rows,
+    refusal_rows,
     rewind_limits,
     snapshot_restore,
     speculation_sweep,
     trim_walkthrough,
     try_trim,
 )
-from kvsim.lessons.l09_speculation.views import draw_round, draw_tokens_per_pass, round_view, speculation_view
+from kvsim.lessons.l09_speculation.views import (
+    draw_lookahead_rows,
+    draw_padded_mask,
+    draw_tokens_per_pass,
+    round_view,
+    speculation_view,
+)
 from kvsim.model import build_model, perturbed, toy_spec
 
 print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", md.version("matplotlib"))
@@ -74,12 +88,8 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # not yet fed. The draft proposes $d_1 \dots d_k$; the target is fed the last token and all $k$ drafts in **one** pass,
 # so its cache grows to $P + k + 1$. Draft $d_i$ is accepted when it equals the token the target itself picks after
 # $d_{i-1}$; the first mismatch ends the round, and the target's own pick replaces it. With $n$ drafts accepted,
-# `trim(k − n)` moves the offset back to $P + n + 1$: the rows beyond it are stale and get overwritten next.
-
-# %%
-fig, ax = plt.subplots(figsize=(9, 5.2), layout="constrained")
-draw_round(ax, num_draft=4, accepted=2)
-plt.show()
+# `trim(k − n)` moves the offset back to $P + n + 1$: the rows beyond it are stale and get overwritten next. Move
+# $k$ and $n$ to see other rounds.
 
 # %% tags=["nbval-ignore-output"]
 round_view()
@@ -210,7 +220,8 @@ print("no earlier match:", prompt_lookup_draft("a b c d".split(), num_draft=4, n
 # of the oldest token has been reused, and a rewind must not reach back before it: after rewinding, the next query must
 # still find all $W$ keys it is allowed to see. A plain ring of $W$ slots can then rewind only **one** token.
 # kvsim's `RotatingKVCache(max_size=W, rewind_tokens=R)` keeps $R$ spare slots, so right after a write it can rewind
-# $R + 1$; `speculative_generate` builds it with $R = k + 1$. (The table: $W$ = 8, written one token at a time.)
+# $R + 1$ tokens (the $R$ spare ones and the one just written); `speculative_generate` builds it with $R = k + 1$,
+# since its verify pass writes $k + 1$ rows in one update. (The table: $W$ = 8, written one token at a time.)
 
 # %%
 print(format_table(rewind_limits(max_size=8, rewind_tokens=(0, 4), offsets=(3, 8, 9, 12, 20))))
@@ -233,6 +244,38 @@ spec_run = speculative_generate(sliding, perturbed(sliding, 0.1, seed=5), prompt
 print("sliding_window:", sliding.spec.layers[0].sliding_window, "| prompt", len(prompt), "+ 30 tokens, k = 4")
 print("same as greedy:", spec_run.tokens == generate(sliding, prompt, 30, trace=False).tokens,
       "| acceptance", round(spec_run.acceptance_rate, 3), "| target passes", spec_run.rounds)
+
+# %% [markdown]
+# ## Decode lookahead: Gemma 3's overwrite log beside spare slots
+#
+# A server can also guess at a smaller scale: it pipelines decode, starting the next step before the previous one's
+# result has been checked (a stop token, a cancelled request), and takes the one-token append back when the guess was
+# wrong. Seed 000's engine does this for a model only when it can undo a speculative one-token append exactly
+# (`supports_decode_lookahead_rewind()`), and Gemma 3 can because its sliding layers record the rows each decode
+# write overwrites. `OverwriteLogRotatingCache` is that design: a ring of exactly $W$ slots that, before each
+# one-token write, copies the row about to be overwritten; `undo(n)` puts the last $n$ rows back, and the cache is
+# then bit for bit what it was. kvsim's own design keeps spare slots instead: to undo $k$ one-token appends, a ring of
+# $W + R$ slots with $R = k - 1$ (the newest token is always trimmable). The two trade memory for copies:
+#
+# | design | rows per sliding layer | rows copied per decode step | after the undo |
+# |---|---|---|---|
+# | spare slots, $R = k - 1$ | $W + k - 1$, always | 0 | every key a later query sees is the same; the rewound rows stay masked until overwritten |
+# | overwrite log, depth $k$ | $W$, plus $k$ saved rows while a lookahead is pending | 1 | the buffers, offset and window start bit for bit as before |
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4), layout="constrained")
+draw_lookahead_rows(ax, model="gemma-3-27b", max_k=8)
+plt.show()
+
+# %% [markdown]
+# Both designs on one real sliding layer of Gemma 3 27B (its window, KV heads and head_dim, bf16): a prompt past the
+# window, then $k$ = 3 speculative one-token appends. The log is undone and compared bit for bit with the buffers
+# before the appends; the spare-slot ring is trimmed and its next step compared with a ring that never made them:
+
+# %%
+lookahead = lookahead_cache_bytes("gemma-3-27b", lookahead_tokens=3, prompt_tokens=2000)
+print(format_table([{k: v for k, v in lookahead.items()}]))
+print("rows from lookahead_rows_per_layer:", lookahead_rows_per_layer(lookahead["window"], 3))
 
 # %% [markdown]
 # ## Hybrids: a state cannot be trimmed
@@ -261,16 +304,46 @@ print("same as greedy:", hybrid_run.tokens == generate(jamba, prompt, 24, trace=
 #
 # Some engines pad a prompt to a multiple of a tile size so the prefill runs on well-shaped matrices, then trim every
 # cache back to the true prompt length (seed 000). Causal attention means no real token ever looked at the pads, so
-# after the trim the caches hold exactly what an unpadded prefill writes, and the answer is the same.
-# A 12-token prompt, padded to 16:
+# after the trim the caches hold exactly what an unpadded prefill writes, and the answer is the same. The mask shows
+# why: the pads sit at the end, so causality hides them from every real query; only the pads' own rows see them, and
+# those rows are thrown away.
 
 # %%
-print(format_table(padded_prefill_rows(target, prompt, pad_multiples=(None, 8, 16), answer_tokens=8)))
-print("Jamba:", padded_prefill_refusal(jamba, prompt, pad_multiple=16))
+fig, ax = plt.subplots(figsize=(7.5, 4), layout="constrained")
+draw_padded_mask(ax, prompt_tokens=6, padded_tokens=8)
+plt.show()
 
 # %% [markdown]
-# Recurrent layers refuse: the pads would already be mixed into the state, which no trim can undo (which is why the
-# seed lists recurrent hybrids among the models that do not pad their prefill).
+# The toy target with this lesson's prompt, unpadded and padded to multiples of 8 and 16:
+
+# %%
+print("prompt tokens:", len(prompt))
+print(format_table(padded_prefill_rows(target, prompt, pad_multiples=(None, 8, 16), answer_tokens=8)))
+
+# %% [markdown]
+# That holds only while every cache can take the pads back. A sliding ring of $W$ slots cannot once the padded
+# prompt is longer than $W$: the pads are written into the ring and push the oldest real tokens out before any trim
+# runs. A real `RotatingKVCache` with $W$ = 8, a 10-token prompt padded to 16, beside the same prompt unpadded (each
+# key holds its position, so the positions held are read back):
+
+# %%
+ring_pad = pad_ring_run(window=8, prompt_tokens=10, pad_multiple=16)
+print(format_table([{"": "unpadded", "real positions held": list(ring_pad.held_unpadded), "offset": ring_pad.prompt_tokens},
+                    {"": f"padded to {ring_pad.padded_tokens}, trim({ring_pad.padded_tokens - ring_pad.prompt_tokens})",
+                     "real positions held": list(ring_pad.held_padded), "offset": ring_pad.offset_after}]))
+print("real tokens lost to the pads:", list(ring_pad.evicted_real), "| pads trim could take back:", ring_pad.trimmed)
+
+# %% [markdown]
+# So a sliding or chunked family either refuses padding or trims its own state model-side (seed 000's
+# `LanguageModel::trim_state`, which is how Gemma 3 pads like a dense model). kvsim refuses up front
+# (`check_padded_prefill`): a recurrent or chunked layer always, a sliding one when the padded prompt exceeds its
+# window. Recurrent layers refuse too: the pads would already be mixed into the state, which no trim can undo.
+# Seed 000 names the families whose `supports_padded_prefill()` is false; the reason per layer kind comes from
+# `kvsim.calc.padded_prefill`, and the last column is kvsim's own check on the config it ships, where it ships one:
+
+# %%
+print(format_table(refusal_rows(prompt_tokens=100, padded_tokens=128)))
+print("the toy Jamba:", padded_prefill_refusal(jamba, prompt, pad_multiple=16))
 
 # %% [markdown]
 # ## Summary
@@ -281,7 +354,10 @@ print("Jamba:", padded_prefill_refusal(jamba, prompt, pad_multiple=16))
 # - Acceptance falls as $k$ grows; the best $k$ depends on how good and how cheap the draft is.
 # - A ring can rewind only as far as its spare slots allow ($R + 1$ after a write); a recurrent state cannot be trimmed
 #   at all and is snapshotted and restored, at the price of re-feeding the accepted tokens.
-# - Padding a prefill and trimming back gives the same answer for attention caches; recurrent layers cannot do it.
+# - A decode lookahead is undone either by spare slots ($W + k - 1$ rows, nothing copied) or, as Gemma 3 does, by a log
+#   of the rows each write overwrites ($W$ rows, plus $k$ while pending, one row copied per step).
+# - Padding a prefill and trimming back gives the same answer for full-attention caches; a ring loses real tokens to
+#   pads past its window, and recurrent layers cannot un-mix them: those families refuse, or trim model-side.
 # - Greedy verification is exact by construction; sampling stays exact with rejection sampling. Drafts can come from a
 #   smaller model, MTP heads or a lookup in the prompt.
 #
@@ -318,6 +394,23 @@ ring_rewind = None  # your turn
 check("09.3", ring_rewind)
 
 # %% [markdown]
+# **4. Predict, then measure.** Gemma 3 27B's sliding layer (its window and the bytes of one row are in the lookahead
+# table above, bf16) uses the overwrite log, now with 5 one-token appends pending. How many bytes does the cache hold
+# (`nbytes`, its ring and the saved rows)? The check builds that cache and measures it.
+
+# %%
+predicted_lookahead_nbytes = None  # your turn
+
+# %%
+check("09.4", predicted_lookahead_nbytes)
+
+# %% [markdown]
+# Then measure: both designs on the real layer, now with 5 appends.
+
+# %%
+print(lookahead_cache_bytes("gemma-3-27b", lookahead_tokens=5, prompt_tokens=2000))
+
+# %% [markdown]
 # ## Exercises
 # 1. Add a draft with noise 0.1 to the sweep. Where does its acceptance rate at $k = 4$ land between the other two?
 # 2. Build a `RotatingKVCache(8, rewind_tokens=2)`, write 20 tokens one at a time and find `trimmable_tokens`. Then
@@ -330,13 +423,13 @@ check("09.3", ring_rewind)
 # %% [markdown]
 # ## Self-test
 #
-# kvsim checking itself on the real runs above (silent when everything holds).
+# kvsim checking itself on the real runs above; the cell prints "self-test passed" when every check holds.
 
 # %% tags=["self-test"]
 walk = trim_walkthrough()
 assert [r["offset"] for r in walk] == [0, 6, 4, 5]
 assert walk[1]["nbytes"] == walk[2]["nbytes"] == walk[3]["nbytes"] == 256 * 2 * 8 * 128 * 2   # trim frees nothing
-assert walk[2]["used_bytes"] == 4 * 4096 and walk[3]["slots 0-7"].startswith("11 12 13 14 42 |")
+assert walk[2]["used_bytes"] == 4 * 4096 and walk[3]["used_bytes"] == 5 * 4096
 # speculative output = greedy output, always; a perfect draft is always accepted
 assert all(r.same_as_greedy for r in runs)
 assert all(r.result.acceptance_rate == 1.0 for r in runs if r.draft == "the target itself")
@@ -352,7 +445,16 @@ assert spec_run.tokens == generate(sliding, prompt, 30, trace=False).tokens
 assert [r["state = after prefill"] for r in snapshot_restore(jamba, prompt[:8])] == [True, True, False, True]
 assert hybrid_run.tokens == generate(jamba, prompt, 24, trace=False).tokens and hybrid_run.target_positions_fed > plain_fed
 # padded prefill: same tokens, trimmed back to the true length
-assert all(r["same tokens"] and r["offset after trim"] == "12" for r in padded_prefill_rows(target, prompt))
+assert all(r["same tokens"] and r["logits within 1e-5"] for r in padded_prefill_rows(target, prompt))
+trimmed_caches = make_caches(target.spec)
+prefill(target, prompt, trimmed_caches, pad_multiple=16)
+assert {c.offset for c in trimmed_caches} == {len(prompt)}
+# a ring padded past its window lost real tokens; the seed's seven families all refuse
+assert ring_pad.evicted_real and ring_pad.offset_after != ring_pad.prompt_tokens
+assert len(refusal_rows()) == 7 and not any("accepted" in r["kvsim's check"] for r in refusal_rows())
+# decode lookahead: the log holds W + k rows while pending and is undone bit for bit; spare slots W + k - 1
+assert lookahead["overwrite_log_rows"] == lookahead["window"] + 3 and lookahead["spare_slots_rows"] == lookahead["window"] + 2
+assert lookahead["overwrite_log_restored"] and lookahead["spare_slots_restored"]
 assert float(expected_tokens_per_pass(0.5, 3)) == 1 + 0.5 + 0.25 + 0.125
 # the drawn round is the arithmetic of speculative_generate: P -> P + k + 1 -> P + n + 1
 r = round_stages(20, 4, 2)

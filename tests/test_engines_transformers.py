@@ -14,6 +14,7 @@ transformers = pytest.importorskip("transformers")
 
 from kvsim.calc.engines import engine_bytes  # noqa: E402
 from kvsim.calc.engines_transformers import UNCACHED_MODEL_TYPES, transformers_rows  # noqa: E402
+from kvsim.calc.families_hybrid import SEQ2SEQ_DECODERS  # noqa: E402
 from kvsim.calc.hf_config import from_hf_config  # noqa: E402
 from kvsim.measure import transformers_bytes as tb  # noqa: E402
 from tests.transformers_configs import CONFIGS, transformers_config  # noqa: E402
@@ -28,8 +29,17 @@ torch.set_num_threads(1)  # tiny models: threads only add overhead on a shared m
 def measured(name, dtype, prompt, steps, cache="dynamic", max_cache_len=None):
     """[(class, view bytes, storage bytes)] per layer of the cache generate leaves (+ module-held state)."""
     model = tb.tiny_model(transformers_config(name), dtype)
+    if CONFIGS[name]["model_type"] == "rwkv":  # no Cache: generate carries the state in its model kwargs
+        return tb.rwkv_state_rows(model, prompt, steps)
     c = tb.run_generate(model, prompt, steps, cache, max_cache_len)
     rows = [(type(x).__name__, tb.layer_bytes(x), tb.layer_storage_bytes(x)) for x in tb.cache_layers(c)]
+    if CONFIGS[name]["model_type"] == "minimax":  # lightning state in MiniMaxCache.linear_cache
+        rows = tb.decoder_layer_rows(c, model.config.num_hidden_layers)
+    if CONFIGS[name]["model_type"] in SEQ2SEQ_DECODERS:
+        # DynamicCache(config) builds num_hidden_layers layers, the encoder's count: those past the decoder stay empty
+        decoder_layers = from_hf_config(CONFIGS[name]).num_hidden_layers
+        assert all(b == 0 for _, b, _ in rows[decoder_layers:]) and len(rows) >= decoder_layers
+        rows = rows[:decoder_layers]
     if CONFIGS[name]["model_type"] == "recurrent_gemma":
         rows = [(cls, v + mv, s + ms) for (cls, v, s), (mv, ms) in zip(rows, tb.module_state_bytes(model))]
     return rows
@@ -99,6 +109,8 @@ def test_real_config_layer_classes_and_windows_equal_the_dynamic_cache_transform
     if spec.config.get("use_cache") is False:  # generate keeps no cache at all
         assert all(r.cache == "" and r.total_bytes == 0 for r in transformers_rows(spec, 8, 0))
         return
+    if raw["model_type"] in ("minimax", "rwkv"):  # generate builds a MiniMaxCache / no Cache (RWKV's state)
+        pytest.skip("not a DynamicCache(config=...): the tiny-model run checks where the state is kept")
     model_type = {"kimi_k2": "deepseek_v3"}.get(raw["model_type"], raw["model_type"])
     args = {k: v for k, v in raw.items() if k != "model_type"}
     if "text_config" in args:

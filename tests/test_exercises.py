@@ -28,6 +28,15 @@ ANSWERS = {
     "09.1": (1 - 0.8**5) / 0.2, "09.2": 3, "09.3": 3,
     "10.1": 3 * (1024 * 16_384 + 8_716_288),   # 3 × (1,024 slots × 4 attention layers' K/V + Mamba state), bf16
     "10.2": 3 + 1,                             # the queued wave starts when the slots free at iteration 3
+    # lessons 03/06: 512 slots × (512 + 64) × 2 B; 512 slots × 8 heads × 2 × (64 + 8) B + 256 sign bytes
+    "03.4": 512 * 576 * 2, "06.3": 512 * 8 * 2 * 72 + 256,
+    # lessons 00/01/09: predict-then-measure (the checker measures a real cache)
+    "00.1": 512 * 2 * 8 * 128 * 2,               # ⌈300/256⌉·256 slots × K+V × 8 heads × 128 × bf16
+    "01.4": 512 * 2 * 2 * 2 * 32 * 4,            # 299 tokens held → 512 slots × 2 layers × K+V × 2 × 32 × fp32
+    "09.4": (1024 + 5) * 2 * 16 * 128 * 2,       # W + k rows of Gemma 3 27B's sliding layer
+    # lesson 11: 63 pages × 4,096 B; Llama 3 8B (tb 4,096 B, 32 layers, 32 query heads): (496 + 100·65) tokens + the
+    # float32 partial 2·100·32·129·4 B per layer, over 100·561 tokens; ⌈132 SMs / 32 heads⌉
+    "11.1": 258_048, "11.2": 100 * ((496 + 100 * 65) * 4096 + 2 * 100 * 32 * 129 * 4) / (100 * 561 * 4096), "11.3": 5,
 }
 
 

@@ -55,7 +55,7 @@ CORE_CALC = {
     "quant_bytes", "registry", "report", "roofline", "tables", "tokens_fed", "units", "weights",
     "weights_common", "weights_recurrent", "window_bytes", "search", "extras", "mla_paths", "paged_read",
     "pool_bytes", "padded_prefill", "engines_transformers", "families_decoder",
-    "engines_vllm", "engines_all", "validate",
+    "engines_vllm", "engines_all", "validate", "families_hybrid",
 }
 PURE_FOLDERS = ("calc", "serving")
 HEAVY = ("mlx", "matplotlib", "ipywidgets")
@@ -172,7 +172,8 @@ def test_every_module_lives_in_a_known_folder():
 
 
 def test_every_lesson_package_has_only_the_known_files():
-    assert len(LESSONS) == 11, LESSONS
+    notebooks = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert [name[1:3] for name in LESSONS] == notebooks, LESSONS   # one lesson package per lesson notebook
     for lesson in LESSONS:
         files = {p.name for p in (PACKAGE / "lessons" / lesson).glob("*.py")}
         assert {"__init__.py", "data.py", "views.py"} <= files <= {"__init__.py", "data.py", "measure.py",

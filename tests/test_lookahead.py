@@ -138,3 +138,33 @@ def test_refusal_list_matches_the_configs_kvsim_ships():
         with pytest.raises(ValueError, match=row["kind"]):
             check_padded_prefill(spec, 100, 128)
     assert refusal_for("llama") is None and refusal_for("gemma3_text") is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(window=st.integers(2, 7), keep=st.integers(1, 3), prefill=st.integers(1, 16), before=st.integers(0, 10),
+       k=st.integers(1, 3))
+def test_overwrite_log_with_sink_tokens_restores_the_exact_state(window, keep, prefill, before, k):
+    spec = OverwriteLogRotatingCache(window + keep, keep=keep, step=4, max_saved=k)
+    ref = RotatingKVCache(window + keep, keep=keep, step=4)
+    for c in (spec, ref):
+        c.update_and_fetch(*kv(0, prefill))
+        feed(c, prefill, before)
+    for i in range(k):
+        spec.update_and_fetch(*kv(prefill + before + i, 1, salt=0.5))
+    spec.undo(k)
+    assert spec.offset == ref.offset and spec._start == ref._start
+    assert bitwise(spec.keys, ref.keys) and bitwise(spec.values, ref.values)
+
+
+def test_log_keeps_only_the_last_max_saved_appends():
+    spec, ref = OverwriteLogRotatingCache(4, step=4, max_saved=2), RotatingKVCache(4, step=4)
+    for c in (spec, ref):
+        c.update_and_fetch(*kv(0, 9))
+    spec.update_and_fetch(*kv(9, 1, salt=0.5))
+    ref.update_and_fetch(*kv(9, 1, salt=0.5))           # the first append falls out of the log: it stays
+    feed(spec, 10, 2)
+    assert spec.pending == 2
+    spec.undo(2)
+    assert spec.offset == ref.offset == 10 and bitwise(spec.keys, ref.keys) and bitwise(spec.values, ref.values)
+    with pytest.raises(ValueError, match=r"\[0, 0\]"):
+        spec.undo(1)

@@ -1,5 +1,6 @@
 """TurboQuant-style storage: the randomized Hadamard rotation is exact, the cache's two read paths
-agree with a plain reference, byte counts equal real nbytes, and rotation helps keys with outliers."""
+agree with a plain reference, byte counts equal real nbytes, rotation helps keys with outliers, and
+make_caches(quant_mode="rotated") builds it per layer (refusing what it cannot rotate)."""
 
 import mlx.core as mx
 import numpy as np
@@ -109,3 +110,50 @@ def test_a_model_decodes_on_rotated_storage():
     rot = generate(model, [1, 2, 3, 4, 5], 6, caches=caches)
     err = mx.abs(rot.logits - exact.logits).max().item() / mx.abs(exact.logits).max().item()
     assert err < 0.02 and rot.tokens[0] == exact.tokens[0]
+
+
+def test_make_caches_builds_rotated_storage_and_decodes_like_hand_built_caches():
+    from kvsim.cache import LatentCache, make_caches
+    spec = toy_spec("gqa")
+    caches = make_caches(spec, kv_dtype="q8", group_size=32, quant_mode="rotated", seed=5)
+    assert [type(c) for c in caches] == [TurboQuantKVCache] * len(spec.layers)
+    assert [type(c) for c in make_caches(spec, kv_dtype="q8", group_size=32)] == [QuantizedKVCache] * len(spec.layers)
+    model = build_model(spec, seed=7)
+    by_hand = [TurboQuantKVCache(8, 32, seed=5 + 2 * i) for i in range(len(spec.layers))]
+    a = generate(model, [1, 2, 3, 4, 5], 6, caches=caches)
+    b = generate(model, [1, 2, 3, 4, 5], 6, caches=by_hand)
+    assert a.tokens == b.tokens and mx.array_equal(a.logits, b.logits).item()
+    # every layer rotates with its own signs, and its bytes are the exact storage count (+ the signs)
+    signs = {tuple(np.array(c.key_rotation.signs).tolist()) for c in caches}
+    assert len(signs) == len(caches)
+    layer = spec.layers[0]
+    counted = storage_bytes("rotated", 256, layer.num_key_value_heads, layer.head_dim, layer.v_head_dim, 8, 32,
+                            scale_bytes=4)                                  # float32 model: fp32 scales, 256 slots
+    assert all(c.nbytes == counted["total"] for c in caches)
+    # MLA: the latent (keys slot) and the RoPE key (values slot) are rotated and decode
+    mla_spec = toy_spec("mla")
+    mla = make_caches(mla_spec, kv_dtype="q8", group_size=32, quant_mode="rotated")
+    assert [type(c) for c in mla] == [TurboQuantKVCache] * len(mla_spec.layers)
+    exact = generate(build_model(mla_spec, seed=1), [3, 1, 4, 1, 5], 4, caches=make_caches(mla_spec))
+    assert isinstance(make_caches(mla_spec)[0], LatentCache)
+    rot = generate(build_model(mla_spec, seed=1), [3, 1, 4, 1, 5], 4, caches=mla)
+    assert mx.abs(rot.logits - exact.logits).max().item() < 0.02 * mx.abs(exact.logits).max().item()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(kv_dtype="q4", quant_mode="hadamard"), "quant_mode must be one of uniform, rotated"),
+    (dict(kv_dtype="bf16", quant_mode="rotated"), "quant_mode 'rotated' needs a quantized kv_dtype"),
+    (dict(kv_dtype=None, quant_mode="rotated"), "quant_mode 'rotated' needs a quantized kv_dtype"),
+    (dict(kv_dtype="q4", quant_mode="rotated", seed=-1), "seed must be an integer >= 0"),
+])
+def test_make_caches_refuses_rotations_it_cannot_build(kwargs, match):
+    from kvsim.cache import make_caches
+    with pytest.raises(ValueError, match=match):
+        make_caches(toy_spec("gqa"), **kwargs)
+
+
+def test_make_caches_refuses_a_width_without_a_hadamard_matrix():
+    from kvsim.cache import make_caches
+    spec = toy_spec("gqa", head_dim=48)
+    with pytest.raises(ValueError, match="layer 0's head_dim must be a power of two .* got 48"):
+        make_caches(spec, kv_dtype="q8", group_size=32, quant_mode="rotated")

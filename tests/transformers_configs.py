@@ -179,6 +179,77 @@ CONFIGS = {
               "first_k_dense_replace": 3},
 }
 
+# ------------------------------------------------------------ h22-fam-hybrid: hybrid / recurrent families
+# (kvsim.calc.families_hybrid). 4-5 layers so every layer type appears; conv kernels of 3 show K, not 4.
+HYBRID = {**BASE, "num_hidden_layers": 4}
+HYBRID.pop("head_dim")
+GDN = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 16,
+       "linear_conv_kernel_dim": 3}
+MLA_KDA = {"kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
+           "num_key_value_heads": 4, "num_local_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32}
+HYBRID_CONFIGS = {
+    "lfm2": {**HYBRID, "model_type": "lfm2", "full_attn_idxs": [1], "conv_L_cache": 3},
+    "lfm2_layer_types": {**HYBRID, "model_type": "lfm2", "conv_L_cache": 4,
+                         "layer_types": ["conv", "conv", "full_attention", "conv"]},
+    "lfm2_moe": {**HYBRID, "model_type": "lfm2_moe", "layer_types": ["conv", "full_attention", "conv", "conv"],
+                 "conv_L_cache": 3, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32,
+                 "num_dense_layers": 1},
+    "bamba": {**HYBRID, "model_type": "bamba", "attn_layer_indices": [1], "mamba_n_heads": 8, "mamba_d_head": "auto",
+              "mamba_d_state": 16, "mamba_n_groups": 2, "mamba_d_conv": 3, "mamba_expand": 2},
+    "zamba": {**HYBRID, "model_type": "zamba", "num_hidden_layers": 5, "attn_layer_period": 2, "attn_layer_offset": 1,
+              "n_mamba_heads": 2, "mamba_d_state": 8, "mamba_d_conv": 3, "mamba_expand": 2,
+              "use_mamba_kernels": False},
+    "zamba2": {**HYBRID, "model_type": "zamba2", "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"],
+               "n_mamba_heads": 8, "mamba_d_state": 16, "mamba_ngroups": 2, "mamba_d_conv": 3, "mamba_expand": 2,
+               "use_mamba_kernels": False, "num_mem_blocks": 2},
+    "olmo_hybrid": {**HYBRID, "model_type": "olmo_hybrid", **GDN},
+    "olmo_hybrid_defaults": {**HYBRID, "model_type": "olmo_hybrid", "num_hidden_layers": 2, "hidden_size": 64,
+                             "num_attention_heads": 4, "linear_conv_kernel_dim": 3},
+    "qwen3_5_text": {**HYBRID, "model_type": "qwen3_5_text", "head_dim": 16, **GDN},
+    "qwen3_5_moe_text": {**HYBRID, "model_type": "qwen3_5_moe_text", "head_dim": 16, **GDN, "num_experts": 2,
+                         "num_experts_per_tok": 1, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32},
+    "kimi_linear": {**HYBRID, **MLA_KDA, "model_type": "kimi_linear", "linear_attn_config": {
+        "full_attn_layers": [2], "kda_layers": [1, 3, 4], "head_dim": 8, "num_heads": 4, "short_conv_kernel_size": 3}},
+    "bailing_hybrid": {**HYBRID, **MLA_KDA, "model_type": "bailing_hybrid", "head_dim": 16, "n_group": 1,
+                       "topk_group": 1, "layer_group_size": 2, "short_conv_kernel_size": 3, "first_k_dense_replace": 1},
+    "minimax": {**HYBRID, "model_type": "minimax", "head_dim": 16, "num_local_experts": 2, "num_experts_per_tok": 1,
+                "block_size": 4},
+}
+# encoder-style causal LMs: BERT-style run as decoders, and the decoder halves of encoder-decoders (the encoder
+# given more layers and fewer heads than the decoder, so reading the encoder's keys would fail the test)
+ENCODER_STYLE = {**GPT, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+                 "max_position_embeddings": 256, "is_decoder": True}
+SEQ2SEQ = {**GPT, "d_model": 64, "decoder_layers": 2, "encoder_layers": 3, "decoder_attention_heads": 4,
+           "encoder_attention_heads": 2, "decoder_ffn_dim": 128, "encoder_ffn_dim": 128, "max_position_embeddings": 256,
+           "decoder_start_token_id": 2}
+for _t in ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie", "megatron-bert",
+           "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl"):
+    HYBRID_CONFIGS[_t] = {**ENCODER_STYLE, "model_type": _t}
+HYBRID_CONFIGS["bert_not_decoder"] = {**ENCODER_STYLE, "model_type": "bert", "is_decoder": False}
+HYBRID_CONFIGS["xmod"] = {**ENCODER_STYLE, "model_type": "xmod", "default_language": "en_XX"}
+for _t in ("bart", "bigbird_pegasus", "blenderbot", "blenderbot-small", "marian", "mbart", "mvp", "pegasus", "plbart"):
+    HYBRID_CONFIGS[_t] = {**SEQ2SEQ, "model_type": _t}
+HYBRID_CONFIGS["trocr"] = {**GPT, "model_type": "trocr", "d_model": 64, "decoder_layers": 2, "decoder_attention_heads": 4,
+                           "decoder_ffn_dim": 128, "max_position_embeddings": 256}
+HYBRID_CONFIGS["prophetnet"] = {**GPT, "model_type": "prophetnet", "hidden_size": 64, "num_decoder_layers": 2,
+                                "num_encoder_layers": 3, "num_decoder_attention_heads": 4,
+                                "num_encoder_attention_heads": 2, "decoder_ffn_dim": 128, "encoder_ffn_dim": 128}
+HYBRID_CONFIGS["lfm3"] = {**HYBRID, "model_type": "lfm3", "num_hidden_layers": 5, "head_dim": 16, "sliding_window": W,
+                          "conv_L_cache": 5}
+HYBRID_CONFIGS["zaya"] = {**HYBRID, "model_type": "zaya", "head_dim": 16, "sliding_window": W, "num_experts": 2,
+                          "moe_intermediate_size": 32, "router_hidden_size": 16, "cca_time0": 3, "cca_time1": 2,
+                          "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding"]}
+HYBRID_CONFIGS["rwkv"] = {**GPT, "model_type": "rwkv", "hidden_size": 64, "num_hidden_layers": 3,
+                          "attention_hidden_size": 64, "intermediate_size": 128, "context_length": 256}
+# the multimodal Qwen3.5 configs: the text part nested in text_config (kvsim reads it; AutoModelForCausalLM builds
+# the text model), a tiny vision tower beside it
+TINY_VISION = {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64}
+for _outer, _inner in (("qwen3_5", "qwen3_5_text"), ("qwen3_5_moe", "qwen3_5_moe_text")):
+    HYBRID_CONFIGS[_outer] = {"model_type": _outer, "text_config": HYBRID_CONFIGS[_inner], "vision_config": TINY_VISION,
+                              "tie_word_embeddings": False}
+CONFIGS.update(HYBRID_CONFIGS)
+# ------------------------------------------------------------ end h22-fam-hybrid
+
 # "head_dim" / "num_attention_heads": None above mean "no such key" (transformers' classes read a present None as None)
 CONFIGS = {name: {k: v for k, v in cfg.items() if not (k in ("head_dim", "num_attention_heads") and v is None)}
            for name, cfg in CONFIGS.items()}

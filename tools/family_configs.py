@@ -67,7 +67,48 @@ def main(model_types):
     (OUT / "SOURCES.json").write_text(json.dumps(sources, indent=1, sort_keys=True) + "\n")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--hybrid" not in sys.argv[1:]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kvsim.calc.families_decoder import FAMILIES
     main(sys.argv[1:] or sorted([*FAMILIES, *MLA_FAMILIES]))
+
+
+# ---------------------------------------------------------------- h22-fam-hybrid: hybrid / recurrent and
+# encoder-style families (kvsim.calc.families_hybrid), merged into the existing SOURCES.json:
+#     PYTHONPATH=. python tools/family_configs.py --hybrid
+# lfm2_moe is left out: Lfm2MoeConfig has no default layer_types (its model cannot be built from the defaults)
+# the class docstring's first link is a paper; its checkpoint= argument names the checkpoint
+HYBRID_CHECKPOINTS = {"bamba": "ibm-fms/Bamba-9.8b-2.2T-hf"}
+HYBRID_SKIP = ("lfm2_moe",)  # written from HYBRID_OVERRIDES
+# Lfm2MoeConfig has no default layer_types (its model cannot be built from the defaults): the checkpoint's depth
+# and layer pattern (18 conv, 6 attention layers), as its config.json gives them
+HYBRID_OVERRIDES = {
+    "lfm2_moe": ("LiquidAI/LFM2-8B-A1B", {
+        "num_hidden_layers": 24, "layer_types": [
+            "conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv", "conv",
+            "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention",
+            "conv", "conv", "full_attention", "conv", "conv"]}),
+}
+
+
+def main_hybrid():
+    from kvsim.calc.families_hybrid import FAMILIES as HYBRID
+    sources = json.loads((OUT / "SOURCES.json").read_text())
+    for model_type in sorted(t for t in HYBRID if t not in HYBRID_SKIP):
+        stem, ckpt = write(model_type, model_type, {})
+        ckpt = HYBRID_CHECKPOINTS.get(model_type, ckpt)
+        if "/" not in ckpt:  # no checkpoint named in the class docstring: no real config to stand for
+            (OUT / f"{stem}.json").unlink()
+            print(f"skipped {model_type}: no checkpoint in the config class docstring")
+            continue
+        sources[stem] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class defaults"}
+    for model_type, (ckpt, overrides) in HYBRID_OVERRIDES.items():
+        write(model_type, model_type, overrides, ckpt)
+        sources[model_type] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class with overrides"}
+    (OUT / "SOURCES.json").write_text(json.dumps(sources, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__" and "--hybrid" in sys.argv[1:]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    main_hybrid()
+# ---------------------------------------------------------------- end h22-fam-hybrid

@@ -16,7 +16,7 @@ Contract
   path: attention is invariant under a rotation shared by q and k, and the output is linear in v,
   so ``attend`` runs :func:`~kvsim.cache.sdpa.quantized_sdpa` on R·q over the stored codes and
   applies Rᵀ once to the output (no dequantized copy of the cache). Both are tested equal.
-- Bytes, exactly: :func:`storage_bytes` (pure) per mode ``fp16`` / ``uniform`` / ``rotated`` for
+- Bytes, exactly: :func:`storage_bytes` (= :func:`kvsim.calc.quant_bytes.storage_mode_bytes`, pure) per mode ``fp16`` / ``uniform`` / ``rotated`` for
   T tokens, H KV heads, head dims d_k, d_v: packed data T·H·(d_k + d_v)·bits/8, metadata
   T·H·2·((d_k + d_v)/g)·b_scale, plus, rotated only, the sign vectors d_k + d_v bytes per layer.
   Equal to the real arrays' nbytes when the token count fills the allocated slots.
@@ -34,6 +34,7 @@ import math
 import mlx.core as mx
 import numpy as np
 
+from ..calc.quant_bytes import SIGN_BYTES, STORAGE_MODES, storage_mode_bytes  # noqa: F401
 from ..calc.units import DEFAULT_STEP
 from .base import check_queries
 from .quantized import QuantizedKVCache
@@ -41,8 +42,8 @@ from .sdpa import quantized_sdpa, sdpa
 
 __all__ = ["RandomizedHadamard", "TurboQuantKVCache", "storage_bytes", "storage_mode_errors", "MODES"]
 
-MODES = ("fp16", "uniform", "rotated")
-SIGN_BYTES = 1  # each ±1 of the rotation is kept as one int8
+MODES = STORAGE_MODES
+storage_bytes = storage_mode_bytes   # the pure count lives in calc (one source for the lesson and the checker)
 
 
 class RandomizedHadamard:
@@ -132,26 +133,6 @@ class TurboQuantKVCache(QuantizedKVCache):
     def nbytes(self) -> int:
         signs = 0 if self.key_rotation is None else self.key_rotation.nbytes + self.value_rotation.nbytes
         return super().nbytes + signs
-
-
-def storage_bytes(mode: str, tokens: int, kv_heads: int, k_dim: int, v_dim: int | None = None, bits: int = 4,
-                  group_size: int = 64, scale_bytes: int = 2, fp_bytes: int = 2) -> dict:
-    """{data, metadata, total} bytes of one layer's K/V for ``tokens`` tokens in one storage mode.
-
-    fp16: data = T·H·(d_k + d_v)·fp_bytes, no metadata. uniform: data = T·H·(d_k + d_v)·bits/8,
-    metadata = T·H·2·((d_k + d_v)/g)·scale_bytes. rotated: uniform's + (d_k + d_v)·SIGN_BYTES.
-    """
-    if mode not in MODES:
-        raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-    v_dim = k_dim if v_dim is None else v_dim
-    elements = tokens * kv_heads * (k_dim + v_dim)
-    if mode == "fp16":
-        return {"data": elements * fp_bytes, "metadata": 0, "total": elements * fp_bytes}
-    data = elements * bits // 8
-    meta = tokens * kv_heads * 2 * ((k_dim + v_dim) // group_size) * scale_bytes
-    if mode == "rotated":
-        meta += (k_dim + v_dim) * SIGN_BYTES
-    return {"data": data, "metadata": meta, "total": data + meta}
 
 
 def _relative_error(out: mx.array, exact: mx.array) -> float:

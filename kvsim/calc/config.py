@@ -47,14 +47,18 @@ class Kind:
     WINDOWED = (SLIDING, CHUNKED)
 
 
-RECURRENT_FAMILIES = ("mamba", "mamba2", "gated_deltanet", "rg_lru")
+RECURRENT_FAMILIES = ("mamba", "mamba2", "gated_deltanet", "rg_lru",
+                      "short_conv", "kda", "lightning", "cca", "rwkv")  # the last five: kvsim.calc.families_hybrid
 # State tensors the reference implementation of each family keeps in fp32 whatever the model dtype;
 # every other state tensor (the conv window, Mamba-1's SSM state) follows the model dtype.
 #   mamba2: mlx-lm ssm.py (dt is cast to fp32, so the SSD state is fp32);
 #   gated_deltanet: mlx-lm gated_delta.py (state zeros in fp32) and transformers' Qwen3-Next;
 #   rg_lru: transformers' RecurrentGemma (recurrent_states in torch.float32);
 #   mamba: mlx-lm mamba.py / jamba.py and transformers' MambaCache keep it in the model dtype.
-REFERENCE_FP32_STATES = {"mamba": (), "mamba2": ("ssm",), "gated_deltanet": ("ssm",), "rg_lru": ("ssm",)}
+REFERENCE_FP32_STATES = {"mamba": (), "mamba2": ("ssm",), "gated_deltanet": ("ssm",), "rg_lru": ("ssm",),
+                         # transformers: LFM2 keeps a conv only; KDA's state fp32; MiniMax's and ZAYA's in the
+                         # model dtype
+                         "short_conv": (), "kda": ("ssm",), "lightning": (), "cca": (), "rwkv": ("wkv",)}
 
 
 # fields kvsim makes one object per unit of: bounded by MAX_LAYERS, every other count by MAX_COUNT

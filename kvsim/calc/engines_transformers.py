@@ -16,9 +16,10 @@ Contract
     last concatenation, which pins min(T − f, W − 1) + f tokens (f = the last call's tokens: the
     whole prompt after a prefill-only run); static: min(W, max_cache_len) slots.
   * chunked attention C (Llama 4): a sliding layer of window C, min(T, C − 1), whatever T mod C.
-  * recurrent layers: conv state of K columns (Mamba-1, Mamba-2, Gated DeltaNet; K − 1 for
+  * recurrent layers: conv state of K columns (Mamba-1, Mamba-2, Gated DeltaNet, LFM2's short conv, KDA; K − 1 for
     RecurrentGemma, whose state lives on its modules) in the model dtype, SSM / delta-rule / RG-LRU
-    state in fp32 (also Mamba-1's, which kvsim and mlx-lm keep in the model dtype).
+    state in fp32 (also Mamba-1's, which kvsim and mlx-lm keep in the model dtype); MiniMax's lightning state
+    (H, d, d) in the model dtype, in ``MiniMaxCache.linear_cache``.
   * layers that keep nothing (MLP / MoE blocks, KV-shared consumers): ``DummyLayer``, 0 B.
   * family rules from the config: Jamba is never windowed (its ``layer_types`` are all full);
     Falcon's new decoder architecture expands K/V to every query head before caching;
@@ -32,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from .config import Kind, LayerSpec, ModelSpec
 from .families import FAMILIES, WINDOW_EVERY_LAYER
+from .families_hybrid import LIGHTNING_CACHE, RWKV_STATE, transformers_state_bytes
 from .units import DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, positive_int
 
 CACHES = ("dynamic", "static")
@@ -87,7 +89,11 @@ def transformers_layer(spec: ModelSpec, layer: LayerSpec, index: int) -> LayerSp
 
 
 def state_bytes(layer: LayerSpec, b: int) -> int:
-    """Recurrent state transformers keeps: conv K (or K − 1) columns in the model dtype, the rest fp32."""
+    """Recurrent state transformers keeps: conv K (or K − 1) columns in the model dtype, the rest fp32
+    (the families of :mod:`kvsim.calc.families_hybrid` by its :func:`transformers_state_bytes`)."""
+    hybrid = transformers_state_bytes(layer, b, DTYPE_BYTES["fp32"])
+    if hybrid is not None:
+        return hybrid
     total = 0
     for name, shape in layer.state_shapes:
         if name == "conv":  # kvsim's (K − 1, width)
@@ -116,6 +122,10 @@ def _class_name(layer: LayerSpec, cache: str) -> str:
     static = cache == "static"
     if layer.kind == "none":
         return "DummyLayer"
+    if layer.kind == "recurrent" and layer.recurrent_family == "lightning":
+        return LIGHTNING_CACHE  # MiniMax keeps it beside the cache layers
+    if layer.kind == "recurrent" and layer.recurrent_family == "rwkv":
+        return RWKV_STATE  # generate carries it in its model kwargs
     if layer.kind == "recurrent":
         return "LinearAttentionLayer"  # RecurrentGemma's stays empty: its state lives on its modules
     sliding = layer.is_windowed

@@ -47,6 +47,7 @@ import math
 from dataclasses import dataclass
 
 from .config import Kind, LayerSpec, ModelSpec
+from .families_hybrid import VLLM_NOT_GENERATIVE
 from .memory import heads_per_rank
 from .units import DEFAULT_BLOCK_SIZE, DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, format_bytes, positive_int
 
@@ -117,9 +118,13 @@ def _model_dtype(spec: ModelSpec, kv: str) -> str:
 
 def _mamba_state(layer: LayerSpec, tp: int, model_b: int, ssm_b: int):
     """vLLM's state tensors of one Mamba-type layer on one rank (``MambaStateShapeCalculator``)."""
+    fam = layer.recurrent_family
+    if fam in ("short_conv", "kda", "lightning", "cca"):  # kvsim.calc.families_hybrid's state families
+        raise InputError(f"kvsim does not model vLLM {VLLM_VERSION}'s {fam} state (LFM2 short conv, KDA, MiniMax "
+                         "lightning attention, ZAYA CCA); --engine vllm accepts Mamba-1, Mamba-2 and Gated DeltaNet "
+                         "hybrids")
     shapes = dict(layer.state_shapes)
     k1, conv_dim = shapes["conv"]  # kvsim keeps (K − 1, conv_dim), as vLLM does
-    fam = layer.recurrent_family
     if fam == "mamba":  # mamba1_state_shape: conv (d_inner/tp, K − 1), temporal (d_inner/tp, N)
         d_inner, n = shapes["ssm"]
         d = _divide("the Mamba inner width", d_inner, tp)
@@ -145,6 +150,9 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
     if kv not in DTYPE_BYTES:
         raise InputError(f"kv dtype {kv_dtype!r} has no vLLM {VLLM_VERSION} counterpart for kvsim; accepted: "
                          f"{', '.join(DTYPE_BYTES)} (vLLM's int8 exists only as int8_per_token_head)")
+    if spec.model_type in VLLM_NOT_GENERATIVE:
+        raise InputError(f"vLLM {VLLM_VERSION} does not run model_type {spec.model_type!r} as a generative model "
+                         "(not in its _TEXT_GENERATION_MODELS registry): no KV cache to plan")
     tp = positive_int("tp", tp)
     if spec.num_attention_heads % tp:
         raise InputError(f"tp {tp} must divide num_attention_heads {spec.num_attention_heads}")

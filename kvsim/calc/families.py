@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import families_decoder as decoder
+from . import families_hybrid as hybrid
 from . import families_recurrent as recurrent
 from .config import ConfigError, LayerSpec, config_int
 from .layer_fields import (
@@ -127,6 +128,7 @@ FAMILIES = {
     "falcon_h1": recurrent.falcon_h1,
     "minicpm3": _deepseek, "glm4_moe_lite": _deepseek,  # MLA: transformers caches the latent, as for V3
     **decoder.FAMILIES,  # families read with their checkpoints' own key names (kvsim.calc.families_decoder)
+    **hybrid.FAMILIES,  # hybrid / recurrent families of issue 17 (kvsim.calc.families_hybrid)
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
 

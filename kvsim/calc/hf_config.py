@@ -31,6 +31,7 @@ from pathlib import Path
 from .config import ConfigError, ModelSpec, config_int
 from .families import FAMILIES, FAMILY_DEFAULTS, SUPPORTED_MODEL_TYPES, TIED_BY_DEFAULT
 from .families_decoder import standard_decoder, standard_keys
+from .families_hybrid import REFUSED, decoder_keys  # h22-fam-hybrid
 from .layer_fields import max_positions
 from .validate import check_depth, check_json_depth, finite_number, read_config_text, show
 
@@ -137,6 +138,11 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
     check_depth(cfg)
     cfg = text_config(cfg)
     model_type = _model_type(cfg)
+    # ---- h22-fam-hybrid: causal-LM types whose cache kvsim does not size, refused with the reason
+    if model_type in REFUSED:
+        raise ConfigError(f"model_type {model_type!r} is not supported: {REFUSED[model_type]}")
+    cfg = decoder_keys(cfg, model_type)  # seq2seq decoders: decoder_layers / decoder_attention_heads / d_model
+    # ---- end h22-fam-hybrid
     if model_type not in FAMILIES and not (isinstance(model_type, str) and _standard_decoder_keys(cfg)):
         what = "config is missing model_type" if model_type is None else f"model_type {model_type!r} is not supported"
         raise ConfigError(f"{what}, and the config lacks the standard decoder keys ({', '.join(_STANDARD_KEYS)}); "

@@ -35,7 +35,7 @@ PADDED_PREFILL_REFUSALS = (
      "reason": "compressed attention (CSA/HCA): pads are pooled into compressed entries and the "
                "compressor buffer, which a trim cannot separate again"},
     {"model": "Bailing linear", "model_type": "bailing_hybrid", "kind": "recurrent",
-     "reason": "linear-attention (KDA) layers: the pads enter the recurrent state"},
+     "reason": "linear-attention layers: the pads enter the recurrent state"},
     {"model": "Qwen3-Next", "model_type": "qwen3_next", "kind": "recurrent",
      "reason": "Gated DeltaNet layers: the pads enter the delta-rule state"},
 )

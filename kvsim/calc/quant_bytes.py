@@ -6,13 +6,21 @@ Contract
   2·(d/g)·b_scale); ``total`` equals :func:`kvsim.calc.memory.bytes_per_token`.
 - :func:`sequence_bytes_split`: one sequence at T tokens, with the newest R tokens in full precision.
 - :func:`bytes_table`: per KV dtype and group size, bytes per token with and without metadata.
+- :func:`storage_mode_bytes`: one layer's K/V bytes for T tokens in each of the seed's storage modes
+  (``STORAGE_MODES``): fp16 (no metadata), uniform (packed codes + one scale and one bias per group)
+  and rotated (TurboQuant-style: uniform's bytes + the rotation's ±1 signs, ``SIGN_BYTES`` each, d_k + d_v
+  per layer). :class:`kvsim.cache.TurboQuantKVCache` and ``QuantizedKVCache`` hold exactly these
+  bytes when T fills their allocated slots (tests/test_turboquant.py).
 """
 
 from __future__ import annotations
 
 from .config import LayerSpec, ModelSpec
 from .memory import kept_tokens, kv_bytes, layer_groups, parse_kv_dtype
-from .units import GROUP_SIZES
+from .units import GROUP_SIZES, InputError, nonnegative_int, positive_int
+
+STORAGE_MODES = ("fp16", "uniform", "rotated")
+SIGN_BYTES = 1  # each ±1 of a randomized Hadamard rotation is kept as one int8
 
 
 def _layer_dims(layer: LayerSpec) -> list[tuple[int, str]]:
@@ -74,3 +82,25 @@ def bytes_table(spec: ModelSpec, kv_dtypes=("fp16", "fp8", "q8", "q6", "q4", "q3
                          "% of fp16 (all)": round(100 * split["total"] / base, 1),
                          f"MiB at {tokens:,}": round(split["total"] * tokens / 2**20, 1)})
     return rows
+
+
+def storage_mode_bytes(mode: str, tokens: int, kv_heads: int, k_dim: int, v_dim: int | None = None, bits: int = 4,
+                       group_size: int = 64, scale_bytes: int = 2, fp_bytes: int = 2) -> dict:
+    """{data, metadata, total} bytes of one layer's K/V for ``tokens`` tokens in one storage mode.
+
+    fp16: data = T·H·(d_k + d_v)·fp_bytes, no metadata. uniform: data = T·H·(d_k + d_v)·bits/8,
+    metadata = T·H·2·((d_k + d_v)/g)·scale_bytes. rotated: uniform's + (d_k + d_v)·SIGN_BYTES.
+    """
+    if mode not in STORAGE_MODES:
+        raise InputError(f"mode {mode!r} is not one of {', '.join(STORAGE_MODES)}")
+    T, H = nonnegative_int("tokens", tokens), positive_int("kv_heads", kv_heads)
+    k_dim = positive_int("k_dim", k_dim)
+    v_dim = k_dim if v_dim is None else positive_int("v_dim", v_dim)
+    elements = T * H * (k_dim + v_dim)
+    if mode == "fp16":
+        return {"data": elements * fp_bytes, "metadata": 0, "total": elements * fp_bytes}
+    data = elements * bits // 8
+    meta = T * H * 2 * ((k_dim + v_dim) // group_size) * scale_bytes
+    if mode == "rotated":
+        meta += (k_dim + v_dim) * SIGN_BYTES
+    return {"data": data, "metadata": meta, "total": data + meta}

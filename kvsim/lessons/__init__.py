@@ -46,6 +46,10 @@ _VIEW_HOMES = {
     "tp_bytes": ("l07_paged", "tp_view"),
     "admission": ("l10_engine", "admission_view"),
     "engine_batch": ("l10_engine", "batch_view"),
+    # lesson 11
+    "copy_bytes": ("l11_paged_read", "copy_bytes_view"),
+    "cascade_bytes": ("l11_paged_read", "cascade_bytes_view"),
+    "split_k": ("l11_paged_read", "split_k_view"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The "your turn" exercises of lessons 01-10, checked against kvsim.
+"""The "your turn" exercises of lessons 00-11, checked against kvsim.
 
 Contract (pure)
 - ``EXERCISES`` maps a key such as "02.1" (lesson 02, exercise 1) to an
@@ -8,6 +8,9 @@ Contract (pure)
 - :func:`check` prints the verdict for a learner's answer (a placeholder ``None`` prints what to do);
   :func:`verdict_for` returns it for tests. Neither raises on what a learner types.
 - The questions themselves are in the lessons' markdown; ``Exercise.title`` repeats them in short.
+- Predict-then-measure items (00.1, 01.4, 09.4): the learner predicts a quantity of a real cache or run, the check
+  compares it with the calculator, and the lesson's next cell measures the real cache or run with its ``measure``
+  module (this module stays pure); the lesson tests check that the measurement equals the expected value.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import math
 from ..calc import capacity, memory, phases
 from ..calc.counterfactual import as_mha, attention_variants, equivalent_gqa_groups
 from ..calc.hardware import get_accelerator
+from ..calc.padded_prefill import lookahead_rows_per_layer
+from ..calc.paged_read import layer_block_bytes, read_step_bytes
 from ..calc.registry import load_model
 from ..calc.search import first_true
-from ..calc.units import DTYPE_BYTES, InputError
+from ..calc.units import DEFAULT_STEP, DTYPE_BYTES, InputError
 from ..calc.weights import param_count, weights_bytes
 from .checking import Exercise, Solution, Verdict, verdict
 from .l04_windows.data import ring_slot
@@ -27,6 +32,7 @@ from .l05_hybrids.data import hybrid_crossover_tokens
 from .l08_decode_speed import data as h200
 from .l09_speculation import data as speculation
 from .l10_engine import data as engine
+from .l11_paged_read import data as paged_read
 
 BF16 = DTYPE_BYTES["bf16"]
 
@@ -328,6 +334,84 @@ def _ring_rewind(rewind_tokens=2):
                      (1, f"that is a ring without spare slots; this one has R = {rewind_tokens}.")))
 
 
+# ---------------------------------------------------------------- predict, then measure (lessons 00/01/09)
+
+def _prompt_cache_nbytes(tokens=300, model="llama-3-8b"):
+    spec, layer = _attn(model)
+    row = memory.layer_token_bytes(layer, "bf16")
+    slots = int(memory.allocated_slots(tokens))
+    value = slots * row
+    return Solution(value, f"⌈{tokens} / 256⌉ × 256 = {slots} slots × (2 × {layer.num_key_value_heads} × "
+                           f"{layer.head_dim} × {BF16} B = {row:,} B) = {value:,} B (memory.allocated_slots; a real "
+                           "KVCache's nbytes, measured in the next cell)",
+                    ((tokens * row, "that is used_bytes, the tokens held; the buffer grows 256 slots at a time."),
+                     (256 * row, f"{tokens} tokens do not fit in one step of 256 slots: the buffer grew twice."),
+                     (spec.num_hidden_layers * value, f"that is all {spec.num_hidden_layers} layers; the "
+                                                      "question asks for one layer's cache.")))
+
+
+def _run_cache_nbytes(p=100, a=200):
+    toy = attention_variants(num_layers=2, num_attention_heads=4, head_dim=32, gqa_groups=2)["GQA-2"]
+    per = memory.bytes_per_token(toy, "float32")
+    held = p + a - 1
+    slots = int(memory.allocated_slots(held))
+    value = slots * per
+    return Solution(value, f"{p} + {a} − 1 = {held} tokens held → ⌈{held} / 256⌉ × 256 = {slots} slots × {per:,} B "
+                           f"per token (2 layers × 2 × 2 KV heads × 32 × 4 B) = {value:,} B (memory.allocated_slots; "
+                           "the real run's nbytes, measured in the next cell)",
+                    ((held * per, "that is used_bytes (the tokens held); nbytes counts whole 256-slot steps."),
+                     ((p + a) * per, "that counts P + A tokens, and only the tokens held: the last answer token "
+                                     "is never fed, and the buffer grows in 256-slot steps."),
+                     (value // 2, "half: count both layers, and a key AND a value per token.")))
+
+
+def _lookahead_nbytes(model="gemma-3-27b", k=5):
+    layer = next(x for x in load_model(model).layers if x.kind == "sliding")
+    w, row = layer.sliding_window, memory.layer_token_bytes(layer, "bf16")
+    rows = lookahead_rows_per_layer(w, k)
+    value = rows["overwrite_log"]["peak"] * row
+    return Solution(value, f"(W + k) = ({w:,} + {k}) rows × {row:,} B = {value:,} B "
+                           "(padded_prefill.lookahead_rows_per_layer; a real OverwriteLogRotatingCache's nbytes, "
+                           "measured in the next cell)",
+                    ((w * row, f"that is the ring alone; while k = {k} appends are pending it also keeps the "
+                               f"{k} rows they overwrote."),
+                     (rows["spare_slots"]["peak"] * row, f"that is kvsim's spare-slot ring, W + k − 1 rows; the "
+                                                         f"log keeps the W ring rows plus the {k} overwritten ones."),
+                     (value // 2, "a row holds a key AND a value.")))
+# ---------------------------------------------------------------- 11 how a paged cache is read
+
+def _gather_copy(tokens=1000, block_size=16, heads=2, head_dim=16, dtype_bytes=4):
+    pages = -(-tokens // block_size)
+    block = layer_block_bytes(block_size, heads, head_dim, head_dim, dtype_bytes)
+    value = read_step_bytes("gather", pages, block)["copied_bytes"]
+    return Solution(value, f"⌈{tokens}/{block_size}⌉ = {pages} pages × {block_size}·{heads}·({head_dim} + {head_dim})·"
+                           f"{dtype_bytes} B = {block:,} B per page = {value:,} B (paged_read.read_step_bytes)",
+                    ((2 * value, "that is what the gather path READS (the pool once, the copy once); it copies half."),
+                     (tokens * block // block_size, "the copy is of whole pages: the last page is copied whole, "
+                                                    "even where it is not full."),
+                     (value // 2, "K and V are both copied.")))
+
+
+def _cascade_share(generated=1):
+    step = paged_read.lesson07_step(generated)
+    value = 100 * step["cascade_bytes"] / step["dense_bytes"]
+    return Solution(value, f"cascade (P + B·S)·tb·layers + extra partial = {step['cascade_bytes']:,} B over dense "
+                           f"B·(P + S)·tb·layers = {step['dense_bytes']:,} B, "
+                           f"P = {step['prefix_tokens']} shared tokens, "
+                           f"S = {step['suffix_tokens']} own (data.lesson07_step)",
+                    ((100 * step["cascade_kv_bytes"] / step["dense_bytes"],
+                      "add the extra partial cascade writes and reads back (output and log-sum-exp, float32)."),))
+
+
+def _splits_to_fill(batch=1):
+    value = paged_read.splits_to_fill(batch)
+    heads = paged_read.geometry()["n_q"]
+    return Solution(value, f"⌈{paged_read.H200_SMS} SMs / ({batch} × {heads} query heads)⌉ = {value} "
+                           "(data.splits_to_fill)",
+                    ((value - 1, f"{value - 1} chunks give {batch * heads * (value - 1)} blocks: fewer than the SMs."),
+                     (8, "the smallest power of two is not asked; any whole S may be set.")))
+
+
 def _ex(key, title, unit, hint, solve, rel_tol=None):
     return key, Exercise(key, title, unit, hint, solve, rel_tol)
 
@@ -386,6 +470,21 @@ EXERCISES = dict([
     # lesson 08
     _ex("08.4", "K/V bytes the measured layer's decode step reads: 4 sequences filled with 1,024 tokens, fp32",
         "bytes", "batch × tokens the step attends to × 2 × KV heads × head_dim × 4 B", _step_reads_cache),
+    # lessons 00/01/09: predict a real cache's bytes, then the checker measures it
+    _ex("00.1", "nbytes of a KVCache() holding one Llama 3 8B layer after a 300-token prompt (bf16)", "bytes",
+        "the buffer grows 256 slots at a time; each slot holds a key and a value of 8 heads × 128", _prompt_cache_nbytes),
+    _ex("01.4", "nbytes of the toy model's two caches after a 100-token prompt and a 200-token answer", "bytes",
+        "tokens held P + A − 1, rounded up to whole 256-slot steps, × bytes per token (float32)", _run_cache_nbytes),
+    _ex("09.4", "nbytes of Gemma 3 27B's sliding layer in the overwrite-log design with 5 appends pending",
+        "bytes", "W ring rows plus one saved row per pending append; a row is 2 × 16 × 128 × 2 B",
+        _lookahead_nbytes),
+    # lesson 11
+    _ex("11.1", "bytes the gather path copies for the live 1,000-token read (16-token pages, 2 KV heads × 16, fp32)",
+        "bytes", "whole pages × block_size × KV heads × (d_k + d_v) × bytes per element", _gather_copy),
+    _ex("11.2", "cascade's bytes per decode step as a share of dense for lesson 07's 100 requests (Llama 3 8B)", "%",
+        "(P + B·S) tokens + the extra partial, over B·(P + S) tokens", _cascade_share, rel_tol=0.001),
+    _ex("11.3", "fewest split-K chunks giving every H200 SM a block at batch 1 (Llama 3 8B)", "chunks",
+        "blocks = batch × query heads × S ≥ SMs", _splits_to_fill),
 ])
 
 
@@ -429,6 +528,54 @@ EXERCISES.update([
     _ex("10.2", "time-to-first-token of the last admitted request: 10 at once, 4 slots, queue 4, 3 tokens each",
         "iterations", "who starts at once, who waits for a slot, who is turned away?", _burst_ttft),
 ])
+
+
+# lessons 03/06 (predict-then-measure: the learner predicts a real cache's nbytes, then measures it)
+
+def _mla_layer():
+    spec = load_model("deepseek-v3")
+    return spec, next(layer for layer in spec.layers if layer.kind == "mla")
+
+
+def _latent_nbytes(tokens=300):
+    _, layer = _mla_layer()
+    value = int(memory.layer_kv_bytes(layer, tokens, "bf16", view="allocated"))
+    slots = value // ((layer.kv_lora_rank + layer.qk_rope_head_dim) * BF16)
+    per = (layer.kv_lora_rank + layer.qk_rope_head_dim) * BF16
+    return Solution(value, f"⌈{tokens}/{DEFAULT_STEP}⌉·{DEFAULT_STEP} = {slots} slots × ({layer.kv_lora_rank} + {layer.qk_rope_head_dim}) "
+                           f"× {BF16} B = {value:,} B (memory.layer_kv_bytes, view='allocated')",
+                    ((tokens * per, "that is used_bytes: the cache allocates its slots 256 at a time."),
+                     (DEFAULT_STEP * per, f"{tokens} tokens do not fit in the first {DEFAULT_STEP} slots: a second step is allocated."),
+                     (slots * 2 * 128 * 128 * BF16, "that is MHA's K and V for 128 heads of 128; MLA caches one "
+                                                     "latent and one RoPE key for all heads.")))
+
+
+def _rotated_nbytes(tokens=300, bits=4, group_size=64):
+    from ..calc.quant_bytes import SIGN_BYTES, storage_mode_bytes
+    _, layer = _attn("llama-3-8b")
+    dt = memory.parse_kv_dtype(f"q{bits}", group_size=group_size, scale_dtype="bf16")
+    uniform = int(memory.layer_kv_bytes(layer, tokens, dt, view="allocated"))
+    signs = (layer.head_dim + layer.v_head_dim) * SIGN_BYTES
+    value = uniform + signs
+    H, d = layer.num_key_value_heads, layer.head_dim
+    slots = uniform // storage_mode_bytes("uniform", 1, H, d, layer.v_head_dim, bits, group_size)["total"]
+    used = storage_mode_bytes("rotated", tokens, H, d, layer.v_head_dim, bits, group_size)["total"]
+    return Solution(value, f"{slots} slots × {H} heads × 2 × ({d}·{bits}/8 + 2·({d}/{group_size})·2) B = {uniform:,} B "
+                           f"+ signs ({d} + {layer.v_head_dim}) × {SIGN_BYTES} B = {value:,} B "
+                           "(memory.layer_kv_bytes allocated + quant_bytes.storage_mode_bytes' signs)",
+                    ((uniform, "that is QuantizedKVCache's: the rotation adds its ±1 signs, one byte per element "
+                               "of d_k + d_v."),
+                     (used, "that is the filled slots; nbytes counts the allocated ones (steps of 256)."),
+                     (used - signs, "that is the filled slots without the signs; nbytes counts 256-token steps "
+                                    "and the rotation's signs.")))
+
+
+EXERCISES.update(dict([
+    _ex("03.4", "nbytes of a DeepSeek-V3 LatentCache (bf16) after a 300-token prefill", "bytes",
+        "slots are allocated 256 at a time; each holds kv_lora_rank + qk_rope_head_dim elements", _latent_nbytes),
+    _ex("06.3", "nbytes of TurboQuantKVCache(4, 64) after 300 bf16 tokens of one Llama 3 8B layer", "bytes",
+        "QuantizedKVCache's allocated bytes, plus the rotation's sign vectors", _rotated_nbytes),
+]))
 
 
 def verdict_for(key: str, answer, reveal: bool = False) -> Verdict:

@@ -14,6 +14,11 @@ Contract
   bookkeeping scalars are not cache data. :func:`layer_storage_bytes` sums the storages those
   tensors pin (a sliding slice is a view over a larger concatenation). RecurrentGemma keeps its
   state on its modules: :func:`module_state_bytes` reads ``conv1d_state`` and ``recurrent_states``.
+  MiniMax keeps its lightning-attention state beside the layers, in ``MiniMaxCache.linear_cache``, and
+  appends cache layers only up to its last attention layer: :func:`decoder_layer_rows` gives one row
+  per decoder layer with that state counted. RWKV has no Cache: ``generate`` carries five (B, hidden, layers)
+  tensors in its model kwargs, so :func:`rwkv_state_rows` feeds the prompt and the decode steps through the
+  model's forward as ``generate`` does (greedy) and measures the state it returns, per layer.
 - torch and transformers are imported inside these functions; what they return is measured,
   never computed (the prediction is :mod:`kvsim.calc.engines_transformers`').
 """
@@ -96,4 +101,48 @@ def module_state_bytes(model) -> list[tuple[int, int]]:
         ts = [t for t in ts if isinstance(t, torch.Tensor)]
         rows.append((sum(t.numel() * t.element_size() for t in ts),
                      sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in ts}.values())))
+    return rows
+
+
+LINEAR_CACHE = "MiniMaxCache.linear_cache"
+
+
+def decoder_layer_rows(cache, num_layers: int) -> list[tuple[str, int, int]]:
+    """(class, view bytes, storage bytes) per decoder layer; a MiniMax ``linear_cache`` entry counts as
+    that layer's state (class ``MiniMaxCache.linear_cache``), a layer the cache never appended as 0 B."""
+    import torch
+
+    layers = cache_layers(cache)
+    linear = list(getattr(cache, "linear_cache", None) or [])
+    rows = []
+    for i in range(num_layers):
+        state = linear[i] if i < len(linear) and isinstance(linear[i], torch.Tensor) else None
+        if state is not None:
+            view = state.numel() * state.element_size()
+            rows.append((LINEAR_CACHE, view, view + (layer_bytes(layers[i]) if i < len(layers) else 0)))
+        elif i < len(layers):
+            rows.append((type(layers[i]).__name__, layer_bytes(layers[i]), layer_storage_bytes(layers[i])))
+        else:
+            rows.append(("", 0, 0))
+    return rows
+
+
+RWKV_STATE = "model_kwargs['state']"
+
+
+def rwkv_state_rows(model, prompt_tokens: int, decode_steps: int) -> list[tuple[str, int, int]]:
+    """(class, view bytes, storage bytes) per RWKV layer: the layer's slice of each of the five state tensors
+    after a P-token prompt and D greedy one-token calls (what generate's model_kwargs['state'] holds)."""
+    import torch
+
+    vocab = model.config.vocab_size
+    ids = torch.arange(prompt_tokens).remainder(vocab - 1).add(1).unsqueeze(0)
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+        for _ in range(decode_steps):
+            out = model(out.logits[:, -1:].argmax(-1), state=out.state, use_cache=True)
+    rows = []
+    for i in range(model.config.num_hidden_layers):
+        view = sum(s[:, :, i].numel() * s.element_size() for s in out.state)
+        rows.append((RWKV_STATE, view, view))  # one layer's share of the stacked state
     return rows

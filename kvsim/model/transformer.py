@@ -63,6 +63,9 @@ def make_mixer(layer: LayerSpec, spec: ModelSpec, init: WeightInit) -> nn.Module
         return Attention(layer, spec, init)
     if layer.kind == "mla":
         return MLA(layer, spec, init)
+    if layer.kind == "recurrent" and layer.recurrent_family not in MIXERS:
+        raise ValueError(f"{spec.name}: kvsim has no MLX {layer.recurrent_family} mixer (accepted: "
+                         f"{', '.join(MIXERS)}); the calculator sizes such layers")
     if layer.kind == "recurrent":
         return MIXERS[layer.recurrent_family](layer, spec, init)
     raise ValueError(f"layer kind {layer.kind!r} has no mixer; accepted: full, sliding, chunked, mla, recurrent")

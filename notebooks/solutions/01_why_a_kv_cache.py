@@ -47,3 +47,14 @@ check("01.2", fed_with_cache)
 bytes_per_token = 2 * 2 * 2 * 32 * 2
 cache_bytes_at_end = bytes_per_token * (100 + 50 - 1)
 check("01.3", cache_bytes_at_end)
+
+# %% [markdown]
+# **4.** Predict, then measure. The cache holds $100 + 200 - 1 = 299$ tokens; the buffers grow 256 slots at a time, so
+# they hold $\lceil 299 / 256 \rceil \times 256 = 512$ slots. In float32 one slot of both layers takes
+# $2 \times 2 \times 2 \times 32 \times 4$ bytes (layers × key and value × KV heads × head_dim × bytes). The check runs
+# the decode and measures `nbytes`.
+
+# %%
+slots = -(-(100 + 200 - 1) // 256) * 256
+predicted_nbytes = slots * 2 * 2 * 2 * 32 * 4
+check("01.4", predicted_nbytes)

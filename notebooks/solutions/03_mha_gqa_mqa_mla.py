@@ -37,8 +37,9 @@ mla_percent_of_gqa = 100 * mla_bytes_70b / gqa_bytes_70b
 check("03.2", mla_percent_of_gqa)
 
 # %% [markdown]
-# **3.** GQA with $n_g$ groups caches $2 n_g d_h$ elements; set it equal to $d_c + d_h^R$.
+# **4.** A `LatentCache` grows in steps of 256 token slots, so 300 tokens allocate $\lceil 300 / 256 \rceil \times 256 = 512$
+# slots; each slot holds the latent and the RoPE key, $512 + 64$ elements of 2 bytes (one per layer, not per head).
 
 # %%
-equivalent_groups = (256 + 32) / (2 * 128)
-check("03.3", equivalent_groups)
+cache_nbytes_prediction = 512 * (512 + 64) * 2
+check("03.4", cache_nbytes_prediction)

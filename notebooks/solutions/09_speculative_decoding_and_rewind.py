@@ -46,3 +46,13 @@ check("09.2", tokens_to_trim)
 # %%
 ring_rewind = 2 + 1
 check("09.3", ring_rewind)
+
+# %% [markdown]
+# **4.** Predict, then measure. The overwrite log keeps the ring of $W$ = 1,024 rows (Gemma 3 27B's `sliding_window`)
+# and, while 5 appends are pending, the 5 rows they overwrote. One row is a key and a value of 16 KV heads × 128, bf16:
+# $2 \times 16 \times 128 \times 2$ bytes. The check builds the cache and measures `nbytes`.
+
+# %%
+row_bytes = 2 * 16 * 128 * 2
+predicted_lookahead_nbytes = (1024 + 5) * row_bytes
+check("09.4", predicted_lookahead_nbytes)

@@ -48,3 +48,24 @@ def test_slider_demo_title_and_dot_label_are_the_data_numbers():
     labels = [t.get_text() for t in ax.texts] + [ln.get_label() for ln in ax.get_lines()]
     assert any(f"16,384 tokens: {format_bytes(d['at_bytes'])}" in label for label in labels), labels
     plt.close(fig)
+
+
+def test_partial_tail_is_what_calc_rounds_up_to():
+    from kvsim.lessons.l00_start.data import partial_tail
+    d = partial_tail(8100, step=256, block_size=64)
+    assert (d["step_slots"], d["empty_step_slots"]) == (8192, 92)
+    assert (d["blocks"], d["tokens_in_last_block"], d["empty_in_last_block"]) == (127, 36, 28)
+    spec = load_model("llama-3-8b")
+    per = memory.bytes_per_token(spec)
+    out = run_cli("kvsim calc llama-3-8b --tokens 8100 --block-size 64")
+    assert f"{d['step_slots'] * per:,} B" in out and f"{d['blocks'] * 64 * per:,} B" in out
+    assert partial_tail(8192, 256, 16)["empty_step_slots"] == 0
+    with pytest.raises(ValueError, match="tokens"):
+        partial_tail(0)
+
+
+def test_exercise_00_1_is_what_a_real_cache_measures():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l00_start.measure import kv_cache_after_prompt
+    m = kv_cache_after_prompt(300, "llama-3-8b", "bf16")
+    assert m["nbytes"] == EXERCISES["00.1"].solve().value == 512 * 4096 and m["used_bytes"] == 300 * 4096

@@ -160,3 +160,75 @@ def test_tokens_fed_titles_and_curves_are_the_data_numbers():
     assert [ln.get_ydata().tolist() for ln in ax.get_lines()[:2]] == [curves[UNCACHED].tolist(),
                                                                        curves[CACHED].tolist()]
     plt.close(fig)
+
+
+# --- the premise, the seams, the in-place write, the per-step plot (issue 20) ---------------------------------
+
+def test_fed_each_step_sums_to_tokens_fed_and_is_linear_per_step():
+    from kvsim.lessons.l01_why_a_cache.data import fed_each_step
+    k, curves = fed_each_step(7, 11)
+    assert list(k) == list(range(1, 12))
+    assert curves[UNCACHED].sum() == tokens_fed(7, 11, cached=False)
+    assert curves[CACHED].sum() == tokens_fed(7, 11, cached=True)
+    assert list(np.diff(curves[UNCACHED])) == [1] * 10 and list(curves[CACHED][1:]) == [1] * 10
+    with pytest.raises(ValueError, match="answer_tokens"):
+        fed_each_step(7, 0)
+
+
+def test_draw_fed_each_step_is_linear_and_labels_the_totals():
+    from kvsim.lessons.l01_why_a_cache.views import draw_fed_each_step
+    fig, ax = plt.subplots()
+    draw_fed_each_step(ax, 1000, 1000)
+    assert ax.get_yscale() == "linear"
+    assert "1,499,500" in ax.get_title() and "1,999" in ax.get_title()
+    y = ax.get_lines()[0].get_ydata()
+    assert y[0] == 1000 and y[-1] == 1999
+    plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return build_model(toy_spec("gqa"), seed=0)
+
+
+def test_a_past_key_never_changes_without_a_cache(toy):
+    import mlx.core as mx
+    from kvsim.cache import make_caches
+    from kvsim.lessons.l01_why_a_cache.measure import keys_without_cache
+    seq = list(range(3, 43))
+    k2, k4 = keys_without_cache(toy, seq[:33]), keys_without_cache(toy, seq[:35])
+    assert mx.array_equal(k2[0, :, 3], k4[0, :, 3]).item()
+    assert not mx.array_equal(k2[0, :, 3], k2[0, :, 4]).item()     # positions differ: not a trivial check
+    caches = make_caches(toy.spec)                                   # the cached path stores the same keys
+    toy(mx.array([seq[:33]]), caches)
+    assert mx.allclose(caches[-1].keys[..., :33, :], k2, atol=1e-5).item()
+
+
+def test_attention_seams_offsets_and_equal_output(toy):
+    from kvsim.lessons.l01_why_a_cache.measure import attention_seams
+    rows = {r[""]: r for r in attention_seams(toy, list(range(3, 20)))}
+    assert rows["tokens fed to the layer"]["without a cache"] == 17 and rows["tokens fed to the layer"]["with a cache"] == 1
+    assert rows["RoPE offset of the first token fed"]["with a cache"] == 16
+    assert rows["keys attended by the newest query"]["with a cache"] == 17
+    assert float(rows["newest token's output: max |difference|"]["with a cache"]) < 1e-5
+    with pytest.raises(ValueError, match="tokens"):
+        attention_seams(toy, [3])
+
+
+def test_inplace_step_seconds_measures_both_modes():
+    from kvsim.lessons.l01_why_a_cache.measure import inplace_step_seconds
+    t = inplace_step_seconds(context_tokens=64, steps=3, num_key_value_heads=2, head_dim=8)
+    assert set(t) == {True, False} and all(v > 0 for v in t.values())
+
+
+def test_cached_run_bytes_is_the_allocated_view():
+    from kvsim.lessons.l01_why_a_cache.measure import cached_run_bytes
+    m = cached_run_bytes(10, 5)
+    assert m["offset"] == 14 and m["used_bytes"] == 14 * 1024 and m["nbytes"] == 256 * 1024
+
+
+def test_exercise_01_4_is_what_a_real_run_measures():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l01_why_a_cache.measure import cached_run_bytes
+    m = cached_run_bytes(100, 200)
+    assert m["nbytes"] == EXERCISES["01.4"].solve().value and m["used_bytes"] == 299 * 1024

@@ -144,3 +144,34 @@ def test_measured_bytes_notes_are_percent_of_mha(runs, ax):
     texts = [t.get_text() for t in ax.texts]
     for p in percent_of_mha(formula).values():
         assert f"{p:g} %" in texts
+
+
+def test_mla_path_curves_cross_where_calc_decides_and_place_the_seed_calls():
+    from kvsim.calc.mla_paths import use_absorbed_mla
+    from kvsim.lessons.l03_attention_variants.data import mla_path_curves
+    from kvsim.lessons.l03_attention_variants.plots import plot_mla_path_costs
+    c = mla_path_curves()
+    x = c["crossover"][32_768]
+    assert use_absorbed_mla(c["dims"], x - 1, 32_768) and not use_absorbed_mla(c["dims"], x, 32_768)
+    big = c["curves"][32_768]
+    assert np.all(big["absorbed"]["bytes"] < big["materialized"]["bytes"])     # absorbed always reads less
+    i = int(np.searchsorted(c["L"], 1024))
+    assert big["absorbed"]["flops"][i] > big["materialized"]["flops"][i]       # ...but computes more for long calls
+    paths = {r["label"]: r["path"] for r in c["points"]}
+    assert list(paths.values()) == ["materialized", "materialized", "absorbed", "absorbed"]
+    fig, (a, b) = plt.subplots(1, 2)
+    plot_mla_path_costs(a, b, c)
+    assert len(a.lines) == len(b.lines) == 2 * 2 + 2 + 4                        # 2 C × 2 paths, crossovers, points
+    plt.close(fig)
+
+
+def test_predicted_latent_nbytes_is_what_a_real_latent_cache_holds():
+    import mlx.core as mx
+    from kvsim.cache import make_caches
+    from kvsim.calc.registry import load_model
+    from kvsim.lessons.exercises import EXERCISES, verdict_for
+    cache = make_caches(load_model("deepseek-v3"))[0]
+    latent = mx.zeros((1, 1, 300, 512), dtype=mx.bfloat16)
+    cache.update_and_fetch(latent, mx.zeros((1, 1, 300, 64), dtype=mx.bfloat16))
+    assert cache.nbytes == EXERCISES["03.4"].solve().value == 589_824
+    assert verdict_for("03.4", cache.nbytes).ok

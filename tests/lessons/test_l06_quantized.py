@@ -203,11 +203,20 @@ def test_the_whole_sample_error_lies_within_the_per_head_errors():
 
 
 
-def test_key_error_maps_share_a_colour_scale(ax):
+def test_key_error_maps_share_a_colour_scale_shown_by_one_colour_bar():
     maps = {"|K|": np.ones((4, 8)), "e1": np.full((4, 8), 0.5), "e2": np.full((4, 8), 2.0)}
-    plot_key_error_maps(ax, maps)
-    ims = ax.get_images()
+    fig, axes = plt.subplots(1, 4)                       # three maps, then the colour bar's Axes
+    plot_key_error_maps(axes, maps)
+    ims = [im for ax in axes[:3] for im in ax.get_images()]
     assert len(ims) == 3 and ims[1].get_clim() == ims[2].get_clim() == (0, 2.0)
+    bar = axes[3]
+    assert bar.get_ylim() == (0, 2.0) and bar.get_position().width < 0.2 * axes[0].get_position().width
+    plot_key_error_maps(axes, {**maps, "e2": np.full((4, 8), 3.0)})           # a redraw reuses the images
+    assert [im for ax in axes[:3] for im in ax.get_images()][1:] == ims[1:] and ims[1].get_clim() == (0, 3.0)
+    assert len(fig.axes) == 4 and bar.get_ylim() == (0, 3.0)
+    with pytest.raises(ValueError, match="one Axes per map"):
+        plot_key_error_maps(axes[:2], maps)
+    plt.close(fig)
 
 
 def test_quantized_kv_notes_are_the_data_numbers():
@@ -222,3 +231,15 @@ def test_quantized_kv_notes_are_the_data_numbers():
     assert format_bytes(totals["bf16"]) in texts
     assert f"{format_bytes(totals['q2 g32 R=0'])}  = {pct:.1f} % of bf16" in texts
     plt.close(fig)
+
+
+def test_predicted_rotated_nbytes_is_what_a_real_turboquant_cache_holds():
+    import mlx.core as mx
+    from kvsim.cache import make_caches
+    from kvsim.calc.registry import load_model
+    from kvsim.lessons.exercises import EXERCISES, verdict_for
+    cache = make_caches(load_model("llama-3-8b"), kv_dtype="q4", group_size=64, quant_mode="rotated")[0]
+    k = mx.random.normal((1, 8, 300, 128), key=mx.random.key(0)).astype(mx.bfloat16)
+    cache.update_and_fetch(k, k)
+    assert cache.nbytes == EXERCISES["06.3"].solve().value == 590_080
+    assert verdict_for("06.3", cache.nbytes).ok

@@ -222,3 +222,64 @@ def test_a_real_round_keeps_the_last_token_and_the_accepted_drafts(toys):
     derivation = EXERCISES["09.2"].solve().derivation
     assert "the last token and the 2 accepted drafts" in derivation and "not in the cache" in derivation
     assert "stays" not in derivation
+
+
+# --- decode lookahead and padded prefill, taught (issue 18) ----------------------------------------------------
+
+def test_lookahead_curve_is_the_calc_rows():
+    from kvsim.calc.padded_prefill import lookahead_rows_per_layer
+    from kvsim.lessons.l09_speculation.data import lookahead_curve
+    d = lookahead_curve(1024, 5)
+    for i, k in enumerate(d["k"]):
+        rows = lookahead_rows_per_layer(1024, int(k))
+        assert d["spare_slots"][i] == rows["spare_slots"]["peak"] - 1024 == k - 1
+        assert d["overwrite_log_pending"][i] == k and d["overwrite_log_idle"][i] == 0
+    assert d["copied_per_step"] == {"spare_slots": 0, "overwrite_log": 1}
+
+
+def test_lookahead_cache_bytes_both_designs_restore():
+    from kvsim.lessons.l09_speculation.measure import lookahead_cache_bytes
+    m = lookahead_cache_bytes("gemma-3-4b", 3, prompt_tokens=1100)
+    w = m["window"]
+    assert m["overwrite_log_rows"] == w + 3 and m["spare_slots_rows"] == w + 2
+    assert m["overwrite_log_restored"] and m["spare_slots_trimmed"] == 3 and m["spare_slots_restored"]
+
+
+def test_padded_mask_no_real_query_sees_a_pad():
+    from kvsim.lessons.l09_speculation.data import HIDDEN, PAD_KEY, PAD_ROW, REAL, padded_mask
+    c = padded_mask(5, 8)
+    assert c.shape == (8, 8) and (c[:5, 5:] == HIDDEN).all()          # real rows never reach a pad key
+    assert (c[:5, :5] == np.tril(np.full((5, 5), REAL))).all()
+    assert (c[5:, :5] == PAD_ROW).all() and c[7, 7] == PAD_KEY and c[5, 6] == HIDDEN
+    with pytest.raises(ValueError, match="padded_tokens"):
+        padded_mask(5, 4)
+
+
+def test_refusal_rows_use_kvsims_check_on_shipped_configs():
+    from kvsim.calc.padded_prefill import PADDED_PREFILL_REFUSALS
+    from kvsim.lessons.l09_speculation.measure import refusal_rows
+    rows = refusal_rows()
+    assert [r["model"] for r in rows] == [r["model"] for r in PADDED_PREFILL_REFUSALS]
+    by = {r["model"]: r["kvsim's check"] for r in rows}
+    assert by["NemotronH"].startswith("nemotron-h-8b: refused") and "recurrent" in by["NemotronH"]
+    assert by["Llama 4"].startswith("llama-4-scout: refused") and "chunked" in by["Llama 4"]
+    assert by["Qwen3-Next"].startswith("qwen3-next-80b-a3b: refused")
+    assert not any("accepted" in v for v in by.values())
+
+
+def test_lookahead_and_mask_pictures():
+    from kvsim.lessons.l09_speculation.views import draw_lookahead_rows, draw_padded_mask
+    fig, (a, b) = plt.subplots(1, 2)
+    draw_lookahead_rows(a, max_k=4)
+    assert "W = 1,024" in a.get_title() and len(a.get_lines()) == 3
+    assert list(a.get_lines()[1].get_ydata()) == [1, 2, 3, 4]
+    draw_padded_mask(b, 6, 8)
+    assert "6 real tokens padded to 8" in b.get_title()
+    plt.close(fig)
+
+
+def test_exercise_09_4_is_what_a_real_lookahead_cache_measures():
+    from kvsim.lessons.exercises import EXERCISES
+    from kvsim.lessons.l09_speculation.measure import lookahead_cache_bytes
+    m = lookahead_cache_bytes("gemma-3-27b", 5, prompt_tokens=1100)
+    assert m["overwrite_log_nbytes"] == EXERCISES["09.4"].solve().value == (1024 + 5) * 8192

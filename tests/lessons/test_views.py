@@ -10,7 +10,7 @@ from PIL import Image
 from kvsim.lessons import VIEWS
 
 NAMES = ["step_grid", "seed_figure", "head_sharing", "mla", "masks", "ring_link", "kind_share", "channel_quant",
-         "draft_round", "tokens_fed_log"]
+         "draft_round", "tokens_fed_log", "copy_bytes", "cascade_bytes", "split_k", "admission", "engine_batch"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -28,7 +28,7 @@ def test_lesson_views_are_registered(name):
 
 
 def test_views_has_every_name_once_and_resolves_each_to_a_callable():
-    assert len(set(VIEWS)) == len(VIEWS) == 31
+    assert len(set(VIEWS)) == len(VIEWS) == 36
     assert all(callable(VIEWS[name]) for name in VIEWS)
     with pytest.raises(KeyError):
         VIEWS["no such view"]

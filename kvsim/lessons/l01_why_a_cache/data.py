@@ -10,6 +10,8 @@ Contract (pure numpy)
 - Row sums of RECOMPUTED + NEW equal the positions :func:`kvsim.calc.tokens_fed.tokens_fed` counts.
 - :func:`step_grid_panels`, :func:`fed_totals`, :func:`fed_curves_log`: the numbers lesson 01's views draw
   and print (both grids with positions fed so far and now; totals and their ratio; curves from step 1).
+- :func:`fed_each_step`: positions fed AT each step k = 1..A (not summed): P + k − 1 without a cache, P then 1 with
+  one; each sums to :func:`kvsim.calc.tokens_fed.tokens_fed`, so the area under the first line is the quadratic.
 """
 
 from __future__ import annotations
@@ -67,3 +69,10 @@ def fed_curves_log(prompt_tokens: int, answer_tokens: int) -> tuple[np.ndarray, 
     a = np.union1d([1], a[a >= 1])  # log axis: start at step 1, where both modes feed the whole prompt
     return a, {label: np.array([tokens_fed(prompt_tokens, int(x), cached) for x in a])
                for label, cached in ((UNCACHED, False), (CACHED, True))}
+
+
+def fed_each_step(prompt_tokens: int, answer_tokens: int) -> tuple[np.ndarray, dict]:
+    """Steps k = 1..A and positions fed at step k: P + k − 1 without a cache; P at step 1, then 1, with one."""
+    p, a = positive_int("prompt_tokens", prompt_tokens), positive_int("answer_tokens", answer_tokens)
+    k = np.arange(1, a + 1)
+    return k, {UNCACHED: p + k - 1, CACHED: np.where(k == 1, p, 1)}

@@ -14,6 +14,8 @@ Lesson 01 views: token positions fed without and with a cache, and a measured de
 Contract
 - :func:`draw_tokens_fed` / :func:`recompute_view`: the quadratic and the linear curve of
   :func:`kvsim.calc.tokens_fed.fed_curves` with sliders for prompt and answer length.
+- :func:`draw_fed_each_step`: :func:`kvsim.lessons.l01_why_a_cache.data.fed_each_step` on a linear axis: the
+  positions fed AT each step (the area under each line is its total), so the quadratic shows as a rising line.
 - :func:`draw_decode_time` draws a :class:`~kvsim.lessons.l01_why_a_cache.measure.DecodeComparison`'s measured time.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from ...calc.tokens_fed import fed_curves
 from ...ui.base import int_slider, make_view
-from .data import fed_curves_log, fed_totals, step_grid_panels
+from .data import fed_curves_log, fed_each_step, fed_totals, step_grid_panels
 from .measure import DecodeComparison
 from .plots import plot_cumulative_time, plot_step_grids, plot_tokens_fed
 
@@ -81,6 +83,19 @@ def recompute_view(prompt_tokens=1000, answer_tokens=1000):
         "prompt_tokens": int_slider("prompt tokens", prompt_tokens, 100, 8000, step=100),
         "answer_tokens": int_slider("answer tokens", answer_tokens, 100, 8000, step=100),
     }, figsize=(7, 4))
+
+
+def draw_fed_each_step(ax, prompt_tokens=1000, answer_tokens=1000):
+    """Positions fed at each decode step, linear axis: P + k − 1 without a cache, P then 1 with one."""
+    k, curves = fed_each_step(prompt_tokens, answer_tokens)
+    un, ca, _ = fed_totals(prompt_tokens, answer_tokens)
+    last = {label: int(y[-1]) for label, y in curves.items()}
+    plot_tokens_fed(ax, k, curves, points={f"{v:,} at step {answer_tokens:,}": (answer_tokens, v)
+                                           for v in last.values()},
+                    title=f"area under each line = its total: {un:,} vs {ca:,} positions")
+    ax.set_xlabel("decode step k (step 1 is the prefill)")
+    ax.set_ylabel("token positions fed at step k")
+    return ax
 
 
 def draw_decode_time(ax, comparison: DecodeComparison):

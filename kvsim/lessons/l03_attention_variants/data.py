@@ -7,6 +7,10 @@ Contract (pure)
   side given; so 16× more bytes look 16× bigger, not 2× (log bars) or a sliver (linear bars).
 - :func:`head_sharing_bytes`, :func:`percent_of_mha`, :func:`mla_elements`, :func:`design_name`: the numbers
   and names lesson 03's views label (bytes per token per design, share of MHA, MLA vs MHA elements).
+- :func:`mla_path_curves`: FLOPs and bytes of one MLA call, absorbed and materialized
+  (:func:`kvsim.calc.mla_paths.mla_call_costs`), against query tokens per call L, for each cached
+  length C, with the crossover calc's decision finds (:func:`kvsim.calc.mla_paths.crossover_query_tokens`)
+  and the seed's four named calls (:func:`kvsim.calc.mla_paths.mla_point_rows`), at DeepSeek-V3's widths.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import numpy as np
 
 from ...calc import memory
 from ...calc.counterfactual import attention_variants
+from ...calc.mla_paths import MlaDims, crossover_query_tokens, mla_call_costs, mla_point_rows
+from ...calc.registry import load_model
 from ...calc.units import InputError, positive_int
 
 
@@ -67,3 +73,23 @@ def mla_elements(kv_lora_rank: int, qk_rope_head_dim: int, heads: int = HEADS,
                  head_dim: int = HEAD_DIM) -> tuple[int, int]:
     """Elements cached per token and layer, (MLA, MHA): (kv_lora_rank + qk_rope_head_dim, 2 · n_h · d_h)."""
     return kv_lora_rank + qk_rope_head_dim, 2 * heads * head_dim
+
+
+def mla_path_curves(query_tokens=None, cached_tokens=(0, 32_768), model: str = "deepseek-v3",
+                    dtype_bytes: int = 2) -> dict:
+    """Costs of one MLA call against L, per cached length C, plus crossovers and the seed's named calls.
+
+    Returns {"L": (n,) query tokens, "curves": {C: {path: {"flops": (n,), "bytes": (n,)}}},
+    "crossover": {C: fewest L from which materializing is cheaper on the measured H200 (or None)},
+    "points": :func:`kvsim.calc.mla_paths.mla_point_rows`, "dims": the MlaDims}.
+    """
+    dims = MlaDims.from_spec(load_model(model))
+    L = np.unique(np.geomspace(1, 8192, 60).round().astype(int)) if query_tokens is None else np.asarray(query_tokens)
+    curves = {}
+    for C in cached_tokens:
+        costs = [mla_call_costs(dims, int(n), int(C), dtype_bytes) for n in L]
+        curves[C] = {path: {k: np.array([c[path][k] for c in costs], dtype=float) for k in ("flops", "bytes")}
+                     for path in ("absorbed", "materialized")}
+    return {"L": L, "curves": curves, "dims": dims,
+            "crossover": {C: crossover_query_tokens(dims, int(C), dtype_bytes) for C in cached_tokens},
+            "points": mla_point_rows(dims, dtype_bytes=dtype_bytes)}

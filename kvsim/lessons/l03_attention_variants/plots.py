@@ -10,6 +10,9 @@ their artists (:class:`kvsim.ui.style.Sketch`), so a slider move creates none.
 
 Plots of bytes per token for the ways of storing K and V (MHA, GQA, MQA, MLA).
 
+:func:`plot_mla_path_costs`: FLOPs (left) and bytes (right) of one MLA call, absorbed vs materialized,
+against query tokens per call, from :func:`kvsim.lessons.l03_attention_variants.data.mla_path_curves`.
+
 :func:`plot_bytes_per_token` updates the artists of an earlier call on the same Axes in place
 (:func:`kvsim.ui.style.reuse`).
 """
@@ -210,3 +213,45 @@ def plot_bytes_per_token(ax, labels, series: dict, notes=None, title: str | None
         ax.set_ylim(0, tops.max() * 1.25)
     ax.set_title(title or "", fontsize=11)
     return ax
+
+
+PATH_COLORS = {"absorbed": "tab:blue", "materialized": "tab:orange"}
+POINT_MARKERS = ("s", "D", "^", "o")
+
+
+def plot_mla_path_costs(ax_flops, ax_bytes, curves: dict, title: str | None = None):
+    """Two log-log panels of one MLA call's cost against L: solid lines at the largest C, dashed at C = 0;
+    a vertical line at each crossover; the named calls as markers, filled in the colour of the path chosen."""
+    L, by_c = curves["L"], curves["curves"]
+    cs = sorted(by_c)
+    for ax, key, unit in ((ax_flops, "flops", "FLOPs"), (ax_bytes, "bytes", "bytes read + written")):
+        ax.clear()
+        for C in cs:
+            style = "-" if C == cs[-1] else "--"
+            for path, color in PATH_COLORS.items():
+                ax.plot(L, by_c[C][path][key], style, color=color, lw=2 if style == "-" else 1.2,
+                        label=f"{path}, C = {C:,} cached")
+        for C in cs:
+            x = curves["crossover"][C]
+            if x is not None:
+                ax.axvline(x, color="0.4", lw=1, ls="-" if C == cs[-1] else "--")
+                last = C == cs[-1]      # the C = max label left of its line, the others right of theirs
+                ax.annotate(f"crossover\nL = {x:,}\n(C = {C:,})", (x, 0.02), xycoords=("data", "axes fraction"),
+                            xytext=(-4 if last else 4, 0), textcoords="offset points", fontsize=7, color="0.3",
+                            va="bottom", ha="right" if last else "left")
+        for marker, row in zip(POINT_MARKERS, curves["points"]):
+            y = row[f"{row['path']}_{key}"]
+            ax.plot([row["query_tokens"]], [y], marker, ms=8, color=PATH_COLORS[row["path"]], mec="black",
+                    label=f"{row['label']} → {row['path']}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("query tokens per call L")
+        ax.set_ylabel(f"{unit} per layer")
+        ax.grid(alpha=0.3, which="both")
+    ax_flops.set_title("compute", fontsize=10)
+    ax_bytes.set_title("memory traffic", fontsize=10)
+    handles, labels = ax_flops.get_legend_handles_labels()
+    ax_flops.figure.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7.5)
+    if title:
+        ax_flops.figure.suptitle(title, fontsize=11)
+    return ax_flops, ax_bytes

@@ -33,6 +33,13 @@ Contract
 - :func:`per_head_errors`: lesson 06's error (real QuantizedKVCache) computed on each KV head alone.
 - :func:`lesson_scheme_errors` / :func:`lesson_key_error_map`: the two on lesson 06's sample, memoized
   (what the view redraws).
+- :func:`kivi_recipe_error`: KIVI's whole recipe as one setting: the newest R tokens exact, the older
+  tokens' keys per channel in groups of g tokens (an incomplete oldest-to-newest remainder group stays
+  exact, as KIVI keeps it until it fills), their values per token; beside it the real
+  QuantizedKVCache with the same R (keys and values per token). Same bits, same g.
+- :func:`storage_mode_rows`: the seed's three storage modes (fp16, uniform, rotated = TurboQuant-style) on
+  lesson 06's sample: :func:`kvsim.cache.turboquant.storage_mode_errors` with the causal mask, each row
+  with its exact data and metadata bytes and the real cache's nbytes.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ import numpy as np
 from ...cache.base import mx_dtype
 from ...cache.quantized import QuantizedKVCache
 from ...cache.sdpa import quantized_sdpa, sdpa
+from ...cache.turboquant import storage_mode_errors
 from ...calc.config import LayerSpec, ModelSpec
 from ...calc.memory import kv_bytes, parse_kv_dtype
 from ...calc.progress import Progress
@@ -246,18 +254,16 @@ def recent_window_table(spec: ModelSpec, qkv: QKV, bits: int = 4, group_size: in
     return rows
 
 
-VIEW_HEADS = dict(queries=4, num_attention_heads=8, num_key_value_heads=2)  # small: a slider redraw stays quick
-
-
 @lru_cache(maxsize=8)
 def _view_sample(tokens: int):
-    qkv = synthetic_qkv(tokens, **VIEW_HEADS)
+    qkv = synthetic_qkv(tokens, queries=8)       # the lesson's own sample (4 KV heads, 8 queries) at T tokens
     return qkv, exact_attention(qkv)
 
 
 @lru_cache(maxsize=256)
 def view_error(bits: int, group_size: int, recent_tokens: int, tokens: int) -> float:
-    """:func:`attention_error` on lesson 06's view sample (2 KV heads, seeded), memoized per setting."""
+    """:func:`attention_error` on lesson 06's sample (``synthetic_qkv(tokens, queries=8)``, the tables' sample at
+    1,024 tokens), memoized per setting."""
     qkv, exact = _view_sample(tokens)
     return attention_error(qkv, bits, group_size, recent_tokens, exact=exact).relative_error
 
@@ -320,3 +326,31 @@ def lesson_scheme_errors(bits: int, group_size: int) -> dict:
 def lesson_key_error_map(bits: int, group_size: int) -> dict:
     """:func:`key_error_map` of lesson 06's sample, memoized per setting."""
     return key_error_map(synthetic_qkv(tokens=1024, queries=8), bits, group_size)
+
+
+def kivi_recipe_error(qkv: QKV, bits: int = 2, group_size: int = 32, recent_tokens: int = 128) -> dict:
+    """Relative attention error of KIVI's recipe and of kvsim's cache at the same bits, g and R.
+
+    KIVI: of T tokens the newest R are exact; of the older n = T − R, the first ⌊n/g⌋·g have keys
+    quantized per channel (groups of g tokens) and the rest stay exact; all n values per token.
+    kvsim: :func:`attention_error` (a real QuantizedKVCache, keys and values per token, R exact).
+    Returns {"KIVI recipe": error, "per token (kvsim cache)": error, "exact tokens": R + n mod g}.
+    """
+    q, k, v = qkv
+    T, L = k.shape[2], q.shape[2]
+    n = max(T - recent_tokens, 0)
+    full = n - n % group_size                                          # tokens in complete per-channel groups
+    k_hat = mx.concatenate([fake_quantize(k[:, :, :full], bits, group_size, "channel"), k[:, :, full:]], axis=2)
+    v_hat = mx.concatenate([fake_quantize(v[:, :, :n], bits, group_size, "token"), v[:, :, n:]], axis=2)
+    exact = exact_attention(qkv)
+    return {"KIVI recipe": _error(qkv, k_hat, v_hat, exact),
+            "per token (kvsim cache)": attention_error(qkv, bits, group_size, recent_tokens, exact=exact).relative_error,
+            "exact tokens": T - full}
+
+
+def storage_mode_rows(qkv: QKV, bits=(2, 3, 4, 6, 8), group_size: int = 64, seed: int = 0) -> list[dict]:
+    """fp16 / uniform / rotated on lesson 06's sample: error and exact bytes per row (see module contract)."""
+    q, k, v = qkv
+    T, L = k.shape[2], q.shape[2]
+    return storage_mode_errors(q, k, v, reference_mask(L, T, offset=T - L), bits=bits, group_size=group_size,
+                               seed=seed)

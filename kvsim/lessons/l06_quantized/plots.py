@@ -6,6 +6,9 @@ Plots for quantized KV: attention error against bits or bytes, and stacked bytes
 Drawing only: callers pass what :mod:`kvsim.lessons.l06_quantized.measure` measured or computed. :func:`plot_bytes_bars`
 updates the artists of an earlier call on the same Axes in place (:func:`kvsim.ui.style.reuse`).
 
+:func:`plot_storage_modes`: attention error against bits per element (metadata included) for the seed's storage
+modes (fp16, uniform, rotated), from :func:`kvsim.lessons.l06_quantized.measure.storage_mode_rows`.
+
 Lesson 06's picture: a key head's magnitudes and its quantization error, per token vs per channel.
 
 Drawing only: the maps come from :func:`kvsim.lessons.l06_quantized.measure.key_error_map`. A redraw with maps of
@@ -70,6 +73,33 @@ def plot_error_vs_bytes(ax, points: dict, title: str | None = None, unit: str = 
     return ax
 
 
+MODE_STYLE = {"uniform": ("o-", "tab:blue", "uniform (QuantizedKVCache)"),
+              "rotated": ("s-", "tab:red", "rotated (TurboQuantKVCache)"),
+              "fp16": ("*", "0.3", "fp16")}
+
+
+def plot_storage_modes(ax, rows: list[dict], title: str | None = None):
+    """Relative error (log) against bits per stored element, metadata included, one line per mode."""
+    ax.clear()
+    for mode, (style, color, label) in MODE_STYLE.items():
+        mine = sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["bits"])
+        x = [r["bits_per_element"] for r in mine]
+        y = [r["relative_error"] for r in mine]
+        ax.plot(x, y, style, color=color, lw=2, ms=9 if mode == "fp16" else 6, label=label)
+        for r in mine:
+            if mode != "rotated":         # one label per bit width: the rotated point sits beside the uniform one
+                ax.annotate(f"{r['bits']}-bit", (r["bits_per_element"], r["relative_error"]), xytext=(5, 4),
+                            textcoords="offset points", fontsize=7, color="0.3")
+    ax.set_yscale("log")
+    ax.set_xlabel("bits per stored element (codes + scales + biases + signs)")
+    ax.set_ylabel("relative attention error ‖O_q − O‖ / ‖O‖")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
 def _build_bytes_bars(ax, shape):
     ax.clear()
     seen, rows = set(), []
@@ -108,37 +138,57 @@ def plot_bytes_bars(ax, bars: dict, unit: str = "MiB", title: str | None = None,
     return ax
 
 
-GAP = 14  # columns between panels
+def _build_panel(ax, name: str, shape, first: bool):
+    """One heatmap on its own Axes (rows = tokens, columns = channels), kept for :func:`reuse`."""
+    rows, cols = shape
+    clear_for(ax, "key_error_map")
+    image = ax.imshow(np.zeros(shape), cmap="Greys" if name == "|K|" else "magma_r",
+                      extent=(0, cols, rows, 0), interpolation="nearest", aspect="auto")
+    ax.set_xticks([0, cols], ["0", str(cols - 1)], fontsize=7)
+    ax.set_yticks([0, rows], ["0", str(rows - 1)] if first else [], fontsize=7)
+    ax.set_xlabel("channel", fontsize=8, color="0.35")
+    ax.set_ylabel("token" if first else "", fontsize=8, color="0.35")
+    return keep(ax, "key_error_map", (name, shape), {"image": image})
 
 
-def _build(ax, shape):
-    names, (rows, cols) = shape
-    clear_for(ax, "key_error_maps")
-    panels = []
-    for i, name in enumerate(names):
-        x0 = i * (cols + GAP)
-        panels.append((
-            ax.imshow(np.zeros((rows, cols)), cmap="Greys" if name == "|K|" else "magma_r",
-                      extent=(x0, x0 + cols, rows, 0), interpolation="nearest", aspect="equal"),
-            ax.text(x0 + cols / 2, -3, "", ha="center", va="bottom", fontsize=9),
-            ax.text(x0 + cols / 2, rows + 4, f"channel 0-{cols - 1}", ha="center", va="top", fontsize=8,
-                    color="0.35")))
-    ax.text(-3, rows / 2, f"token 0-{rows - 1}", rotation=90, ha="right", va="center", fontsize=8, color="0.35")
-    ax.set_xlim(-12, len(names) * (cols + GAP) - GAP + 1)
-    ax.set_ylim(rows + 14, -26)
-    ax.set_axis_off()
-    return keep(ax, "key_error_maps", shape, {"panels": panels})
+def _colorbar(cax, image):
+    """The error panels' colour bar, drawn into its own Axes ``cax`` (kept narrow when it sits in a grid)."""
+    cax.clear()
+    spec = cax.get_subplotspec()
+    if spec is not None:                        # a (1, n + 1) grid: the last column is the bar's, narrow
+        grid = spec.get_gridspec()
+        grid.set_width_ratios([1] * (grid.ncols - 1) + [0.05])
+        for ax in cax.figure.axes:              # place the grid's Axes again at the new ratios
+            if ax.get_subplotspec() is not None and ax.get_subplotspec().get_gridspec() is grid:
+                ax.set_subplotspec(ax.get_subplotspec())
+    bar = cax.figure.colorbar(image, cax=cax)
+    cax.tick_params(labelsize=7)
+    bar.set_label(r"$|\hat{K} - K|$", fontsize=8)
+    return bar
 
 
-def plot_key_error_maps(ax, maps: dict, notes: dict | None = None, title: str | None = None):
-    """Heatmaps side by side (rows = tokens, columns = channels); the error panels share one colour scale."""
-    shape = (tuple(maps), next(iter(maps.values())).shape)
-    art = reuse(ax, "key_error_maps", shape) or _build(ax, shape)
+def plot_key_error_maps(axes, maps: dict, notes: dict | None = None, title: str | None = None):
+    """Heatmaps side by side, one Axes each (``axes``: one per map, in order, then optionally one more for the
+    colour bar); the error panels share one colour scale, which that colour bar shows."""
+    axes = list(np.ravel(axes))
+    if len(axes) not in (len(maps), len(maps) + 1):
+        raise ValueError(f"axes must hold one Axes per map ({len(maps)}), plus one for the colour bar, "
+                         f"got {len(axes)}")
+    cax = axes.pop() if len(axes) > len(maps) else None
+    shape = next(iter(maps.values())).shape
     errors = [m for name, m in maps.items() if name != "|K|"]
     vmax = max(float(np.max(m)) for m in errors) if errors else 1.0
-    for (image, label, _), (name, m) in zip(art["panels"], maps.items()):
-        image.set_data(m)
-        image.set_clim(0, float(np.percentile(m, 99)) if name == "|K|" else vmax)
-        label.set_text(name + (f"\n{notes[name]}" if notes and name in notes else ""))
-    ax.set_title(title or "", fontsize=11)
-    return ax
+    built, error_image = False, None
+    for i, (ax, (name, m)) in enumerate(zip(axes, maps.items())):
+        art = reuse(ax, "key_error_map", (name, shape))
+        if art is None:
+            art, built = _build_panel(ax, name, shape, first=i == 0), True
+        art["image"].set_data(m)
+        art["image"].set_clim(0, float(np.percentile(m, 99)) if name == "|K|" else vmax)
+        ax.set_title(name + (f"\n{notes[name]}" if notes and name in notes else ""), fontsize=9)
+        if name != "|K|":
+            error_image = art["image"]
+    if built and error_image is not None and cax is not None:
+        _colorbar(cax, error_image)
+    axes[0].figure.suptitle(title or "", fontsize=11)
+    return axes

@@ -5,15 +5,15 @@ Lesson 06 views: the bytes of a quantized KV cache (data, scales and biases, exa
 beside the attention error a real QuantizedKVCache gives at those settings.
 
 Every new setting fills a fresh :class:`~kvsim.cache.QuantizedKVCache` with seeded structured K/V
-(:func:`kvsim.lessons.l06_quantized.measure.view_error`, 2 KV heads to keep redraws quick) and measures the
+(:func:`kvsim.lessons.l06_quantized.measure.view_error`, the lesson's own sample) and measures the
 error of :func:`kvsim.cache.sdpa.quantized_sdpa` against dense attention.
 
 Lesson 06 view: keys quantized per token (kvsim's QuantizedKVCache, mlx-lm) or per channel (KIVI),
 on the same synthetic tensors with outlier channels.
 
 Contract
-- :func:`draw_channel_quant` / :func:`channel_quant_view`: |K| of one KV head (the outlier channels are
-  the dark stripes), |K̂ − K| under both groupings on one colour scale, and each scheme's relative
+- :func:`draw_channel_quant` / :func:`channel_quant_view`: three panels: |K| of one KV head (the outlier
+  channels are the dark stripes), |K̂ − K| under both groupings on one colour scale (one colour bar), and each scheme's relative
   attention error on the whole sample (:func:`kvsim.lessons.l06_quantized.measure.lesson_scheme_errors`).
 """
 
@@ -54,13 +54,14 @@ def quantized_kv_view(bits=4, group_size=64, recent_tokens=128, tokens=1024):
     }, figsize=(7.5, 3.4), margins=dict(left=0.2, right=0.97, bottom=0.3, top=0.83))
 
 
-def draw_channel_quant(ax, bits=2, group_size=64):
-    """|K| and the key error per token vs per channel; attention errors in the panel titles."""
+def draw_channel_quant(axes, bits=2, group_size=64):
+    """|K| and the key error per token vs per channel (three Axes, then one for the colour bar); attention errors
+    in the panel titles."""
     errs = lesson_scheme_errors(bits, group_size)
     notes = {"|K|": "(one KV head; outlier channels dark)",
              "error, per token": f"attention error {100 * errs['keys per token']:.1f} %",
              "error, per channel": f"attention error {100 * errs['keys per channel (KIVI)']:.1f} %"}
-    return plot_key_error_maps(ax, lesson_key_error_map(bits, group_size), notes, title=(
+    return plot_key_error_maps(axes, lesson_key_error_map(bits, group_size), notes, title=(
         f"keys at {bits} bits, groups of {group_size}: one scale per token and {group_size} channels, "
         f"or per channel and {group_size} tokens"))
 
@@ -71,4 +72,4 @@ def channel_quant_view(bits=2, group_size=64):
         "bits": widgets.SelectionSlider(options=BITS, value=bits, description="bits", continuous_update=False),
         "group_size": widgets.SelectionSlider(options=GROUP_SIZES, value=group_size, description="group size",
                                               continuous_update=False),
-    }, figsize=(10, 3.4), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.88))
+    }, figsize=(10, 3.6), subplots=(1, 4), margins=dict(left=0.05, right=0.95, bottom=0.15, top=0.78, wspace=0.15))

@@ -19,6 +19,15 @@ Contract (pure)
 - :func:`prompt_lookup_draft`: a drafter without a model (seed 000's prompt lookup): find the latest
   earlier occurrence of the context's last ``ngram`` tokens and propose the k tokens that followed it
   (fewer at the end of the context, none when the n-gram never occurred before).
+
+Decode lookahead and padded prefill in numbers (lesson 09, pure).
+- :func:`lookahead_curve`: for k = 1..max_k, the rows one sliding layer keeps beyond its W-row ring to undo k
+  speculative one-token appends (:func:`kvsim.calc.padded_prefill.lookahead_rows_per_layer`): spare slots k − 1,
+  always; the overwrite log k while the lookahead is pending, 0 once committed; and the rows each design copies per
+  decode step (the log saves the row a write overwrites: 1; spare slots: 0).
+- :func:`padded_mask`: the (M, M) picture of a causal prefill of P real tokens padded to M: codes ``REAL`` (a real
+  query sees a real key), ``PAD_ROW`` (a pad query's row: computed and thrown away), ``PAD_KEY`` (a pad key a query
+  sees; only pad rows see pads) and ``HIDDEN`` (masked by causality).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
+from ...calc.padded_prefill import lookahead_rows_per_layer
 from ...calc.units import InputError, nonnegative_int, positive_int
 
 
@@ -90,3 +100,29 @@ def speedup_curve(acceptance: float, draft_cost: float, max_draft: int) -> dict:
     speed = expected_speedup(acceptance, k, draft_cost)
     return {"k": k, "speedup": speed, "tokens_per_pass": expected_tokens_per_pass(acceptance, k),
             "best_k": int(k[np.argmax(speed)]), "best_speedup": float(speed.max())}
+
+
+def lookahead_curve(window: int, max_k: int = 8) -> dict:
+    """k = 1..max_k; rows beyond the W-row ring per design, and rows copied per decode step."""
+    k = np.arange(1, positive_int("max_k", max_k) + 1)
+    rows = [lookahead_rows_per_layer(window, int(x)) for x in k]
+    return {"k": k, "window": window,
+            "spare_slots": np.array([r["spare_slots"]["peak"] - window for r in rows]),
+            "overwrite_log_pending": np.array([r["overwrite_log"]["peak"] - window for r in rows]),
+            "overwrite_log_idle": np.array([r["overwrite_log"]["idle"] - window for r in rows]),
+            "copied_per_step": {"spare_slots": 0, "overwrite_log": 1}}
+
+
+HIDDEN, REAL, PAD_ROW, PAD_KEY = range(4)
+
+
+def padded_mask(prompt_tokens: int, padded_tokens: int) -> np.ndarray:
+    """(M, M) codes of a causal prefill of P real tokens padded at the end to M (rows: queries, columns: keys)."""
+    p, m = positive_int("prompt_tokens", prompt_tokens), positive_int("padded_tokens", padded_tokens)
+    if m < p:
+        raise InputError(f"padded_tokens must be >= prompt_tokens={p}, got {m}")
+    q, kpos = np.arange(m)[:, None], np.arange(m)[None]
+    codes = np.where(kpos <= q, REAL, HIDDEN)
+    codes[(q >= p) & (kpos <= q) & (kpos < p)] = PAD_ROW
+    codes[(kpos >= p) & (kpos <= q)] = PAD_KEY
+    return codes

@@ -15,6 +15,16 @@ Contract
 - :func:`snapshot_restore`: a hybrid's RecurrentStateCache trims nothing; snapshot, feed, restore.
 - :func:`padded_prefill_rows`: a prompt prefilled padded to a multiple and trimmed back vs unpadded.
 
+- :func:`lookahead_cache_bytes`: one sliding layer of a registry model (its window, KV heads, head_dim, bf16) in
+  a real :class:`~kvsim.cache.lookahead.OverwriteLogRotatingCache` (Gemma 3's decode lookahead) and a real
+  ``RotatingKVCache(rewind_tokens=k − 1)`` (kvsim's spare slots), each fed a prompt past the window and then k
+  speculative one-token appends: both caches' nbytes, the rows each holds, and that undoing the appends restores
+  the state (the log: bitwise the buffers before them; the spare slots: every key a later query sees).
+
+- :func:`refusal_rows`: seed 000's refusal list (:data:`kvsim.calc.padded_prefill.PADDED_PREFILL_REFUSALS`),
+  each row with what :func:`kvsim.decode.generate.check_padded_prefill` says for the config kvsim ships of that
+  ``model_type`` (or that none is shipped).
+
 Speculative decoding measured: real draft and target models, every draft length, checked against greedy.
 
 Contract
@@ -32,10 +42,13 @@ import mlx.core as mx
 
 from ...cache import KVCache, RecurrentStateCache, RotatingKVCache, make_caches
 from ...cache.base import mx_dtype
+from ...cache.lookahead import OverwriteLogRotatingCache
 from ...calc.progress import Progress
-from ...calc.registry import load_model
+from ...calc.padded_prefill import PADDED_PREFILL_REFUSALS
+from ...calc.registry import load_model, model_names
 from ...calc.units import DEFAULT_STEP
 from ...decode import Speculation, generate, prefill, speculative_generate
+from ...decode.generate import check_padded_prefill
 from .data import expected_tokens_per_pass
 
 
@@ -195,3 +208,55 @@ def speculation_sweep(target, drafts: dict, prompt, max_new_tokens: int = 48, ks
                 runs.append(SpeculationRun(label, k, res, res.tokens == greedy))
                 bar.update(1)
     return runs
+
+
+def lookahead_cache_bytes(model: str = "gemma-3-27b", lookahead_tokens: int = 3, prompt_tokens: int = 2000,
+                          dtype: str = "bf16") -> dict:
+    """Both designs on one real sliding layer after a prompt and k speculative appends: nbytes, rows, restored."""
+    layer = next(x for x in load_model(model).layers if x.kind == "sliding")
+    W, H, D, dt = layer.sliding_window, layer.num_key_value_heads, layer.head_dim, mx_dtype(dtype)
+    k = lookahead_tokens
+    log = OverwriteLogRotatingCache(W, max_saved=k)
+    spare = RotatingKVCache(W, rewind_tokens=k - 1)
+    plain = RotatingKVCache(W)                     # never makes the speculative appends
+    prompt = mx.random.normal((1, H, prompt_tokens, D), key=mx.random.key(0)).astype(dt)
+    for c in (log, spare, plain):
+        c.update_and_fetch(prompt, prompt)
+    before = (log.keys * 1, log.values * 1, log.offset)
+    row_bytes = 2 * H * D * prompt.itemsize
+    for i in range(k):                             # k speculative one-token appends
+        one = mx.full((1, H, 1, D), i + 1.0, dtype=dt)
+        log.update_and_fetch(one, one)
+        spare.update_and_fetch(one, one)
+    out = {"window": W, "lookahead_tokens": k, "row_bytes": row_bytes,
+           "overwrite_log_nbytes": log.nbytes, "spare_slots_nbytes": spare.nbytes,
+           "overwrite_log_rows": log.nbytes // row_bytes, "spare_slots_rows": spare.nbytes // row_bytes}
+    log.undo(k)
+    out["overwrite_log_restored"] = (log.offset == before[2] and bool(mx.array_equal(log.keys, before[0]).item())
+                                     and bool(mx.array_equal(log.values, before[1]).item()))
+    out["spare_slots_trimmed"] = spare.trim(k)
+    nxt = mx.full((1, H, 1, D), -1.0, dtype=dt)
+    a, b = spare.update_and_fetch(nxt, nxt), plain.update_and_fetch(nxt, nxt)
+    out["spare_slots_restored"] = bool(mx.array_equal(a[0], b[0]).item() and mx.array_equal(a[1], b[1]).item())
+    return out
+
+
+def refusal_rows(prompt_tokens: int = 100, padded_tokens: int = 128) -> list[dict]:
+    """The seed's refusal list with kvsim's own check on the shipped config of each model_type."""
+    shipped = {}
+    for name in model_names():
+        shipped.setdefault(load_model(name).model_type, name)
+    rows = []
+    for r in PADDED_PREFILL_REFUSALS:
+        name = shipped.get(r["model_type"])
+        if name is None:
+            said = "no config shipped"
+        else:
+            try:
+                check_padded_prefill(load_model(name), prompt_tokens, padded_tokens)
+                said = f"{name}: accepted"
+            except ValueError as err:
+                said = f"{name}: refused, {str(err).split(': ', 1)[1].split(';')[0]}"
+        rows.append({"model": r["model"], "model_type": r["model_type"], "layer kind": r["kind"],
+                     "why it cannot pad": r["reason"], "kvsim's check": said})
+    return rows

@@ -10,11 +10,15 @@ Lesson 09's picture: one draft → verify → accept / rewind round on the targe
 
 Drawing only: the offsets come from :func:`kvsim.lessons.l09_speculation.data.round_stages`. The picture is built
 once per Axes and redrawn by re-styling its cells (:class:`kvsim.ui.style.Sketch`).
+
+Static pictures of the decode-lookahead memory (:func:`plot_lookahead_rows`) and of a padded prefill's mask
+(:func:`plot_padded_mask`); each clears its Axes and draws once.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch, Rectangle
 
 from ...ui.style import Sketch, clear_for, decorate, keep, label_inward, reuse
@@ -122,4 +126,44 @@ def plot_round(ax, r, title: str | None = None):
     art["P_label"].set(x=x[p], text=f"P = {p}")
     ax.set_xlim(-8, len(x) + 0.3)
     ax.set_title(title or "", fontsize=11)
+    return ax
+
+
+def plot_lookahead_rows(ax, k, lines: dict, title: str | None = None):
+    """Rows kept beyond the ring against the lookahead depth k; ``lines`` {label: (rows, style)}."""
+    ax.clear()
+    for label, (rows, style) in lines.items():
+        ax.plot(np.asarray(k), np.asarray(rows), style, lw=2, ms=6, label=label)
+    ax.set_xticks(np.asarray(k))
+    return decorate(ax, xlabel="speculative one-token appends to undo (k)",
+                    ylabel="rows kept beyond the W-row ring", title=title, xlim=(0.5, k[-1] + 0.5),
+                    ylim=(-0.3, None), legend_loc="upper left")
+
+
+MASK_COLORS = ("white", "tab:blue", "0.75", "tab:orange")   # hidden, real, pad row, pad key
+
+
+def plot_padded_mask(ax, codes: np.ndarray, prompt_tokens: int, names: dict, title: str | None = None):
+    """The (M, M) mask of a padded prefill: rows queries, columns keys; a line where the pads begin."""
+    ax.clear()
+    m = codes.shape[0]
+    palette = np.array([to_rgba(c) for c in MASK_COLORS])
+    ax.pcolormesh(np.arange(m + 1), np.arange(m + 1), palette[codes], edgecolors="white", linewidth=1)
+    for pos in (prompt_tokens,):
+        ax.axvline(pos, color="black", lw=1.5, ls="--")
+        ax.axhline(pos, color="black", lw=1.5, ls="--")
+    ticks = np.arange(m) + 0.5
+    labels = [str(t) if t < prompt_tokens else f"pad" for t in range(m)]
+    ax.set_xticks(ticks, labels, fontsize=8)
+    ax.set_yticks(ticks, labels, fontsize=8)
+    ax.set_xlim(0, m)
+    ax.set_ylim(m, 0)
+    ax.set_aspect("equal")
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query position")
+    ax.xaxis.set_label_position("top")
+    ax.xaxis.tick_top()
+    handles = [Patch(fc=MASK_COLORS[c], ec="0.5", label=names[c]) for c in sorted(names) if c]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title or "", fontsize=10)
     return ax

@@ -13,6 +13,13 @@ Lesson 09 view: one speculative round drawn (draft, verify in one pass, accept, 
 Contract
 - :func:`draw_round` / :func:`round_view`: :func:`kvsim.lessons.l09_speculation.data.round_stages` for k drafts of
   which n are accepted (n is capped at k), on a cache that held 20 tokens before the round.
+
+Lesson 09 static pictures: decode-lookahead memory of two designs, and a padded prefill's mask.
+
+Contract
+- :func:`draw_lookahead_rows`: :func:`kvsim.lessons.l09_speculation.data.lookahead_curve` for one sliding layer
+  of a registry model (its window and row bytes in the title).
+- :func:`draw_padded_mask`: :func:`kvsim.lessons.l09_speculation.data.padded_mask` for P real tokens padded to M.
 """
 
 from __future__ import annotations
@@ -20,10 +27,13 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
+from ...calc import memory
+from ...calc.registry import load_model
+from ...calc.units import format_bytes
 from ...ui.base import int_slider, make_view
-from .data import round_stages, speedup_curve
+from .data import HIDDEN, PAD_KEY, PAD_ROW, REAL, lookahead_curve, padded_mask, round_stages, speedup_curve
 from .measure import SpeculationRun, tokens_per_pass_series
-from .plots import plot_against_k, plot_round
+from .plots import plot_against_k, plot_lookahead_rows, plot_padded_mask, plot_round
 
 
 def draw_tokens_per_pass(ax, runs: list[SpeculationRun]):
@@ -74,3 +84,26 @@ def round_view(num_draft=4, accepted=2):
         "num_draft": int_slider("draft tokens k", num_draft, 1, 8),
         "accepted": int_slider("accepted n", accepted, 0, 8),
     }, figsize=(9, 5.2), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.9))
+
+
+def draw_lookahead_rows(ax, model="gemma-3-27b", max_k=8):
+    """Rows beyond the ring to undo k appends: spare slots (always) vs the overwrite log (pending, committed)."""
+    layer = next(x for x in load_model(model).layers if x.kind == "sliding")
+    d = lookahead_curve(layer.sliding_window, max_k)
+    row = memory.layer_token_bytes(layer, "bf16")
+    copied = d["copied_per_step"]
+    lines = {f"spare slots, R = k − 1 (always; copies {copied['spare_slots']} rows per step)":
+             (d["spare_slots"], "o-"),
+             f"overwrite log, lookahead pending (copies {copied['overwrite_log']} row per step)":
+             (d["overwrite_log_pending"], "s-"),
+             "overwrite log, after commit": (d["overwrite_log_idle"], "^--")}
+    return plot_lookahead_rows(ax, d["k"], lines, title=(
+        f"{model} sliding layer: W = {d['window']:,} rows, one row = {format_bytes(row)} (bf16)"))
+
+
+def draw_padded_mask(ax, prompt_tokens=6, padded_tokens=8):
+    """The causal mask of a prefill of ``prompt_tokens`` real tokens padded to ``padded_tokens``."""
+    names = {HIDDEN: "masked (future)", REAL: "real query sees real key",
+             PAD_ROW: "pad query's row (thrown away)", PAD_KEY: "pad key (only pad queries see it)"}
+    return plot_padded_mask(ax, padded_mask(prompt_tokens, padded_tokens), prompt_tokens, names, title=(
+        f"{prompt_tokens} real tokens padded to {padded_tokens}: no real query sees a pad"))
