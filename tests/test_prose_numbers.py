@@ -6,7 +6,8 @@ GB, TB, bytes, 바이트), tokens (tokens, 토큰, and computed thousands such a
 Context lengths written as round thousands (8K, 128K) are settings, not results, and are not prose numbers.
 
 Each prose number must, as written (commas and decimals included),
-- appear in an output of a code cell of the same notebook (the code printed it), or
+- appear in an output of a code cell of the same notebook (the code printed it; a whole number below 100 with
+  its unit, since a bare "4" is printed somewhere in any notebook), or
 - appear in that notebook's code (an input the learner sees set, such as ``window = 1024``), or
 - be listed for that lesson in :data:`kvsim.lessons.literals.LITERALS` with its source (a seed's or a paper's
   figure), where this test recomputes it from the package.
@@ -46,6 +47,27 @@ def _contains_number(haystack: str, number: str) -> bool:
     return re.search(rf"(?<![\d.,]){re.escape(number)}(?![\d]|[.,]\d)", haystack) is not None
 
 
+# units that name the same quantity: a prose "1,000 tokens" is explained by a printed "1,000 토큰"
+SAME_UNIT = {"token": "tokens", "토큰": "tokens", "byte": "bytes", "바이트": "bytes", "B": "bytes", "x": "×"}
+
+
+def _unit(text: str) -> str:
+    unit = text.strip().rstrip("s") if text.strip() not in ("ms", "µs", "GB/s", "TB/s") else text.strip()
+    return SAME_UNIT.get(unit, unit)
+
+
+def _printed_with_unit(printed: str, number: str, unit: str) -> bool:
+    """The number followed by the same unit (or a K for thousands) somewhere in the printed outputs."""
+    for m in re.finditer(rf"(?<![\d.,]){re.escape(number)}(?![\d]|[.,]\d)\s?(\S*)", printed):
+        after = m.group(1)
+        if unit == "K" and after.startswith("K"):
+            return True
+        head = re.match(r"(KiB|MiB|GiB|TiB|KB|MB|GB/s|TB/s|GB|TB|bytes?|바이트|tokens?|토큰|ms|µs|%|×|x|B)", after)
+        if head and _unit(head.group(1)) == unit:
+            return True
+    return False
+
+
 def unexplained(path: Path) -> list[str]:
     """Prose numbers of a lesson that no code cell prints or sets and LITERALS does not list."""
     cells = json.loads(path.read_text())["cells"]
@@ -58,8 +80,13 @@ def unexplained(path: Path) -> list[str]:
         if cell["cell_type"] != "markdown":
             continue
         for text in prose_numbers("".join(cell["source"])):
-            number = PROSE_NUMBER.match(text).group(1)
-            if text in listed or _contains_number(printed, number) or _contains_number(typed, number):
+            m = PROSE_NUMBER.match(text)
+            number, unit = m.group(1), _unit(m.group(2))
+            # a distinctive number (three or more digits, or a decimal) printed anywhere explains it, as in a table
+            # whose column names the unit; a small whole number must be printed with its unit
+            distinctive = "." in number or len(number.replace(",", "")) >= 3
+            if text in listed or (_contains_number(printed, number) if distinctive else
+                                  _printed_with_unit(printed, number, unit)) or _contains_number(typed, number):
                 continue
             found.append(f"cell {i}: {text}")
     return found
