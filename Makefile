@@ -23,7 +23,8 @@ UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocess
 ENGINES_ARGS := tests -m "engines and not ui" -n auto --maxprocesses 8
 ENV_ARGS := tests -m "slow and not ui"
 NBVAL_ARGS := -n auto --maxprocesses 8 --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
-UI_ARGS := tests/ui -m ui --screenshot only-on-failure --output test-artifacts/playwright
+# The browser stage spends most of its time waiting on JupyterLab and the kernel: two workers, two labs.
+UI_ARGS := tests/ui -m ui -n 2 --screenshot only-on-failure --output test-artifacts/playwright
 # The views on the oldest matplotlib kvsim supports (pyproject: matplotlib>=3.8): that release goes into its own
 # folder, put first on PYTHONPATH over the venv (--no-deps: numpy, pillow and the rest stay the venv's).
 MPL_OLDEST := 3.8.*
@@ -31,10 +32,10 @@ MPL_OLDEST_DIR := .venv-mpl-oldest
 VIEW_TESTS := tests/test_widgets.py $(sort $(wildcard tests/lessons/test_l*.py))
 # What depends on matplotlib's version: drawing and layout (every view with every control at its extremes, through
 # the no-crop test), the renderer against stock Agg, the lessons' view tests. The version-blind mechanics (control
-# defaults, static page, redraw = fresh draw, the notebook cell) ran in the unit stage; skipping them here keeps
+# defaults, static page, the notebook cell) ran in the unit stage; skipping them here keeps
 # this stage short. (3.8's mathtext calls pyparsing's old camelCase names: pyparsing 3.2 warns, harmlessly.)
 MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow and not engines" -n auto --maxprocesses 8 -W ignore::DeprecationWarning \
-  -k "not (every_control or controls_start or static_page or fresh_draw or real_notebook)"
+  -k "not (controls_start or static_page or real_notebook)"
 
 .PHONY: help lab test install install-lab test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui browser notebooks bench clean
 
@@ -54,8 +55,10 @@ $(LAB_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[lessons]'
 	@touch $@
 
+# --no-compile: no bytecode for the thousands of modules never imported (torch, transformers, JupyterLab's server
+# extensions); those that are get compiled on first import.
 $(TEST_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[lessons,test,ui]'
+	$(PY) -m pip install -q --no-compile -e '.[lessons,test,ui]'
 	@touch $@ $(LAB_STAMP)
 
 install-lab: $(LAB_STAMP)
@@ -69,14 +72,27 @@ lab: $(LAB_STAMP) $(LAB_OVERRIDES)
 	$(VENV)/bin/jupyter lab notebooks/ --ip $(HOST) --port $(PORT) $(ROOT_FLAG)
 
 # Every stage runs even if an earlier one failed; the summary names the failed stages and the exit status is 1.
+# The env stage builds fresh venvs (environment.yml's pip block, the core alone): mostly waiting on the package
+# index, little CPU. So it runs in the background beside the CPU-bound stages, after fetching the oldest matplotlib
+# for its stage (the foreground waits for that); its output is printed, whole, after the other stages.
+ENV_LOG := test-artifacts/test-env.log
 test: $(TEST_STAMP)
-	@failed=""; summary=""; \
-	for stage in test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui; do \
+	@mkdir -p test-artifacts; rm -f $(ENV_LOG)*; failed=""; summary=""; envstart=$$(date +%s); \
+	( $(MAKE) --no-print-directory $(MPL_OLDEST_DIR)/.installed > $(ENV_LOG).mpl 2>&1; echo $$? > $(ENV_LOG).mplrc; \
+	  $(MAKE) --no-print-directory test-env > $(ENV_LOG) 2>&1; echo $$? > $(ENV_LOG).rc; \
+	  echo $$(( $$(date +%s) - envstart )) > $(ENV_LOG).s ) & envpid=$$!; \
+	echo "==> [4/6] test-env starts in the background (output at the end; log: $(ENV_LOG))"; \
+	for stage in test-unit test-mpl-oldest test-engines test-notebooks test-ui; do \
+	  if [ $$stage = test-mpl-oldest ]; then while [ ! -e $(ENV_LOG).mplrc ]; do sleep 1; done; cat $(ENV_LOG).mpl; fi; \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$stage; then result=ok; else result=FAILED; failed="$$failed $$stage"; fi; \
 	  summary="$$summary\n  $$stage: $$result ($$(( $$(date +%s) - start )) s)"; \
 	done; \
+	wait $$envpid; echo; cat $(ENV_LOG); \
+	if [ "$$(cat $(ENV_LOG).rc 2>/dev/null)" = 0 ]; then result=ok; else result=FAILED; failed="$$failed test-env"; fi; \
+	summary="$$summary\n  test-env: $$result ($$(cat $(ENV_LOG).s 2>/dev/null) s, in the background from the start)"; \
 	echo; echo "==================== make test summary ===================="; echo -e "$${summary#\\n}"; \
+	echo "  all stages: $$(( $$(date +%s) - envstart )) s"; \
 	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; echo "==========================================================="; exit 1; fi; \
 	echo "all stages passed"; echo "==========================================================="
 

@@ -67,6 +67,8 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 # | 07 | Paged attention and serving | fixed-size blocks instead of one reservation per request: less waste, more requests per GPU |
 # | 08 | Decode is memory-bound | each step reads the weights and the whole cache; which techniques change what is read, not what is stored |
 # | 09 | Speculative decoding and rewind | draft, verify, and `trim` the cache back when a guess is rejected |
+# | 10 | The engine: a pool, a queue, a batch | a pool of per-sequence caches, the admission queue in front of it, sequences joining and leaving the batch between steps |
+# | 11 | How a paged cache is read | through the block table without a copy, a subset of pages, a shared prefix read once (cascade), long caches split (split-K) |
 #
 # Read 01 → 02 → 03 first; after that the lessons stand on their own.
 
@@ -239,7 +241,7 @@ print(kv_cache_after_prompt(tokens=300, model="llama-3-8b", dtype="bf16"))
 # | preemption, eviction | preemption, eviction; 선점(preemption)† | 07 |
 # | block table | 블록 테이블† | 07 |
 # | copy-on-write | copy-on-write† (쓰기 시 복사) | 07 |
-# | admission queue: wait or busy | 대기할지 busy 응답을 받을지 (seed 000); 입장 대기열† | 10 (the engine lesson) |
+# | admission queue: wait or busy | 대기할지 busy 응답을 받을지 (seed 000); 입장 대기열† | 10 |
 # | speculative decoding | 투기적 디코딩 | 09 |
 # | drafter, prompt lookup | 드래프터, 프롬프트 조회 | 09 |
 # | rewind, trim | rewind, 되돌리다; trim() | 09 |

@@ -346,7 +346,7 @@ print(cached_run_bytes(prompt_tokens=100, answer_tokens=200))
 
 # %% [markdown]
 # ## Exercises
-# 1. With the sliders, find a prompt and answer length where the cache saves "only" 10×. What does that say about short answers?
+# 1. With the sliders, find a prompt and answer length where the cache saves "only" a factor of ten. What does that say about short answers?
 # 2. Rerun the real decode with `answer_tokens=192`. By how much does the time without a cache grow compared with 96? And with a cache?
 # 3. Decode with `kv_dtype="bf16"` (`decode_with_and_without_cache(model, 32, 96, kv_dtype="bf16")`): how many bytes per token
 #    does the cache hold now, and are the answer tokens still the same as without a cache?

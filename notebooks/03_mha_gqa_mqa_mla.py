@@ -121,7 +121,8 @@ print(f"MLA caches {ds['kv_lora_rank']} + {ds['qk_rope_head_dim']} = {ds['kv_lor
 
 # %% [markdown]
 # By size, then, MLA sits between GQA-8 and MQA. Its quality does not follow its size: in DeepSeek-V2's comparison of
-# MoE models (Appendix D.2) MLA beat MHA with a cache of 14 % (about 16B parameters) and 4 % (about 250B) of MHA's size,
+# MoE models (Appendix D.2) MLA beat MHA with a cache of 14 % (about 16 billion parameters) and 4 % (about 250
+# billion) of MHA's size,
 # while the GQA and MQA papers reported quality close to or a little below MHA. A smaller cache need not cost quality.
 
 # %% [markdown]
@@ -176,9 +177,9 @@ print(f"{len(runs['MHA'].spec.layers)} layers run per variant; per layer:")
 print(format_table([r.row("bf16") for r in runs.values()]))
 
 # %% [markdown]
-# The last answer token is never fed back, so each cache holds 16 + 8 − 1 = 23 tokens. Dividing `used_bytes` by 23 gives
-# the bytes one token adds to one layer: exactly the formula's, for all four designs. Times 61 layers, it is the table
-# above. On a linear axis the MQA and MLA bars are slivers beside MHA's: that is their real size.
+# The last answer token is never fed back, so each cache holds the 16 prompt tokens and all answer tokens but the last
+# (16 + 8 − 1). Dividing `used_bytes` by that count gives the bytes one token adds to one layer: exactly the
+# formula's, for all four designs. Times 61 layers, it is the table above. On a linear axis the MQA and MLA bars are slivers beside MHA's: that is their real size.
 
 # %%
 fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")

@@ -60,7 +60,6 @@ from kvsim.lessons.l10_engine.views import (
     admission_view,
     batch_view,
     draw_admission_sweep,
-    draw_batch,
     draw_pool_timeline,
 )
 from kvsim.model.owned_state import sequence_state_layout, supports_batching
@@ -236,22 +235,16 @@ print("largest |logit difference| against decoding alone:", run["max_abs_diff"])
 
 # %% [markdown]
 # Every sequence's tokens equal decoding it alone (**row isolation**): sharing a forward pass changes nothing in any
-# row. The batch over time, one row per request and one column per step:
+# row. The batch over time, one row per request and one column per step (change the model and the number of slots
+# with the controls; the recurrent family is the subject of the next section):
 
-# %%
-fig, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
-draw_batch(ax, "gqa", 2)
-plt.show()
+# %% tags=["nbval-ignore-output"]
+batch_view()
 
 # %% [markdown]
 # - A request that arrives while both slots are busy waits (grey) until a running sequence finishes; the free slot is
 #   given at the start of the next step, and the newcomer is prefilled (orange) while the others decode (blue).
 # - The number above each column is that step's decode batch: it changes from step to step, which is the whole point.
-#
-# Change the model and the number of slots; the recurrent family is the subject of the next section:
-
-# %% tags=["nbval-ignore-output"]
-batch_view()
 
 # %% [markdown]
 # ## 4 · Who owns a recurrent state

@@ -116,6 +116,24 @@ def test_check_prints_the_verdict(capsys):
     assert out.startswith("07.1 · ") and "correct: 63 blocks" in out
 
 
+def test_a_first_miss_diagnoses_without_the_answer_the_second_reveals_it(capsys, monkeypatch):
+    from kvsim.lessons import exercises
+    monkeypatch.setattr(exercises, "_MISSES", {})  # a fresh kernel
+    v = verdict_for("07.1", 126)
+    assert v.ok is False and "2× too large" in v.message and "hint: round up" in v.message
+    assert "63" not in v.message and EXERCISES["07.1"].solve().derivation not in v.message
+    check("07.1", 126)
+    first = capsys.readouterr().out
+    assert "2× too large" in first and "63" not in first and "second miss" in first
+    check("07.1", 62)
+    second = capsys.readouterr().out
+    assert "kvsim has 63 blocks" in second and EXERCISES["07.1"].solve().derivation in second
+    check("07.3", 1, reveal=True)  # asked for at once
+    assert "kvsim has 70,272 bytes" in capsys.readouterr().out
+    check("07.2", 10_240)  # a right answer shows the derivation, a miss elsewhere is not counted here
+    assert "correct: 10,240 blocks" in capsys.readouterr().out and exercises._MISSES == {"07.1": 2, "07.3": 1}
+
+
 def test_verdict_on_a_custom_exercise():
     ex = Exercise("x.1", "a test", "units", "think", lambda: Solution(10, "5 + 5", ((11, "off by one"),)))
     assert verdict(ex, 10).ok and "off by one" in verdict(ex, 11).message

@@ -86,7 +86,7 @@ def test_the_core_installs_and_runs_alone(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     run = functools.partial(subprocess.run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     pip = [py, "-m", "pip", "--disable-pip-version-check"]
-    run([*pip, "install", "-q", str(ROOT)], check=True)
+    run([*pip, "install", "-q", "--no-compile", str(ROOT)], check=True)  # no bytecode: nothing here needs it
     listed = json.loads(run([*pip, "list", "--format=json"], check=True).stdout)
     names = {p["name"].lower() for p in listed}
     print("core-only venv, pip list:", ", ".join(f"{p['name']} {p['version']}" for p in listed))

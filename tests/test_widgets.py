@@ -176,30 +176,38 @@ def overlapping_labels(fig) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
-def test_every_control_min_max_default_changes_the_figure(name):
+def test_each_control_at_min_and_max_changes_the_figure_fits_and_redraws_as_new(name):
+    # One walk (a redraw per state is the costly part): the defaults, then each control to its minimum and
+    # maximum and back, the others at their defaults. At each state nothing may be drawn outside the canvas or
+    # over another label; min and max must draw different data; back at its default a control draws the default
+    # figure again. After the walk, the view's figure must equal a fresh draw of the same values: plot functions
+    # update the previous call's artists in place, and that must leave no trace.
     view = VIEWS[name]()
     at_default = view.lines()
+    problems = [f"defaults: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
     for key, control in view.controls.items():
-        default = control.value
-        lo, hi = _extremes(control)
-        control.value = lo
-        at_lo = view.lines()
-        control.value = hi
-        at_hi = view.lines()
+        default, drawn = control.value, []
+        for value in _extremes(control):
+            control.value = value
+            drawn.append(view.lines())
+            problems += [f"{key}={value!r}: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
         control.value = default
-        assert at_lo and at_hi, f"{name}: nothing drawn"
-        assert not _same(at_lo, at_hi), f"{name}: control {key} at min and max draws the same data"
+        assert drawn[0] and drawn[1], f"{name}: nothing drawn"
+        assert not _same(*drawn), f"{name}: control {key} at min and max draws the same data"
         assert _same(view.lines(), at_default), f"{name}: {key} back at its default draws another figure"
+    assert problems == [], f"{name}:\n" + "\n".join(problems)
     assert len(view.redraw_seconds) >= 1 + 2 * len(view.controls)  # min and max always differ
 
-
-@pytest.mark.parametrize("name", sorted(VIEWS))
-def test_nothing_is_drawn_outside_the_canvas_or_over_another_label(name):
-    # at the defaults and with every control at its minimum and maximum (the others at their defaults)
-    problems = []
-    for state, view in _states(VIEWS[name]()):
-        problems += [f"{state}: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
-    assert problems == [], f"{name}:\n" + "\n".join(problems)
+    fresh = new_figure(view.fig.get_size_inches())
+    axes = [fresh.add_axes(ax.get_position()) for ax in view.fig.axes]
+    view.draw(axes[0] if len(axes) == 1 else np.array(axes).reshape(np.shape(view.ax)), **view.values())
+    pictures = []
+    for fig in (view.fig, fresh):
+        wrap_titles(fig, fig.canvas.get_renderer())
+        fig.canvas.draw()
+        pictures.append(np.asarray(fig.canvas.buffer_rgba()).copy())
+    differ = np.any(pictures[0] != pictures[1], axis=-1)
+    assert not differ.any(), f"{name}: {differ.sum()} pixels differ, e.g. rows {np.unique(np.nonzero(differ)[0])[:10]}"
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
@@ -231,24 +239,6 @@ def test_a_static_page_gets_the_default_figure_and_a_stable_text(name):
     assert not np.array_equal(np.asarray(view.fig.canvas.buffer_rgba())[:, :, :3], default)
     assert base64.b64decode(view._repr_mimebundle_()["image/png"]) == png
     assert VIEWS[name]()._repr_mimebundle_()["text/plain"] == text  # the same on every run: nbval compares it
-
-
-@pytest.mark.parametrize("name", sorted(VIEWS))
-def test_a_redraw_after_moving_the_controls_draws_what_a_fresh_draw_draws(name):
-    # plot functions update the artists of the previous call in place; that must leave no trace of it
-    view = VIEWS[name]()
-    for _ in _states(view):
-        pass  # every control to its minimum and maximum, then back to its default
-    fresh = new_figure(view.fig.get_size_inches())
-    axes = [fresh.add_axes(ax.get_position()) for ax in view.fig.axes]
-    view.draw(axes[0] if len(axes) == 1 else np.array(axes).reshape(np.shape(view.ax)), **view.values())
-    pictures = []
-    for fig in (view.fig, fresh):
-        wrap_titles(fig, fig.canvas.get_renderer())
-        fig.canvas.draw()
-        pictures.append(np.asarray(fig.canvas.buffer_rgba()).copy())
-    differ = np.any(pictures[0] != pictures[1], axis=-1)
-    assert not differ.any(), f"{name}: {differ.sum()} pixels differ, e.g. rows {np.unique(np.nonzero(differ)[0])[:10]}"
 
 
 def test_a_view_cell_stores_a_png_beside_the_widget_in_a_real_notebook():

@@ -7,7 +7,9 @@ Contract (pure, no MLX / matplotlib / ipywidgets)
   ("you used num_attention_heads ...").
 - :func:`verdict` compares an answer with the solution and returns a :class:`Verdict`; it never raises
   on a learner's input: None means "not answered yet" (the placeholder lessons ship with), a
-  non-number is named, a wrong number gets the matching slip or else its factor or percentage off.
+  non-number is named, a wrong number gets the matching slip or else its factor or percentage off,
+  and the hint. The expected value and its derivation are shown only when ``reveal`` is true (the
+  caller's second miss, or the learner asks): a first miss diagnoses without giving the answer away.
 - A number is right when it is within ``rel_tol`` of the expected value (exact for integers,
   0.1 % by default for fractions).
 """
@@ -88,8 +90,11 @@ def _what_is_off(answer: float, sol: Solution, tol: float) -> str:
     return f"{ratio:.3g}× the expected value: recompute step by step with the hint."
 
 
-def verdict(ex: Exercise, answer) -> Verdict:
-    """Compare ``answer`` with what kvsim computes for ``ex``; never raises on the learner's input."""
+def verdict(ex: Exercise, answer, reveal: bool = False) -> Verdict:
+    """Compare ``answer`` with what kvsim computes for ``ex``; never raises on the learner's input.
+
+    A wrong answer gets the diagnosis and the hint; kvsim's value and derivation only with ``reveal``.
+    """
     head = f"{ex.key} · {ex.title}"
     if answer is None:
         return Verdict(ex.key, None, f"{head}\n  not answered yet: put your number ({ex.unit}) in place of None "
@@ -108,6 +113,9 @@ def verdict(ex: Exercise, answer) -> Verdict:
     if _close(answer, sol.value, tol):
         return Verdict(ex.key, True, f"{head}\n  correct: {_fmt(sol.value)} {ex.unit}\n  kvsim: {sol.derivation}",
                        sol.value)
-    return Verdict(ex.key, False, f"{head}\n  not yet: you have {_fmt(answer)} {ex.unit}, kvsim has "
-                                  f"{_fmt(sol.value)}.\n  what is off: {_what_is_off(answer, sol, tol)}\n"
-                                  f"  kvsim: {sol.derivation}", sol.value)
+    diagnosis = f"{head}\n  not yet: you have {_fmt(answer)} {ex.unit}.\n  what is off: {_what_is_off(answer, sol, tol)}"
+    if reveal:
+        return Verdict(ex.key, False, f"{diagnosis}\n  kvsim has {_fmt(sol.value)} {ex.unit}: {sol.derivation}",
+                       sol.value)
+    return Verdict(ex.key, False, f"{diagnosis}\n  hint: {ex.hint}\n  (try again; the answer shows after a second "
+                                  "miss, or with reveal=True)", sol.value)

@@ -646,13 +646,25 @@ EXERCISES.update(dict([
 ]))
 
 
-def verdict_for(key: str, answer) -> Verdict:
+def verdict_for(key: str, answer, reveal: bool = False) -> Verdict:
     """The :class:`~kvsim.lessons.checking.Verdict` for exercise ``key`` (e.g. "02.1")."""
     if key not in EXERCISES:
         raise InputError(f"exercise {key!r} is not one of {', '.join(EXERCISES)}")
-    return verdict(EXERCISES[key], answer)
+    return verdict(EXERCISES[key], answer, reveal)
 
 
-def check(key: str, answer) -> None:
-    """Print whether ``answer`` to exercise ``key`` is right, what is off if not, and kvsim's derivation."""
-    print(verdict_for(key, answer).message)
+# exercise key -> wrong answers checked so far in this kernel: the second miss shows kvsim's value
+_MISSES: dict[str, int] = {}
+
+
+def check(key: str, answer, reveal: bool = False) -> None:
+    """Print whether ``answer`` to exercise ``key`` is right; if not, what is off and the hint.
+
+    kvsim's value and derivation show when the answer is right, from the second wrong answer to the same
+    exercise on, or with ``reveal=True``.
+    """
+    first = verdict_for(key, answer)
+    if first.ok is False:
+        _MISSES[key] = _MISSES.get(key, 0) + 1
+        reveal = reveal or _MISSES[key] >= 2
+    print(verdict_for(key, answer, reveal).message if reveal else first.message)

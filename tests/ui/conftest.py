@@ -79,7 +79,21 @@ def chromium_path():
     return path
 
 
+def _is_xdist_worker(config):
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    # The browser stage runs lessons on two xdist workers (each with its own JupyterLab): the run's timing file
+    # is cleared once, here in the controller (or the only process), and every worker appends to it.
+    if not _is_xdist_worker(config):
+        (ARTIFACTS / "ui-timings.jsonl").unlink(missing_ok=True)
+
+
 def pytest_terminal_summary(terminalreporter):
+    # Under xdist the skips happen in the workers; the controller looks for the browser itself.
+    if not _skip_reasons and find_chromium() is None and not REQUIRE_BROWSER:
+        _skip_reasons.append("chromium not found (apt-get install chromium, or set KVSIM_CHROMIUM=/path/to/chromium)")
     if _skip_reasons:
         terminalreporter.write_sep("!", "REAL-BROWSER TESTS WERE SKIPPED", red=True, bold=True)
         terminalreporter.write_line(f"  {_skip_reasons[0]}", red=True, bold=True)
@@ -154,8 +168,8 @@ def lab_url(chromium_path):
     }
     env.pop("MPLBACKEND", None)  # kernels must use the inline backend, as in JupyterLab for real
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "ui-timings.jsonl").unlink(missing_ok=True)  # Lab.record_timing appends this run's lines
-    log_path = ARTIFACTS / "jupyter-lab.log"
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # one lab per xdist worker, one log each
+    log_path = ARTIFACTS / (f"jupyter-lab-{worker}.log" if worker else "jupyter-lab.log")
     url = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
