@@ -69,9 +69,10 @@ print("kvsim", md.version("kvsim"), "| mlx", md.version("mlx"), "| matplotlib", 
 #
 # One update of a Jamba (Mamba) layer, sketched: the old state decays, the new token's contribution is added, and the
 # output is read from the new state, which has exactly the old one's shape. Below, the same layer's state beside one
-# attention layer's keys and values after 40 tokens, bar lengths proportional to bytes: the state never grows, the
-# K/V grows by one row per token and passes the state at the dashed line. Slide the tokens, or pick Qwen3-Next (Gated
-# DeltaNet: a matrix memory written with the delta rule) or RecurrentGemma (RG-LRU: one decaying vector per layer).
+# attention layer's keys and values after the tokens on the slider, bar lengths proportional to bytes: the state
+# never grows, the K/V grows by one row per token and passes the state at the dashed line. Slide the tokens, or pick
+# Qwen3-Next (Gated DeltaNet: a matrix memory written with the delta rule) or RecurrentGemma (RG-LRU: one decaying
+# vector per layer).
 
 # %% tags=["nbval-ignore-output"]
 state_update_view()

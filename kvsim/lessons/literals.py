@@ -50,13 +50,27 @@ def _llama70b_bytes_per_token() -> str:
     return f"{memory.bytes_per_token(load_model('llama-3-70b'), 'bf16'):,} B"
 
 
+def _h100_memory_gib() -> str:
+    from ..calc.hardware import get_accelerator
+    return f"{get_accelerator('H100 80GB').memory_gib:.0f} GiB"
+
+
+def _alpaca_mean_output_tokens() -> str:
+    from ..serving.workload import LENGTHS
+    return f"{LENGTHS['short']['output'][1]} tokens"
+
+
 LITERALS: tuple[Literal, ...] = (
     Literal("00", "1,499,500 token", "seed 001's example: a 1,000-token prompt and a 1,000-token answer, no cache "
             "(kvsim.calc.tokens_fed)", _fed_without_cache),
+    Literal("02", "80 GiB", "kvsim's accelerator table: the H100 80GB's memory (kvsim.calc.hardware)",
+            _h100_memory_gib),
     Literal("03", "14 %", "DeepSeek-V2 paper, Appendix D.2: MLA's cache against MHA's for the small MoE model "
             "(DeepSeek-V2-Lite's config)", _mla_share_of_mha_percent),
     Literal("03", "327,680 B", "lesson 02's exercise 02.1: Llama 3 70B's bf16 bytes per token, quoted in an "
             "exercise question", _llama70b_bytes_per_token),
+    Literal("07", "58 tokens", "Kwon et al. 2023: Alpaca's mean output length, the 'short' workload's mean "
+            "(kvsim.serving.workload.LENGTHS)", _alpaca_mean_output_tokens),
     Literal("11", "60 tokens", "lesson 07's prefix-sharing example: each request's own tokens "
             "(l11_paged_read.data.LESSON07_GROUP)", _lesson07_own_tokens),
 )
