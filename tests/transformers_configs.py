@@ -177,6 +177,33 @@ CONFIGS = {
     "dots1": {**BASE, "model_type": "dots1", "num_hidden_layers": 3, "sliding_window": W, "max_window_layers": 1,
               "n_routed_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32,
               "first_k_dense_replace": 3},
+    # ------------------------------------------------------------ h22-fam-attn: attention decoders (issue 17)
+    **{t: {**BASE, "model_type": t} for t in (
+        "exaone", "ministral3", "apertus1p5_text", "aria_text", "diffllama", "hy_v3", "hyperclovax", "iquestcoder",
+        "jais2", "nanochat", "solar_open", "laguna", "mellum")},
+    "exaone_num_layers": {**{k: v for k, v in BASE.items() if k != "num_hidden_layers"}, "model_type": "exaone",
+                          "num_layers": 2},
+    "doge": {**BASE, "model_type": "doge", "sliding_window": W},
+    "sarvam_moe": {**BASE, "model_type": "sarvam_moe", "n_routed_experts": 2, "num_experts_per_tok": 1,
+                   "moe_intermediate_size": 32, "first_k_dense_replace": 1},
+    "gpt_neox_japanese": {**GPT, "model_type": "gpt_neox_japanese", "num_hidden_layers": 2,
+                          "num_attention_heads": 4, "hidden_size": 64, "max_position_embeddings": 256},
+    "gpt-sw3": {**GPT, "model_type": "gpt-sw3", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 256},
+    "flint": {**BASE, "model_type": "flint", "num_hidden_layers": 6, "sliding_window": W},
+    "granitemoe_swa": {**BASE, "model_type": "granitemoe_swa", "num_hidden_layers": 3, "sliding_window": W,
+                       "num_local_experts": 2, "num_experts_per_tok": 1},
+    "cohere2_moe": {**BASE, "model_type": "cohere2_moe", "num_hidden_layers": 5, "sliding_window": W,
+                    "first_k_dense_replace": 2, "prefix_dense_sliding_window_pattern": 2, "sliding_window_pattern": 2,
+                    "num_experts": 2, "num_experts_per_tok": 1},
+    "exaone_moe": {**BASE, "model_type": "exaone_moe", "num_hidden_layers": 3, "sliding_window": W,
+                   "sliding_window_pattern": 3, "num_experts": 2, "num_experts_per_tok": 1,
+                   "moe_intermediate_size": 32, "first_k_dense_replace": 1},
+    **{t: {**BASE, **MLA, "model_type": t, "n_routed_experts": 2, "num_experts_per_tok": 1,
+           "moe_intermediate_size": 32, "first_k_dense_replace": 2, "n_group": 1, "topk_group": 1}
+       for t in ("youtu", "sarvam_mla")},
+    "axk1": {**BASE, **MLA, "model_type": "axk1", "q_lora_rank": 16, "n_routed_experts": 2, "num_experts_per_tok": 1,
+             "moe_intermediate_size": 32, "n_group": 1, "topk_group": 1},
+    # ------------------------------------------------------------ end h22-fam-attn
 }
 
 # "head_dim" / "num_attention_heads": None above mean "no such key" (transformers' classes read a present None as None)

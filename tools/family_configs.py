@@ -37,6 +37,12 @@ MLA_FAMILIES = ("minicpm3", "glm4_moe_lite")  # parsed by kvsim.calc.families' M
 SKIP_DEFAULTS = ("bloom", "glm4_moe", "gemma3n")
 
 
+# ---- h22-fam-attn: attention-decoder families of kvsim.calc.families_attention (written by `--attention`);
+# gpt-sw3 has no file: its checkpoints write model_type gpt2 (transformers maps gpt-sw3 to GPT2Config)
+ATTENTION_SKIP = ("gpt-sw3",)
+# ---- end h22-fam-attn
+
+
 def checkpoint_of(cls) -> str:
     """The first Hub checkpoint the config class docstring links to."""
     found = re.search(r"huggingface\.co/([\w.\-]+/[\w.\-]+)", cls.__doc__ or "")
@@ -57,11 +63,14 @@ def write(stem: str, model_type: str, overrides: dict, checkpoint: str | None = 
 
 def main(model_types):
     OUT.mkdir(parents=True, exist_ok=True)
-    sources = {}
+    path = OUT / "SOURCES.json"
+    sources = json.loads(path.read_text()) if path.exists() else {}  # other families' entries are kept
     for model_type in (t for t in model_types if t not in SKIP_DEFAULTS):
         stem, ckpt = write(model_type, model_type, {})
         sources[stem] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class defaults"}
     for stem, (model_type, ckpt, overrides) in OVERRIDES.items():
+        if model_type not in model_types:
+            continue
         write(stem, model_type, overrides, ckpt)
         sources[stem] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class with overrides"}
     (OUT / "SOURCES.json").write_text(json.dumps(sources, indent=1, sort_keys=True) + "\n")
@@ -70,4 +79,8 @@ def main(model_types):
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kvsim.calc.families_decoder import FAMILIES
-    main(sys.argv[1:] or sorted([*FAMILIES, *MLA_FAMILIES]))
+    if sys.argv[1:] == ["--attention"]:  # h22-fam-attn
+        from kvsim.calc.families_attention import FAMILIES as ATTENTION
+        main(sorted(t for t in ATTENTION if t not in ATTENTION_SKIP))
+    else:
+        main(sys.argv[1:] or sorted([*FAMILIES, *MLA_FAMILIES]))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import families_attention as attention
 from . import families_decoder as decoder
 from . import families_recurrent as recurrent
 from .config import ConfigError, LayerSpec, config_int
@@ -127,6 +128,8 @@ FAMILIES = {
     "falcon_h1": recurrent.falcon_h1,
     "minicpm3": _deepseek, "glm4_moe_lite": _deepseek,  # MLA: transformers caches the latent, as for V3
     **decoder.FAMILIES,  # families read with their checkpoints' own key names (kvsim.calc.families_decoder)
+    # ---- h22-fam-attn: attention-decoder families added for issue 17 (kvsim.calc.families_attention)
+    **attention.FAMILIES,
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
 
@@ -146,7 +149,8 @@ _GEMMA3_TEXT_DEFAULTS = {
     "vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
     "max_position_embeddings": 131072, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256,
 }
-FAMILY_DEFAULTS = {"gemma3": _GEMMA3_TEXT_DEFAULTS, "gemma3_text": _GEMMA3_TEXT_DEFAULTS, **decoder.FAMILY_DEFAULTS}
+FAMILY_DEFAULTS = {"gemma3": _GEMMA3_TEXT_DEFAULTS, "gemma3_text": _GEMMA3_TEXT_DEFAULTS, **decoder.FAMILY_DEFAULTS,
+                   **attention.FAMILY_DEFAULTS}  # h22-fam-attn
 
 # tie_word_embeddings when the config leaves it out: True in these families (Gemma's and Mamba's
 # transformers classes, mamba_ssm's MambaConfig), False in all others

@@ -1,0 +1,95 @@
+"""Attention-decoder families of transformers 5.24 added for issue 17 (pure Python): llama-like configs
+under their own model types, the ``layer_types`` their config classes derive, and the families whose
+cache has a rule of its own (per-layer heads and sizes, KV sharing, indexer keys, two MLA blocks per layer).
+
+Contract
+- :data:`FAMILIES` maps each model type here to its parser ``cfg -> list[LayerSpec]`` (the config is
+  already flattened by :func:`kvsim.calc.hf_config.text_config`); :data:`FAMILY_DEFAULTS` holds the
+  transformers class defaults that decide the cache when a config omits them (windows, patterns);
+  :data:`ALIASES` the family's own key names (standard key -> names, first present wins).
+- A derived pattern equals the config class's ``__post_init__`` (named in each parser's docstring); an
+  explicit ``layer_types`` always wins, as in transformers' ``get_layer_types_and_kwargs``.
+- :data:`REFUSED` names the model types transformers lists as causal LMs that kvsim refuses, each with
+  a one-line reason (:func:`kvsim.calc.hf_config.from_hf_config` raises it as a ConfigError).
+- Errors are :class:`~kvsim.calc.config.ConfigError` naming the field and what is accepted.
+"""
+
+from __future__ import annotations
+
+from .config import ConfigError, LayerSpec, config_int
+from .families_decoder import standard_decoder, window_every_layer
+from .layer_fields import sliding_window, typed_layers
+
+
+def derived(fn):
+    """A parser whose default layer_types is sliding where ``fn(cfg, i, n)`` (the config class's rule)."""
+    def parse(cfg):
+        n, w = config_int(cfg, "num_hidden_layers"), sliding_window(cfg)
+        return typed_layers(cfg, n, w, lambda i: "sliding_attention" if w and fn(cfg, i, n) else "full_attention")
+    return parse
+
+
+def _period(cfg, name, default):
+    """A positive layer period (sliding_window_pattern ...); 0 or absent -> ``default``."""
+    value = cfg.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _cohere2_moe(cfg, i, n):
+    """Cohere2MoeConfig: the first first_k_dense_replace layers follow prefix_dense_sliding_window_pattern,
+    then sliding_window_pattern restarts (full where (j + 1) % pattern == 0)."""
+    k = _period(cfg, "first_k_dense_replace", 0)
+    prefix = _period(cfg, "prefix_dense_sliding_window_pattern", 1) or 1
+    rest = _period(cfg, "sliding_window_pattern", 4) or 1
+    return (i + 1) % prefix != 0 if i < k else (i - k + 1) % rest != 0
+
+
+def _exaone_moe(cfg, i, n):
+    """ExaoneMoeConfig: sliding_window_pattern an int (full every p-th layer) or a string ("LLLG")."""
+    pattern = cfg.get("sliding_window_pattern", 4)
+    if isinstance(pattern, str) and pattern:
+        return pattern[i % len(pattern)] == "L"
+    p = _period(cfg, "sliding_window_pattern", 4)
+    return bool(p) and (i + 1) % p != 0
+
+
+def mla(cfg):
+    """MLA on every layer (DeepSeek-V3's attention): the latent kv_lora_rank + the RoPE key qk_rope_head_dim."""
+    n = config_int(cfg, "num_hidden_layers")
+    r, rope = config_int(cfg, "kv_lora_rank"), config_int(cfg, "qk_rope_head_dim")
+    return [LayerSpec(kind="mla", kv_lora_rank=r, qk_rope_head_dim=rope) for _ in range(n)]
+
+
+# ---------------------------------------------------------------- h22-fam-attn: llama-like families
+_LLAMA_LIKE = ("exaone", "ministral3", "apertus1p5_text", "aria_text", "diffllama", "doge", "hy_v3", "hyperclovax",
+               "iquestcoder", "jais2", "nanochat", "solar_open", "youtu", "sarvam_moe")
+
+FAMILIES = {
+    **dict.fromkeys(_LLAMA_LIKE, window_every_layer),
+    **dict.fromkeys(("youtu", "sarvam_mla", "axk1"), mla),  # DeepSeek-V3 MLA: transformers caches the latent
+    "gpt_neox_japanese": standard_decoder, "gpt-sw3": standard_decoder,
+    # config classes that derive layer_types in __post_init__ (True = sliding)
+    "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
+    "mellum": derived(lambda cfg, i, n: False),  # MellumConfig: every layer full_attention
+    "flint": derived(lambda cfg, i, n: not (i < 2 or i % 4 == 1 or i == n - 1)),  # FlintConfig
+    "granitemoe_swa": derived(lambda cfg, i, n: i % 4 != 0),  # GraniteMoeSWAConfig
+    "cohere2_moe": derived(_cohere2_moe),
+    "exaone_moe": derived(_exaone_moe),
+}
+
+ALIASES = {
+    "exaone": {"num_hidden_layers": ("num_layers",)},
+    "gpt-sw3": {"num_hidden_layers": ("n_layer",), "num_attention_heads": ("n_head",), "hidden_size": ("n_embd",),
+                "max_position_embeddings": ("n_positions", "n_ctx")},
+}
+
+FAMILY_DEFAULTS = {
+    "flint": {"sliding_window": 513}, "granitemoe_swa": {"sliding_window": 128},
+    "cohere2_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
+    "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
+    "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024},
+}
+
+REFUSED = {}
