@@ -56,6 +56,7 @@ CORE_CALC = {
     "weights_common", "weights_recurrent", "window_bytes", "search", "extras", "mla_paths", "paged_read",
     "pool_bytes", "padded_prefill", "engines_transformers", "families_decoder",
     "engines_vllm", "engines_all", "validate",
+    "families_attention",  # h22-fam-attn
 }
 PURE_FOLDERS = ("calc", "serving")
 HEAVY = ("mlx", "matplotlib", "ipywidgets")

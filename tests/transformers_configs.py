@@ -203,6 +203,20 @@ CONFIGS = {
        for t in ("youtu", "sarvam_mla")},
     "axk1": {**BASE, **MLA, "model_type": "axk1", "q_lora_rank": 16, "n_routed_experts": 2, "num_experts_per_tok": 1,
              "moe_intermediate_size": 32, "n_group": 1, "topk_group": 1},
+    # DeepSeek Sparse Attention: MLA + indexer keys (index_head_dim 8) on the layers that run the indexer
+    "deepseek_v32": {**BASE, **MLA, "model_type": "deepseek_v32", "n_routed_experts": 2, "num_experts_per_tok": 1,
+                     "moe_intermediate_size": 32, "first_k_dense_replace": 2, "n_group": 1, "topk_group": 1,
+                     "index_head_dim": 8, "index_n_heads": 2, "index_topk": 4, "q_lora_rank": 16},
+    "glm_moe_dsa": {**BASE, **MLA, "model_type": "glm_moe_dsa", "num_hidden_layers": 4, "n_routed_experts": 2,
+                    "num_experts_per_tok": 1, "moe_intermediate_size": 32, "first_k_dense_replace": 4,
+                    "n_group": 1, "topk_group": 1, "index_head_dim": 8, "index_n_heads": 2, "index_topk": 4,
+                    "q_lora_rank": 16, "index_topk_freq": 2, "index_skip_topk_offset": 1},
+    "axk2": {**BASE, **MLA, "model_type": "axk2", "n_routed_experts": 2, "num_experts_per_tok": 1,
+             "moe_intermediate_size": 32, "index_head_dim": 8, "index_n_heads": 2, "index_topk": 4,
+             "q_lora_rank": 16},
+    "hy_v4": {**BASE, **MLA, "model_type": "hy_v4", "num_hidden_layers": 3, "n_routed_experts": 2,
+              "num_experts_per_tok": 1, "moe_intermediate_size": 32, "index_head_dim": 8, "index_n_heads": 2,
+              "index_topk": 4, "q_lora_rank": 16},
     # ------------------------------------------------------------ end h22-fam-attn
 }
 

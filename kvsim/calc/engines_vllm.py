@@ -148,6 +148,9 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
     tp = positive_int("tp", tp)
     if spec.num_attention_heads % tp:
         raise InputError(f"tp {tp} must divide num_attention_heads {spec.num_attention_heads}")
+    if any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
+        raise InputError(f"vLLM {VLLM_VERSION} keeps {spec.model_type}'s DSA indexer keys (index_head_dim) in a cache "
+                         "of their own that kvsim does not model; use --engine kvsim or transformers")
     b = DTYPE_BYTES[kv]
     model_b = DTYPE_BYTES[_model_dtype(spec, kv)]
     ssm_b = DTYPE_BYTES["fp32"] if spec.model_type in FP32_SSM_MODEL_TYPES else model_b

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .config import ConfigError, LayerSpec, config_int
 from .families_decoder import standard_decoder, window_every_layer
-from .layer_fields import sliding_window, typed_layers
+from .layer_fields import SEQUENCE, sliding_window, typed_layers
 
 
 def derived(fn):
@@ -62,6 +62,51 @@ def mla(cfg):
     return [LayerSpec(kind="mla", kv_lora_rank=r, qk_rope_head_dim=rope) for _ in range(n)]
 
 
+def _glm_moe_dsa_indexers(cfg, n):
+    """GlmMoeDsaConfig: index_topk_pattern ("FSSF...") or, without it, "full" where
+    max(i − index_skip_topk_offset + 1, 0) % index_topk_freq == 0 (defaults 2 and 1)."""
+    pattern = cfg.get("index_topk_pattern")
+    if isinstance(pattern, str):
+        if len(pattern) != n or set(pattern) - {"F", "S"}:
+            raise ConfigError(f"index_topk_pattern must be {n} letters F (full) or S (shared), got {pattern!r}")
+        return ["full" if c == "F" else "shared" for c in pattern]
+    if pattern is not None:
+        return pattern
+    freq = max(config_int(cfg, "index_topk_freq", default=1), 1)
+    offset = cfg.get("index_skip_topk_offset", 2)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ConfigError(f"index_skip_topk_offset must be an integer >= 0, got {offset!r}")
+    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
+
+
+def _hy_v4_indexers(cfg, n):
+    """HYV4Config: "full" at layer 0 and where (i − 1) % 4 == 0, "shared" elsewhere."""
+    return ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(n)]
+
+
+def dsa(indexers=None):
+    """DeepSeek Sparse Attention: MLA whose indexer keys (index_head_dim, one head) are cached on every layer
+    that runs its indexer: all layers (DeepSeek-V3.2, A.X-K2), or those ``indexer_types`` (else the family's
+    rule ``indexers(cfg, n)``) marks "full"; a "shared" layer reuses the last full layer's top-k and keeps
+    no indexer keys (GLM-5, Hy4). Per token: kv_lora_rank + qk_rope_head_dim (+ index_head_dim)."""
+    def parse(cfg):
+        n = config_int(cfg, "num_hidden_layers")
+        r, rope, d_i = (config_int(cfg, "kv_lora_rank"), config_int(cfg, "qk_rope_head_dim"),
+                        config_int(cfg, "index_head_dim", default=128))
+        types = cfg.get("indexer_types")
+        if types is None:
+            types = indexers(cfg, n) if indexers else ["full"] * n
+        if not isinstance(types, SEQUENCE) or len(types) != n or set(types) - {"full", "shared"}:
+            raise ConfigError(f"indexer_types must be a list of {n} entries 'full' or 'shared' (num_hidden_layers)")
+        return [LayerSpec(kind="mla", kv_lora_rank=r, qk_rope_head_dim=rope,
+                          index_head_dim=d_i if t == "full" else 0) for t in types]
+    return parse
+
+
+# model types whose every layer transformers builds as an indexed_attention cache layer (DynamicIndexedLayer)
+INDEXED_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa", "axk2", "hy_v4")
+
+
 # ---------------------------------------------------------------- h22-fam-attn: llama-like families
 _LLAMA_LIKE = ("exaone", "ministral3", "apertus1p5_text", "aria_text", "diffllama", "doge", "hy_v3", "hyperclovax",
                "iquestcoder", "jais2", "nanochat", "solar_open", "youtu", "sarvam_moe")
@@ -69,6 +114,7 @@ _LLAMA_LIKE = ("exaone", "ministral3", "apertus1p5_text", "aria_text", "diffllam
 FAMILIES = {
     **dict.fromkeys(_LLAMA_LIKE, window_every_layer),
     **dict.fromkeys(("youtu", "sarvam_mla", "axk1"), mla),  # DeepSeek-V3 MLA: transformers caches the latent
+    "deepseek_v32": dsa(), "axk2": dsa(), "glm_moe_dsa": dsa(_glm_moe_dsa_indexers), "hy_v4": dsa(_hy_v4_indexers),
     "gpt_neox_japanese": standard_decoder, "gpt-sw3": standard_decoder,
     # config classes that derive layer_types in __post_init__ (True = sliding)
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
@@ -91,5 +137,16 @@ FAMILY_DEFAULTS = {
     "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024},
 }
+
+
+
+def standard_keys(cfg, model_type: str) -> dict:
+    """``cfg`` with the standard key names added from this module's :data:`ALIASES` (present keys win)."""
+    out = dict(cfg)
+    for std, names in ALIASES.get(model_type, {}).items():
+        if out.get(std) is None:
+            out[std] = next((out[n] for n in names if out.get(n) is not None), None)
+    return out
+
 
 REFUSED = {}

@@ -71,16 +71,10 @@ def _kv_heads(cfg: Mapping, model_type: str):
     return None
 
 
-def _attention_aliases() -> dict:
-    """h22-fam-attn: the key names of the families in kvsim.calc.families_attention (imported late: it imports us)."""
-    from .families_attention import ALIASES as attention_aliases
-    return attention_aliases
-
-
 def standard_keys(cfg: Mapping, model_type: str) -> dict:
     """``cfg`` with the standard key names added from the family's own ones (present keys win)."""
     out = dict(cfg)
-    for std, names in {**ALIASES, **_attention_aliases()}.get(model_type, {}).items():
+    for std, names in ALIASES.get(model_type, {}).items():
         if out.get(std) is None:
             for name in names:
                 if out.get(name) is not None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .config import ConfigError, ModelSpec, config_int
 from .families import FAMILIES, FAMILY_DEFAULTS, SUPPORTED_MODEL_TYPES, TIED_BY_DEFAULT
+from .families_attention import standard_keys as attention_keys  # h22-fam-attn
 from .families_decoder import standard_decoder, standard_keys
 from .layer_fields import max_positions
 from .validate import check_depth, check_json_depth, finite_number, read_config_text, show
@@ -143,6 +144,7 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
                           f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
     # absent fields take the transformers class defaults; present ones (even null) are kept
     cfg = standard_keys({**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}, model_type)
+    cfg = attention_keys(cfg, model_type)  # h22-fam-attn: key names of kvsim.calc.families_attention
     return ModelSpec(
         name=name or _optional_str(cfg, "_name_or_path") or model_type,
         model_type=model_type,

@@ -1,0 +1,76 @@
+"""Attention-decoder families of kvsim.calc.families_attention (issue 17): the layer patterns their config
+classes derive, the DSA indexer-key rule in every view, and the engines that refuse what kvsim does not model.
+Byte-exact checks against transformers itself are in tests/test_engines_transformers.py (marker engines)."""
+
+import json
+
+import pytest
+
+from kvsim.calc.config import ConfigError
+from kvsim.calc.engines_transformers import transformers_rows
+from kvsim.calc.hf_config import from_hf_config, load_config
+from kvsim.calc.memory import bytes_per_token
+from kvsim.calc.registry import data_dir
+from kvsim.calc.units import InputError
+from kvsim.cli import main
+from tests.transformers_configs import CONFIGS
+
+FAMILY_DIR = data_dir() / "models" / "families"
+
+
+def _kinds(name):
+    return [x.kind for x in from_hf_config(CONFIGS[name]).layers]
+
+
+def test_derived_layer_types_follow_the_config_classes():
+    # FlintConfig: full on layers 0, 1, i % 4 == 1 and the last
+    assert _kinds("flint") == ["full", "full", "sliding", "sliding", "sliding", "full"]
+    # Cohere2MoeConfig: 2 prefix layers with pattern 2, then pattern 2 restarts
+    assert _kinds("cohere2_moe") == ["sliding", "full", "sliding", "full", "sliding"]
+    assert _kinds("granitemoe_swa") == ["full", "sliding", "sliding"]
+    assert _kinds("exaone_moe") == ["sliding", "sliding", "full"]
+    # laguna / mellum derive all-full layer_types although their classes default a window
+    assert set(_kinds("laguna")) == set(_kinds("mellum")) == {"full"}
+
+
+def test_exaone_reads_num_layers():
+    assert from_hf_config(CONFIGS["exaone_num_layers"]).num_hidden_layers == 2
+
+
+def test_dsa_indexer_keys_on_full_indexer_layers_only():
+    spec = from_hf_config(CONFIGS["glm_moe_dsa"])  # freq 2, offset 1: full where max(i, 0) % 2 == 0
+    assert [x.index_head_dim for x in spec.layers] == [8, 0, 8, 0]
+    assert [x.index_head_dim for x in from_hf_config(CONFIGS["hy_v4"]).layers] == [8, 8, 0]
+    rows = transformers_rows(spec, 10, 2, "bf16")
+    assert [r.cache for r in rows] == ["DynamicIndexedLayer"] * 4
+    assert [r.kv_bytes for r in rows] == [12 * (32 + 8 + 8) * 2, 12 * (32 + 8) * 2] * 2
+
+
+def test_dsa_per_token_bytes_add_the_indexer_key():
+    spec = load_config(FAMILY_DIR / "deepseek_v32.json")  # DeepSeek-V3.2-Exp: 61 layers, 512 + 64 + 128
+    assert bytes_per_token(spec, "bf16") == 61 * (512 + 64 + 128) * 2
+
+
+def test_glm_moe_dsa_index_topk_pattern_and_bad_values():
+    cfg = {**CONFIGS["glm_moe_dsa"], "index_topk_pattern": "FSSF"}
+    assert [x.index_head_dim for x in from_hf_config(cfg).layers] == [8, 0, 0, 8]
+    with pytest.raises(ConfigError, match="index_topk_pattern"):
+        from_hf_config({**cfg, "index_topk_pattern": "FXSF"})
+    with pytest.raises(ConfigError, match="indexer_types"):
+        from_hf_config({**CONFIGS["hy_v4"], "indexer_types": ["full", "dense", "full"]})
+
+
+@pytest.mark.parametrize("engine", ["vllm", "mlx-lm"])
+def test_engines_without_a_dsa_indexer_rule_refuse_in_one_line(engine, capsys):
+    from kvsim.calc.engines import engine_bytes
+    spec = load_config(FAMILY_DIR / "deepseek_v32.json")
+    if engine == "vllm":
+        from kvsim.calc.engines_vllm import vllm_plan
+        with pytest.raises(InputError, match="indexer"):
+            vllm_plan(spec, 100, 0)
+    else:
+        with pytest.raises(InputError, match="indexer"):
+            engine_bytes(spec, "mlx-lm", prompt_tokens=100, decode_steps=0)
+    rc = main(["calc", str(FAMILY_DIR / "deepseek_v32.json"), "--engine", engine, "--prompt-tokens", "100"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "indexer" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
