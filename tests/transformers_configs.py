@@ -217,6 +217,20 @@ CONFIGS = {
     "hy_v4": {**BASE, **MLA, "model_type": "hy_v4", "num_hidden_layers": 3, "n_routed_experts": 2,
               "num_experts_per_tok": 1, "moe_intermediate_size": 32, "index_head_dim": 8, "index_n_heads": 2,
               "index_topk": 4, "q_lora_rank": 16},
+    # per-layer heads and sizes, KV sharing, two MLA blocks per decoder layer
+    "mimo_v2_flash": {**BASE, "model_type": "mimo_v2_flash", "num_hidden_layers": 3, "sliding_window_size": W - 1,
+                      "v_head_dim": 8, "n_routed_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32},
+    "gemma4_text": {**BASE, "model_type": "gemma4_text", "num_hidden_layers": 5, "sliding_window": W,
+                    "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                                    "full_attention"], "num_kv_shared_layers": 2, "global_head_dim": 32,
+                    "num_global_key_value_heads": 1, "attention_k_eq_v": True, "hidden_size_per_layer_input": 8,
+                    "vocab_size_per_layer_input": 64},
+    "gemma4_text_default": {**BASE, "model_type": "gemma4_text", "num_hidden_layers": 7, "sliding_window": W,
+                            "global_head_dim": 32, "hidden_size_per_layer_input": 8,
+                            "vocab_size_per_layer_input": 64},
+    "longcat_flash": {**{k: v for k, v in BASE.items() if k != "num_hidden_layers"}, **MLA,
+                      "model_type": "longcat_flash", "num_layers": 2, "n_routed_experts": 4, "moe_topk": 2,
+                      "expert_ffn_hidden_size": 32, "ffn_hidden_size": 64, "q_lora_rank": 16, "zero_expert_num": 1},
     # ------------------------------------------------------------ end h22-fam-attn
 }
 

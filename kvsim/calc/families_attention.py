@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .config import ConfigError, LayerSpec, config_int
 from .families_decoder import standard_decoder, window_every_layer
-from .layer_fields import SEQUENCE, sliding_window, typed_layers
+from .layer_fields import SEQUENCE, attention_layer, head_dim, kv_heads, layer_types_or, sliding_window, typed_layers
 
 
 def derived(fn):
@@ -103,6 +103,82 @@ def dsa(indexers=None):
     return parse
 
 
+def mimo_v2_flash(cfg):
+    """MiMo-V2-Flash (MiMoV2FlashConfig, modeling_mimo_v2_flash.py): layer_types, else full at layer 0 and every
+    6th; the window is sliding_window_size + 1 when given (transformers' SGLang convention), else sliding_window;
+    sliding layers hold 2 × num_key_value_heads; K of head_dim, V of v_head_dim on every layer."""
+    n = config_int(cfg, "num_hidden_layers")
+    size = config_int(cfg, "sliding_window_size", default=None)
+    w = size + 1 if size is not None else config_int(cfg, "sliding_window", default=129)
+    types = layer_types_or(cfg, n, lambda i: "full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention")
+    kv, d_k, d_v = kv_heads(cfg), head_dim(cfg), config_int(cfg, "v_head_dim", default=head_dim(cfg))
+    out = []
+    for i, t in enumerate(types):
+        if t not in ("full_attention", "sliding_attention"):
+            raise ConfigError(f"layer_types[{i}] is {t!r}; accepted: sliding_attention, full_attention")
+        sliding = t == "sliding_attention"
+        out.append(LayerSpec(kind="sliding" if sliding else "full", num_key_value_heads=2 * kv if sliding else kv,
+                             head_dim=d_k, v_head_dim=d_v, sliding_window=w if sliding else None))
+    return out
+
+
+def _kv_shared(cfg, n):
+    """num_kv_shared_layers as an integer in [0, n): the last ones reuse an earlier layer's K/V."""
+    shared = cfg.get("num_kv_shared_layers", 0)
+    if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared < n:
+        raise ConfigError(f"num_kv_shared_layers must be an integer in [0, {n}) (num_hidden_layers), got {shared!r}")
+    return shared
+
+
+def _gemma4_global(cfg):
+    """(KV heads, head_dim) of Gemma 4's full layers: global_head_dim (default 512) and, when
+    attention_k_eq_v is not false, num_global_key_value_heads (default: num_key_value_heads)."""
+    d = config_int(cfg, "global_head_dim", default=512)
+    kv = kv_heads(cfg)
+    if cfg.get("attention_k_eq_v", True) is not False:
+        kv = config_int(cfg, "num_global_key_value_heads", default=kv)
+    return kv, d
+
+
+def gemma4(cfg):
+    """Gemma 4 text (Gemma4TextConfig): layer_types, else full every 6th layer, and the last layer always full;
+    full layers use global_head_dim and num_global_key_value_heads (or a per_layer_config's head_dim /
+    num_key_value_heads); the window halves (+1) under use_bidirectional_attention "all"; the last
+    num_kv_shared_layers layers reuse an earlier layer's K/V and keep nothing (DummyLayer). With
+    attention_k_eq_v, V is K, yet transformers still caches two tensors: same bytes."""
+    n = config_int(cfg, "num_hidden_layers")
+    w = config_int(cfg, "sliding_window", default=512)
+    if cfg.get("use_bidirectional_attention") == "all":
+        w = w // 2 + 1
+    types = list(layer_types_or(cfg, n, lambda i: "full_attention" if (i + 1) % 6 == 0 else "sliding_attention"))
+    types[-1] = "full_attention"  # Gemma4TextConfig forces it
+    shared = _kv_shared(cfg, n)
+    per_layer = cfg.get("per_layer_config")
+    g_kv, g_d = _gemma4_global(cfg)
+    out = []
+    for i, t in enumerate(types):
+        if t not in ("full_attention", "sliding_attention"):
+            raise ConfigError(f"layer_types[{i}] is {t!r}; accepted: sliding_attention, full_attention")
+        if i >= n - shared:
+            out.append(LayerSpec(kind="none"))
+        elif t == "sliding_attention":
+            out.append(attention_layer(cfg, "sliding", window=w))
+        elif per_layer is not None:  # a config written by to_dict: the overrides per full layer
+            over = per_layer.get(str(i), per_layer.get(i, {})) if hasattr(per_layer, "get") else {}
+            out.append(LayerSpec(kind="full", num_key_value_heads=config_int(over, "num_key_value_heads",
+                                                                             default=kv_heads(cfg)),
+                                 head_dim=config_int(over, "head_dim", default=head_dim(cfg))))
+        else:
+            out.append(LayerSpec(kind="full", num_key_value_heads=g_kv, head_dim=g_d))
+    return out
+
+
+def longcat_flash(cfg):
+    """LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (num_hidden_layers =
+    2 × num_layers, as LongcatFlashConfig derives it)."""
+    return mla(cfg)
+
+
 # model types whose every layer transformers builds as an indexed_attention cache layer (DynamicIndexedLayer)
 INDEXED_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa", "axk2", "hy_v4")
 
@@ -115,6 +191,7 @@ FAMILIES = {
     **dict.fromkeys(_LLAMA_LIKE, window_every_layer),
     **dict.fromkeys(("youtu", "sarvam_mla", "axk1"), mla),  # DeepSeek-V3 MLA: transformers caches the latent
     "deepseek_v32": dsa(), "axk2": dsa(), "glm_moe_dsa": dsa(_glm_moe_dsa_indexers), "hy_v4": dsa(_hy_v4_indexers),
+    "mimo_v2_flash": mimo_v2_flash, "gemma4_text": gemma4, "longcat_flash": longcat_flash,
     "gpt_neox_japanese": standard_decoder, "gpt-sw3": standard_decoder,
     # config classes that derive layer_types in __post_init__ (True = sliding)
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
@@ -136,6 +213,9 @@ FAMILY_DEFAULTS = {
     "cohere2_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024},
+    "mimo_v2_flash": {"sliding_window": 129, "v_head_dim": 128, "head_dim": 192},
+    "gemma4_text": {"sliding_window": 512, "head_dim": 256, "num_key_value_heads": 4, "num_attention_heads": 8,
+                    "vocab_size": 262144},
 }
 
 
@@ -143,6 +223,8 @@ FAMILY_DEFAULTS = {
 def standard_keys(cfg, model_type: str) -> dict:
     """``cfg`` with the standard key names added from this module's :data:`ALIASES` (present keys win)."""
     out = dict(cfg)
+    if model_type == "longcat_flash" and out.get("num_layers") is not None:  # 2 MLA cache layers per decoder layer
+        out["num_hidden_layers"] = 2 * config_int(out, "num_layers")
     for std, names in ALIASES.get(model_type, {}).items():
         if out.get(std) is None:
             out[std] = next((out[n] for n in names if out.get(n) is not None), None)
