@@ -74,3 +74,51 @@ def test_engines_without_a_dsa_indexer_rule_refuse_in_one_line(engine, capsys):
     rc = main(["calc", str(FAMILY_DIR / "deepseek_v32.json"), "--engine", engine, "--prompt-tokens", "100"])
     err = capsys.readouterr().err
     assert rc == 2 and "indexer" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("model_type", ["gemma4_assistant", "gemma4_unified_assistant"])
+def test_drafters_that_keep_no_kv_of_their_own_are_refused_in_one_line(model_type, tmp_path, capsys):
+    flat = {"model_type": model_type, "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64,
+            "vocab_size": 64}
+    nested = {"model_type": model_type, "text_config": {**flat, "model_type": "gemma4_unified_text"}}
+    for cfg in (flat, nested):  # the outer type decides even when text_config names a readable one
+        with pytest.raises(ConfigError, match=f"{model_type}.*no K/V of its own"):
+            from_hf_config(cfg)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(nested))
+    assert main(["calc", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert model_type in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_multimodal_wrappers_read_their_text_config():
+    for outer, inner in (("gemma3n", "gemma3n_text"), ("gemma4", "gemma4_text"),
+                         ("gemma4_unified", "gemma4_unified_text")):
+        spec = load_config(FAMILY_DIR / f"{outer}.json")
+        assert (spec.model_type, spec.config["outer_model_type"]) == (inner, outer)
+    assert load_config(FAMILY_DIR / "gemma3n.json").kinds == {"sliding": 16, "full": 4, "none": 15}
+
+
+def test_gemma4_full_layers_take_the_global_head_dim_and_kv_heads():
+    spec = from_hf_config(CONFIGS["gemma4_text"])  # S F S | shared: S F
+    assert [x.kind for x in spec.layers] == ["sliding", "full", "sliding", "none", "none"]
+    full = spec.layers[1]
+    assert (full.num_key_value_heads, full.head_dim, spec.layers[0].head_dim) == (1, 32, 16)
+    # attention_k_eq_v false: the global KV heads are not overridden
+    off = from_hf_config({**CONFIGS["gemma4_text"], "attention_k_eq_v": False}).layers[1]
+    assert (off.num_key_value_heads, off.head_dim) == (2, 32)
+    # the last layer is always full (Gemma4TextConfig forces it)
+    assert from_hf_config(CONFIGS["gemma4_text_default"]).layers[-1].kind == "full"
+
+
+def test_mimo_v2_flash_sliding_layers_hold_twice_the_kv_heads():
+    spec = load_config(FAMILY_DIR / "mimo_v2_flash.json")
+    full, sliding = spec.layers[0], spec.layers[1]
+    assert (full.num_key_value_heads, sliding.num_key_value_heads, sliding.sliding_window) == (4, 8, 129)
+    assert (sliding.head_dim, sliding.v_head_dim) == (192, 128)
+    assert from_hf_config({**CONFIGS["mimo_v2_flash"], "sliding_window_size": 127}).layers[1].sliding_window == 128
+
+
+def test_longcat_flash_caches_two_mla_layers_per_decoder_layer():
+    spec = load_config(FAMILY_DIR / "longcat_flash.json")
+    assert spec.num_hidden_layers == 2 * spec.config["num_layers"] and spec.kinds == {"mla": 56}

@@ -32,9 +32,9 @@ OVERRIDES = {
         "head_dim": 128, "num_nextn_predict_layers": 1, "vocab_size": 151552, "partial_rotary_factor": 0.5}),
 }
 MLA_FAMILIES = ("minicpm3", "glm4_moe_lite")  # parsed by kvsim.calc.families' MLA parser
-# no checkpoint in the defaults (bloom, glm4_moe: the override is written), or multimodal (gemma3n: its text
-# part is gemma3n_text)
-SKIP_DEFAULTS = ("bloom", "glm4_moe", "gemma3n")
+# no checkpoint in the defaults (bloom, glm4_moe: the override is written); multimodal ones (gemma3n, gemma4)
+# are written whole, and kvsim reads their text_config
+SKIP_DEFAULTS = ("bloom", "glm4_moe")
 
 
 # ---- h22-fam-attn: attention-decoder families of kvsim.calc.families_attention (written by `--attention`);

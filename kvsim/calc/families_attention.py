@@ -17,7 +17,8 @@ Contract
 from __future__ import annotations
 
 from .config import ConfigError, LayerSpec, config_int
-from .families_decoder import standard_decoder, window_every_layer
+from .families_decoder import FAMILY_DEFAULTS as DECODER_DEFAULTS
+from .families_decoder import gemma3n, standard_decoder, window_every_layer
 from .layer_fields import SEQUENCE, attention_layer, head_dim, kv_heads, layer_types_or, sliding_window, typed_layers
 
 
@@ -191,7 +192,10 @@ FAMILIES = {
     **dict.fromkeys(_LLAMA_LIKE, window_every_layer),
     **dict.fromkeys(("youtu", "sarvam_mla", "axk1"), mla),  # DeepSeek-V3 MLA: transformers caches the latent
     "deepseek_v32": dsa(), "axk2": dsa(), "glm_moe_dsa": dsa(_glm_moe_dsa_indexers), "hy_v4": dsa(_hy_v4_indexers),
-    "mimo_v2_flash": mimo_v2_flash, "gemma4_text": gemma4, "longcat_flash": longcat_flash,
+    "mimo_v2_flash": mimo_v2_flash, "gemma4_text": gemma4, "gemma4_unified_text": gemma4, "longcat_flash": longcat_flash,
+    # multimodal wrappers: a config.json nests the language model in text_config (read through it); these
+    # entries read a flattened one
+    "gemma4": gemma4, "gemma4_unified": gemma4, "gemma3n": gemma3n,
     "gpt_neox_japanese": standard_decoder, "gpt-sw3": standard_decoder,
     # config classes that derive layer_types in __post_init__ (True = sliding)
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
@@ -209,11 +213,14 @@ ALIASES = {
 }
 
 FAMILY_DEFAULTS = {
+    "gemma3n": DECODER_DEFAULTS["gemma3n_text"],
     "flint": {"sliding_window": 513}, "granitemoe_swa": {"sliding_window": 128},
     "cohere2_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024},
     "mimo_v2_flash": {"sliding_window": 129, "v_head_dim": 128, "head_dim": 192},
+    "gemma4_unified_text": {"sliding_window": 1024, "head_dim": 256, "num_key_value_heads": 4,
+                            "num_attention_heads": 8, "vocab_size": 262144},
     "gemma4_text": {"sliding_window": 512, "head_dim": 256, "num_key_value_heads": 4, "num_attention_heads": 8,
                     "vocab_size": 262144},
 }
@@ -231,4 +238,17 @@ def standard_keys(cfg, model_type: str) -> dict:
     return out
 
 
-REFUSED = {}
+# model types transformers lists as causal LMs whose cache kvsim refuses to describe, each with its reason
+REFUSED = {
+    **{t: f"model_type {t!r} is a drafter that keeps no K/V of its own: every layer reads the target model's "
+          "K/V (shared_kv_states; use_cache is ignored), so size the target model's config instead"
+       for t in ("gemma4_assistant", "gemma4_unified_assistant")},
+}
+
+
+def refusal(cfg) -> str | None:
+    """The one-line reason kvsim refuses this config's model type (or its outer multimodal type), else None."""
+    for t in (cfg.get("outer_model_type"), cfg.get("model_type")):
+        if isinstance(t, str) and t in REFUSED:
+            return REFUSED[t]
+    return None

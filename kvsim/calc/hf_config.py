@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .config import ConfigError, ModelSpec, config_int
 from .families import FAMILIES, FAMILY_DEFAULTS, SUPPORTED_MODEL_TYPES, TIED_BY_DEFAULT
+from .families_attention import refusal  # h22-fam-attn
 from .families_attention import standard_keys as attention_keys  # h22-fam-attn
 from .families_decoder import standard_decoder, standard_keys
 from .layer_fields import max_positions
@@ -138,6 +139,8 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
     check_depth(cfg)
     cfg = text_config(cfg)
     model_type = _model_type(cfg)
+    if refusal(cfg):  # h22-fam-attn: a causal LM whose cache kvsim does not describe, with the reason
+        raise ConfigError(refusal(cfg))
     if model_type not in FAMILIES and not (isinstance(model_type, str) and _standard_decoder_keys(cfg)):
         what = "config is missing model_type" if model_type is None else f"model_type {model_type!r} is not supported"
         raise ConfigError(f"{what}, and the config lacks the standard decoder keys ({', '.join(_STANDARD_KEYS)}); "
