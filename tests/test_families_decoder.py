@@ -23,8 +23,10 @@ def test_every_family_config_loads_and_names_its_checkpoint(stem):
     assert SOURCES[stem]["model_type"] in (spec.model_type, spec.config.get("outer_model_type"))
     assert "/" in SOURCES[stem]["checkpoint"]
     assert spec.num_hidden_layers > 0
-    # every layer caches something, except Gemma 3n's KV-sharing consumers
-    assert sum(x.kind == "none" for x in spec.layers) == spec.config.get("num_kv_shared_layers", 0)
+    # every layer caches something, except KV-sharing consumers (Gemma 3n, Gemma 4) and Mllama's
+    # cross-attention layers (text-only they keep nothing)
+    assert sum(x.kind == "none" for x in spec.layers) == (spec.config.get("num_kv_shared_layers", 0)
+                                                          + len(spec.config.get("cross_attention_layers", ())))
     assert all(x.elements_per_token > 0 for x in spec.layers if x.kind != "none")
 
 

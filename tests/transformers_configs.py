@@ -235,6 +235,12 @@ CONFIGS = {
     "longcat_flash": {**{k: v for k, v in BASE.items() if k != "num_hidden_layers"}, **MLA,
                       "model_type": "longcat_flash", "num_layers": 2, "n_routed_experts": 4, "moe_topk": 2,
                       "expert_ffn_hidden_size": 32, "ffn_hidden_size": 64, "q_lora_rank": 16, "zero_expert_num": 1},
+    # multimodal wrappers whose causal LM is the text model: kvsim reads text_config
+    "mllama": {"model_type": "mllama", "text_config": {**BASE, "num_hidden_layers": 3, "cross_attention_layers": [1]},
+               "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                                 "num_global_layers": 1, "attention_heads": 2, "image_size": 28, "patch_size": 14,
+                                 "vision_output_dim": 64, "intermediate_layers_indices": [0]}},
+    "emu3": {"model_type": "emu3", "text_config": dict(BASE)},
     # ------------------------------------------------------------ end h22-fam-attn
 }
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from .config import Kind, LayerSpec, ModelSpec
 from .families import FAMILIES, WINDOW_EVERY_LAYER
-from .families_attention import INDEXED_MODEL_TYPES
+from .families_attention import EMPTY_ATTENTION_MODEL_TYPES, INDEXED_MODEL_TYPES
 from .units import DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, positive_int
 
 CACHES = ("dynamic", "static")
@@ -122,9 +122,11 @@ def _indexed(spec: ModelSpec, index: int) -> bool:
     return spec.model_type in INDEXED_MODEL_TYPES
 
 
-def _class_name(layer: LayerSpec, cache: str, indexed: bool = False) -> str:
+def _class_name(layer: LayerSpec, cache: str, indexed: bool = False, empty_attention: bool = False) -> str:
     """The cache-layer class transformers' DYNAMIC/STATIC_LAYER_TYPE_MAPPING picks for this layer."""
     static = cache == "static"
+    if layer.kind == "none" and empty_attention:  # Mllama's text-only cross-attention layers: built, never written
+        return ("Static" if static else "Dynamic") + "Layer"
     if layer.kind == "none":
         return "DummyLayer"
     if indexed:  # DSA: the MLA latent plus indexer_keys (B, T, index_head_dim) on layers that run the indexer
@@ -164,6 +166,7 @@ def transformers_rows(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0
         # RecurrentGemma's conv1d_state is a K − 1 view over K columns
         extra = (b * layer.state_shapes[0][1][1]
                  if layer.recurrent_family == "rg_lru" and layer.kind == "recurrent" and cache == "dynamic" else 0)
-        rows.append(TransformersLayerBytes(i, declared.kind, _class_name(layer, cache, _indexed(spec, i)),
+        rows.append(TransformersLayerBytes(i, declared.kind, _class_name(layer, cache, _indexed(spec, i),
+                                                                       spec.model_type in EMPTY_ATTENTION_MODEL_TYPES),
                                            view * per_token, state, held * per_token + state + extra))
     return tuple(rows)

@@ -136,7 +136,8 @@ SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
 
 def spec_notes(spec) -> list[str]:
     """One line per assumption and per cache-neutral feature of a parsed spec (:func:`families_decoder.notes`)."""
-    return decoder.notes(spec.model_type, spec.config, known=spec.model_type in FAMILIES)
+    return (decoder.notes(spec.model_type, spec.config, known=spec.model_type in FAMILIES)
+            + attention.notes(spec.model_type, spec.config))  # h22-fam-attn
 
 
 # parsers that window every layer when the config has sliding_window and no layer_types, as transformers does

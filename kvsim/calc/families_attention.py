@@ -180,6 +180,21 @@ def longcat_flash(cfg):
     return mla(cfg)
 
 
+def mllama(cfg):
+    """Llama 3.2 Vision's language model: self-attention layers full; the cross_attention_layers (default
+    3, 8, ..., 38) attend to the image and cache its K/V only when an image is given, so text-only they keep
+    nothing (kind none; transformers still builds an empty DynamicLayer there)."""
+    n = config_int(cfg, "num_hidden_layers")
+    cross = cfg.get("cross_attention_layers", [3, 8, 13, 18, 23, 28, 33, 38])
+    if not isinstance(cross, SEQUENCE) or any(isinstance(i, bool) or not isinstance(i, int) for i in cross):
+        raise ConfigError(f"cross_attention_layers must be a list of layer indices, got {cross!r}")
+    return [LayerSpec(kind="none") if i in cross else attention_layer(cfg) for i in range(n)]
+
+
+# model types whose cross-attention layers transformers builds as an (empty) DynamicLayer, not a DummyLayer
+EMPTY_ATTENTION_MODEL_TYPES = ("mllama", "mllama_text_model")
+
+
 # model types whose every layer transformers builds as an indexed_attention cache layer (DynamicIndexedLayer)
 INDEXED_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa", "axk2", "hy_v4")
 
@@ -196,6 +211,8 @@ FAMILIES = {
     # multimodal wrappers: a config.json nests the language model in text_config (read through it); these
     # entries read a flattened one
     "gemma4": gemma4, "gemma4_unified": gemma4, "gemma3n": gemma3n,
+    "mllama": mllama, "mllama_text_model": mllama,
+    "emu3": window_every_layer, "emu3_text_model": window_every_layer,
     "gpt_neox_japanese": standard_decoder, "gpt-sw3": standard_decoder,
     # config classes that derive layer_types in __post_init__ (True = sliding)
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
@@ -244,6 +261,23 @@ REFUSED = {
           "K/V (shared_kv_states; use_cache is ignored), so size the target model's config instead"
        for t in ("gemma4_assistant", "gemma4_unified_assistant")},
 }
+
+
+def notes(model_type: str, cfg) -> list[str]:
+    """One line per cache rule of these families that the layer kinds alone do not say."""
+    out = []
+    if model_type in EMPTY_ATTENTION_MODEL_TYPES:
+        out.append("cross-attention layers (cross_attention_layers) cache the image's K/V only when an image is "
+                   "given: text-only they keep nothing")
+    if model_type == "mimo_v2_flash":
+        out.append("MiMo-V2-Flash: sliding layers hold 2 × num_key_value_heads; K is head_dim wide, V v_head_dim")
+    if model_type in INDEXED_MODEL_TYPES:
+        out.append("DSA: layers that run their indexer also cache index_head_dim elements of indexer key per token")
+    if model_type == "longcat_flash":
+        out.append("LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (2 × num_layers)")
+    if cfg.get("attention_k_eq_v"):
+        out.append("attention_k_eq_v: V is K on full layers, yet transformers caches both tensors: same bytes")
+    return out
 
 
 def refusal(cfg) -> str | None:
