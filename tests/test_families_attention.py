@@ -122,3 +122,17 @@ def test_mimo_v2_flash_sliding_layers_hold_twice_the_kv_heads():
 def test_longcat_flash_caches_two_mla_layers_per_decoder_layer():
     spec = load_config(FAMILY_DIR / "longcat_flash.json")
     assert spec.num_hidden_layers == 2 * spec.config["num_layers"] and spec.kinds == {"mla": 56}
+
+
+def test_vllm_unified_pages_count_the_larger_block_of_the_smaller_page_layers():
+    """MiMo-V2-Flash in vLLM: full pages (4 KV heads) are half the sliding ones (8), so
+    unify_kv_cache_spec_page_size gives the full layers 32-token blocks of the sliding page size; a full
+    layer then holds ⌈T/32⌉ pages of 32 tokens (not 16-token pages)."""
+    from kvsim.calc.engines_vllm import vllm_plan
+    spec = load_config(FAMILY_DIR / "mimo_v2_flash.json")
+    plan = vllm_plan(spec, 8000, 10)
+    full = [g for g in plan.groups if g.spec == "full"]
+    assert full and all(g.block_size_tokens == 32 for g in full)
+    per_token = 4 * (192 + 128) * 2  # one full layer's K/V per token, bf16
+    held = {i: b for i, _, b in plan.layer_held_bytes()}
+    assert held[0] == -(-8010 // 32) * 32 * per_token

@@ -268,7 +268,8 @@ def kv_cache_groups(layers, plan: BlockPlan) -> tuple[tuple[Group, ...], int, in
 
 def bytes_per_block_id(groups, plan: BlockPlan) -> int:
     """Bytes one block id spans in the shared pool: the largest group's Σ pages (``_get_kv_cache_bytes_per_block``)."""
-    return max((sum(plan.pages[i] for i in g.layers) for g in groups), default=0)
+    # after unify_kv_cache_spec_page_size every layer of a group has the group's page (a larger block)
+    return max((sum(g.page_size_bytes or plan.pages[i] for i in g.layers) for g in groups), default=0)
 
 
 # ---------------------------------------------------------------- blocks held by one request
@@ -428,7 +429,7 @@ class VllmPlan:
         held = {}
         for g, n in zip(self.groups, self.held_blocks):
             for i in g.layers:
-                held[i] = n * self.blocks.pages[i]
+                held[i] = n * (g.page_size_bytes or self.blocks.pages[i])  # the unified page, if any
         return [(x.index, x.spec, held.get(j, 0)) for j, x in enumerate(self.layers)]
 
 
