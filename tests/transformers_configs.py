@@ -241,6 +241,9 @@ CONFIGS = {
                                  "num_global_layers": 1, "attention_heads": 2, "image_size": 28, "patch_size": 14,
                                  "vision_output_dim": 64, "intermediate_layers_indices": [0]}},
     "emu3": {"model_type": "emu3", "text_config": dict(BASE)},
+    "cohere_compass_text": {**BASE, "model_type": "cohere_compass_text", "sliding_window": W, "head_dim": 8,
+                            "layer_types": ["sliding_attention", "full_attention"],
+                            "rope_parameters": {t: ROPE_DEFAULT for t in ("sliding_attention", "full_attention")}},
     # ------------------------------------------------------------ end h22-fam-attn
 }
 

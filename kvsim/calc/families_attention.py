@@ -217,6 +217,7 @@ FAMILIES = {
     # config classes that derive layer_types in __post_init__ (True = sliding)
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
     "mellum": derived(lambda cfg, i, n: False),  # MellumConfig: every layer full_attention
+    "cohere_compass_text": derived(lambda cfg, i, n: False),  # CohereCompassTextConfig: every layer full
     "flint": derived(lambda cfg, i, n: not (i < 2 or i % 4 == 1 or i == n - 1)),  # FlintConfig
     "granitemoe_swa": derived(lambda cfg, i, n: i % 4 != 0),  # GraniteMoeSWAConfig
     "cohere2_moe": derived(_cohere2_moe),
@@ -234,7 +235,7 @@ FAMILY_DEFAULTS = {
     "flint": {"sliding_window": 513}, "granitemoe_swa": {"sliding_window": 128},
     "cohere2_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
-    "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024},
+    "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024}, "cohere_compass_text": {"sliding_window": 4096},
     "mimo_v2_flash": {"sliding_window": 129, "v_head_dim": 128, "head_dim": 192},
     "gemma4_unified_text": {"sliding_window": 1024, "head_dim": 256, "num_key_value_heads": 4,
                             "num_attention_heads": 8, "vocab_size": 262144},
