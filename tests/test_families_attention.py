@@ -136,3 +136,11 @@ def test_vllm_unified_pages_count_the_larger_block_of_the_smaller_page_layers():
     per_token = 4 * (192 + 128) * 2  # one full layer's K/V per token, bf16
     held = {i: b for i, _, b in plan.layer_held_bytes()}
     assert held[0] == -(-8010 // 32) * 32 * per_token
+
+
+def test_dory_per_loop_cache_copies_the_recurrent_layers():
+    assert len(from_hf_config(CONFIGS["dory"]).layers) == 4 + 2 * (3 - 1)  # 2 recurrent layers, 3 loops
+    assert len(from_hf_config(CONFIGS["dory_last_loop"]).layers) == 4
+    spec = load_config(FAMILY_DIR / "dory.json")  # released layout: (attention, mlp) pairs, halved
+    n, n_rec = spec.config["num_hidden_layers"] // 2, spec.config["n_recurrent_layers"] // 2
+    assert len(spec.layers) == n + n_rec * (spec.config["n_recurrent_loops"] - 1)

@@ -244,6 +244,10 @@ CONFIGS = {
     "cohere_compass_text": {**BASE, "model_type": "cohere_compass_text", "sliding_window": W, "head_dim": 8,
                             "layer_types": ["sliding_attention", "full_attention"],
                             "rope_parameters": {t: ROPE_DEFAULT for t in ("sliding_attention", "full_attention")}},
+    "dory": {**BASE, "model_type": "dory", "num_hidden_layers": 4, "n_input_layers": 1, "n_output_layers": 1,
+             "n_recurrent_loops": 3, "sliding_window": W},
+    "dory_last_loop": {**BASE, "model_type": "dory", "num_hidden_layers": 4, "n_input_layers": 1,
+                       "n_output_layers": 1, "sliding_window": W, "recurrent_kv_cache_mode": "last_loop"},
     # ------------------------------------------------------------ end h22-fam-attn
 }
 

@@ -191,6 +191,35 @@ def mllama(cfg):
     return [LayerSpec(kind="none") if i in cross else attention_layer(cfg) for i in range(n)]
 
 
+def dory(cfg):
+    """Dory (DoryConfig, modeling_dory.py): n_input_layers, then n_recurrent_layers run n_recurrent_loops times,
+    then n_output_layers; layer_types default full where (i + 1) % 4 == 0, else sliding; a released
+    config.json lists (attention, "mlp") pairs, halved as DoryConfig does. With recurrent_kv_cache_mode
+    "per_loop" (default) every loop after the first writes its own copy of the recurrent layers' cache,
+    appended after the model's layers: num_hidden_layers + n_recurrent_layers·(n_recurrent_loops − 1) cache
+    layers; "last_loop" keeps one per layer."""
+    n, types = config_int(cfg, "num_hidden_layers"), cfg.get("layer_types")
+    n_in, n_out = config_int(cfg, "n_input_layers", default=8), config_int(cfg, "n_output_layers", default=8)
+    n_rec = config_int(cfg, "n_recurrent_layers", default=None)
+    if isinstance(types, SEQUENCE) and "mlp" in types:  # released layout: one (attention, mlp) pair per layer
+        types, n, n_in, n_out = list(types)[::2], n // 2, n_in // 2, n_out // 2
+        n_rec = None if n_rec is None else n_rec // 2
+    n_rec = n - n_in - n_out if n_rec is None else n_rec
+    if n_rec < 0 or n_in + n_rec > n:
+        raise ConfigError(f"n_input_layers {n_in} + n_recurrent_layers {n_rec} (+ n_output_layers {n_out}) must fit "
+                          f"in num_hidden_layers {n}")
+    flat = {**cfg, "layer_types": types, "num_hidden_layers": n}
+    layers = typed_layers(flat, n, sliding_window(cfg),
+                          lambda i: "full_attention" if (i + 1) % 4 == 0 else "sliding_attention")
+    mode = cfg.get("recurrent_kv_cache_mode", "per_loop")
+    if mode not in ("per_loop", "last_loop"):
+        raise ConfigError(f"recurrent_kv_cache_mode must be per_loop or last_loop, got {mode!r}")
+    loops = config_int(cfg, "n_recurrent_loops", default=2)
+    if mode == "per_loop":
+        layers += layers[n_in:n_in + n_rec] * (loops - 1)
+    return layers
+
+
 # model types whose cross-attention layers transformers builds as an (empty) DynamicLayer, not a DummyLayer
 EMPTY_ATTENTION_MODEL_TYPES = ("mllama", "mllama_text_model")
 
@@ -211,7 +240,7 @@ FAMILIES = {
     # multimodal wrappers: a config.json nests the language model in text_config (read through it); these
     # entries read a flattened one
     "gemma4": gemma4, "gemma4_unified": gemma4, "gemma3n": gemma3n,
-    "mllama": mllama, "mllama_text_model": mllama,
+    "mllama": mllama, "mllama_text_model": mllama, "dory": dory,
     "emu3": window_every_layer, "emu3_text_model": window_every_layer,
     "gpt_neox_japanese": standard_decoder, "gpt-sw3": standard_decoder,
     # config classes that derive layer_types in __post_init__ (True = sliding)
@@ -235,7 +264,7 @@ FAMILY_DEFAULTS = {
     "flint": {"sliding_window": 513}, "granitemoe_swa": {"sliding_window": 128},
     "cohere2_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
-    "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024}, "cohere_compass_text": {"sliding_window": 4096},
+    "dory": {"sliding_window": 1024}, "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024}, "cohere_compass_text": {"sliding_window": 4096},
     "mimo_v2_flash": {"sliding_window": 129, "v_head_dim": 128, "head_dim": 192},
     "gemma4_unified_text": {"sliding_window": 1024, "head_dim": 256, "num_key_value_heads": 4,
                             "num_attention_heads": 8, "vocab_size": 262144},
@@ -274,6 +303,9 @@ def notes(model_type: str, cfg) -> list[str]:
         out.append("MiMo-V2-Flash: sliding layers hold 2 × num_key_value_heads; K is head_dim wide, V v_head_dim")
     if model_type in INDEXED_MODEL_TYPES:
         out.append("DSA: layers that run their indexer also cache index_head_dim elements of indexer key per token")
+    if model_type == "dory":
+        out.append("Dory: with recurrent_kv_cache_mode per_loop, each loop of the recurrent layers after the first "
+                   "keeps its own copy of their cache (appended after the model's layers)")
     if model_type == "longcat_flash":
         out.append("LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (2 × num_layers)")
     if cfg.get("attention_k_eq_v"):
