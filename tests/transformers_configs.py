@@ -188,7 +188,6 @@ CONFIGS = {
                    "moe_intermediate_size": 32, "first_k_dense_replace": 1},
     "gpt_neox_japanese": {**GPT, "model_type": "gpt_neox_japanese", "num_hidden_layers": 2,
                           "num_attention_heads": 4, "hidden_size": 64, "max_position_embeddings": 256},
-    "gpt-sw3": {**GPT, "model_type": "gpt-sw3", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 256},
     "flint": {**BASE, "model_type": "flint", "num_hidden_layers": 6, "sliding_window": W},
     "granitemoe_swa": {**BASE, "model_type": "granitemoe_swa", "num_hidden_layers": 3, "sliding_window": W,
                        "num_local_experts": 2, "num_experts_per_tok": 1},

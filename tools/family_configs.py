@@ -38,8 +38,7 @@ SKIP_DEFAULTS = ("bloom", "glm4_moe")
 
 
 # ---- h22-fam-attn: attention-decoder families of kvsim.calc.families_attention (written by `--attention`);
-# gpt-sw3 has no file: its checkpoints write model_type gpt2 (transformers maps gpt-sw3 to GPT2Config)
-ATTENTION_SKIP = ("gpt-sw3", "mllama_text_model", "emu3_text_model")  # the text parts: written inside mllama, emu3
+ATTENTION_SKIP = ("mllama_text_model", "emu3_text_model")  # the text parts: written inside mllama, emu3
 # ---- end h22-fam-attn
 
 

@@ -242,7 +242,7 @@ FAMILIES = {
     "gemma4": gemma4, "gemma4_unified": gemma4, "gemma3n": gemma3n,
     "mllama": mllama, "mllama_text_model": mllama, "dory": dory,
     "emu3": window_every_layer, "emu3_text_model": window_every_layer,
-    "gpt_neox_japanese": standard_decoder, "gpt-sw3": standard_decoder,
+    "gpt_neox_japanese": standard_decoder,
     # config classes that derive layer_types in __post_init__ (True = sliding)
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
     "mellum": derived(lambda cfg, i, n: False),  # MellumConfig: every layer full_attention
@@ -255,8 +255,6 @@ FAMILIES = {
 
 ALIASES = {
     "exaone": {"num_hidden_layers": ("num_layers",)},
-    "gpt-sw3": {"num_hidden_layers": ("n_layer",), "num_attention_heads": ("n_head",), "hidden_size": ("n_embd",),
-                "max_position_embeddings": ("n_positions", "n_ctx")},
 }
 
 FAMILY_DEFAULTS = {
