@@ -19,12 +19,14 @@ SOURCES = json.loads((FAMILY_DIR / "SOURCES.json").read_text())
 @pytest.mark.parametrize("stem", sorted(SOURCES))
 def test_every_family_config_loads_and_names_its_checkpoint(stem):
     spec = load_config(FAMILY_DIR / f"{stem}.json")
-    # a multimodal config (qwen3_5) is read through its text_config: the file's model_type is the outer one
-    assert (spec.config.get("outer_model_type") or spec.model_type) == SOURCES[stem]["model_type"]
+    # a multimodal config (gemma3n, gemma4, qwen3_5) is read through its text_config: its own type is the outer one
+    assert SOURCES[stem]["model_type"] in (spec.model_type, spec.config.get("outer_model_type"))
     assert "/" in SOURCES[stem]["checkpoint"]
     assert spec.num_hidden_layers > 0
-    # every layer caches something, except Gemma 3n's KV-sharing consumers
-    assert sum(x.kind == "none" for x in spec.layers) == spec.config.get("num_kv_shared_layers", 0)
+    # every layer caches something, except KV-sharing consumers (Gemma 3n, Gemma 4) and Mllama's
+    # cross-attention layers (text-only they keep nothing)
+    assert sum(x.kind == "none" for x in spec.layers) == (spec.config.get("num_kv_shared_layers", 0)
+                                                          + len(spec.config.get("cross_attention_layers", ())))
     assert all(x.elements_per_token > 0 or x.state_elements > 0 for x in spec.layers if x.kind != "none")
 
 

@@ -55,7 +55,7 @@ CORE_CALC = {
     "quant_bytes", "registry", "report", "roofline", "tables", "tokens_fed", "units", "weights",
     "weights_common", "weights_recurrent", "window_bytes", "search", "extras", "mla_paths", "paged_read",
     "pool_bytes", "padded_prefill", "engines_transformers", "families_decoder",
-    "engines_vllm", "engines_all", "validate", "families_hybrid",
+    "engines_vllm", "engines_all", "validate", "families_hybrid", "families_attention",
 }
 PURE_FOLDERS = ("calc", "serving")
 HEAVY = ("mlx", "matplotlib", "ipywidgets")

@@ -32,9 +32,14 @@ OVERRIDES = {
         "head_dim": 128, "num_nextn_predict_layers": 1, "vocab_size": 151552, "partial_rotary_factor": 0.5}),
 }
 MLA_FAMILIES = ("minicpm3", "glm4_moe_lite")  # parsed by kvsim.calc.families' MLA parser
-# no checkpoint in the defaults (bloom, glm4_moe: the override is written), or multimodal (gemma3n: its text
-# part is gemma3n_text)
-SKIP_DEFAULTS = ("bloom", "glm4_moe", "gemma3n")
+# no checkpoint in the defaults (bloom, glm4_moe: the override is written); multimodal ones (gemma3n, gemma4)
+# are written whole, and kvsim reads their text_config
+SKIP_DEFAULTS = ("bloom", "glm4_moe")
+
+
+# ---- h22-fam-attn: attention-decoder families of kvsim.calc.families_attention (written by `--attention`);
+ATTENTION_SKIP = ("mllama_text_model", "emu3_text_model")  # the text parts: written inside mllama, emu3
+# ---- end h22-fam-attn
 
 
 def checkpoint_of(cls) -> str:
@@ -57,11 +62,14 @@ def write(stem: str, model_type: str, overrides: dict, checkpoint: str | None = 
 
 def main(model_types):
     OUT.mkdir(parents=True, exist_ok=True)
-    sources = {}
+    path = OUT / "SOURCES.json"
+    sources = json.loads(path.read_text()) if path.exists() else {}  # other families' entries are kept
     for model_type in (t for t in model_types if t not in SKIP_DEFAULTS):
         stem, ckpt = write(model_type, model_type, {})
         sources[stem] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class defaults"}
     for stem, (model_type, ckpt, overrides) in OVERRIDES.items():
+        if model_type not in model_types:
+            continue
         write(stem, model_type, overrides, ckpt)
         sources[stem] = {"model_type": model_type, "checkpoint": ckpt, "how": "config class with overrides"}
     (OUT / "SOURCES.json").write_text(json.dumps(sources, indent=1, sort_keys=True) + "\n")
@@ -70,7 +78,11 @@ def main(model_types):
 if __name__ == "__main__" and "--hybrid" not in sys.argv[1:]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kvsim.calc.families_decoder import FAMILIES
-    main(sys.argv[1:] or sorted([*FAMILIES, *MLA_FAMILIES]))
+    if sys.argv[1:] == ["--attention"]:  # h22-fam-attn
+        from kvsim.calc.families_attention import FAMILIES as ATTENTION
+        main(sorted(t for t in ATTENTION if t not in ATTENTION_SKIP))
+    else:
+        main(sys.argv[1:] or sorted([*FAMILIES, *MLA_FAMILIES]))
 
 
 # ---------------------------------------------------------------- h22-fam-hybrid: hybrid / recurrent and

@@ -70,7 +70,9 @@ def tested_by(model_type: str) -> str:
     """Without --measure: the tiny configs tests/test_engines_transformers.py checks this model type with."""
     from tests.transformers_configs import CONFIGS
     names = [n for n, c in CONFIGS.items() if c["model_type"] == model_type]
-    text = {"gemma3": "gemma3_text", "llama4": "llama4_text"}.get(model_type)
+    text = {"gemma3": "gemma3_text", "llama4": "llama4_text",
+            # h22-fam-attn: multimodal wrappers read through their text_config
+            "gemma3n": "gemma3n_text", "gemma4": "gemma4_text", "gemma4_unified": "gemma4_unified_text"}.get(model_type)
     return (f"tested: {', '.join(names)}" if names else
             f"text part tested as {text}" if text else "no tiny config")
 

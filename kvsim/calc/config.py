@@ -103,7 +103,8 @@ class LayerSpec:
 
     Attention kinds (full/sliding/chunked) cache K of ``head_dim`` and V of ``v_head_dim``
     for each of ``num_key_value_heads`` heads. ``mla`` caches ``kv_lora_rank +
-    qk_rope_head_dim`` elements shared by all heads. ``recurrent`` keeps ``state_shapes``
+    qk_rope_head_dim`` elements shared by all heads, plus ``index_head_dim`` elements of single-head
+    indexer key on a DeepSeek Sparse Attention layer that runs its indexer (DeepSeek-V3.2, GLM-5). ``recurrent`` keeps ``state_shapes``
     per sequence (no batch axis), whatever the number of tokens, each tensor in the dtype
     :meth:`state_dtypes` gives (fp32 where the family's reference implementation keeps it so);
     an attention layer with ``state_shapes`` keeps both (a parallel recurrent mixer, as in Falcon-H1).
@@ -120,6 +121,7 @@ class LayerSpec:
     recurrent_family: str | None = None
     state_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     use_rope: bool = True
+    index_head_dim: int = 0
 
     def __post_init__(self):
         if self.kind not in Kind.ALL:
@@ -136,6 +138,10 @@ class LayerSpec:
         if self.kind == "mla":
             positive_int("kv_lora_rank", self.kv_lora_rank, ConfigError)
             positive_int("qk_rope_head_dim", self.qk_rope_head_dim, ConfigError)
+        if self.index_head_dim:
+            if self.kind != "mla":
+                raise ConfigError(f"index_head_dim (DSA indexer keys) applies to mla layers, not {self.kind}")
+            positive_int("index_head_dim", self.index_head_dim, ConfigError)
         if self.kind == "recurrent" or self.state_shapes:
             if self.kind in (Kind.MLA, Kind.NONE):
                 raise ConfigError(f"a {self.kind} layer keeps no recurrent state; state_shapes must be empty")
@@ -172,11 +178,11 @@ class LayerSpec:
 
     @property
     def elements_per_token(self) -> int:
-        """Cached elements per token for one sequence: 2·n_kv·d_h, or d_c + d_h^R for MLA."""
+        """Cached elements per token for one sequence: 2·n_kv·d_h, or d_c + d_h^R (+ d_I indexer keys) for MLA."""
         if self.has_kv_heads:
             return self.num_key_value_heads * (self.head_dim + self.v_head_dim)
         if self.kind == "mla":
-            return self.kv_lora_rank + self.qk_rope_head_dim
+            return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0
 
     @property

@@ -26,7 +26,8 @@ RULES = {
         "full": ("⌈T/256⌉·256 slots, whatever the calls", "kvsim/calc/memory.py layer_kv_bytes"),
         "sliding": ("min(⌈T/256⌉·256, W) slots on every layer the config windows", "kvsim/calc/memory.py"),
         "chunked": ("the current chunk, ≤ C slots", "kvsim/calc/memory.py"),
-        "mla": ("the latent, kv_lora_rank + qk_rope_head_dim elements per token", "kvsim/calc/memory.py"),
+        "mla": ("the latent, kv_lora_rank + qk_rope_head_dim elements per token (+ index_head_dim on DSA "
+                "indexer layers)", "kvsim/calc/memory.py"),
         "recurrent": ("conv K − 1 columns + the state; SSM / delta-rule / RG-LRU state fp32, conv in the "
                       "model dtype (or one --state-dtype)", "kvsim/calc/config.py REFERENCE_FP32_STATES"),
     },

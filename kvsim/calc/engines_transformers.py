@@ -11,7 +11,9 @@ Contract
   storage those tensors pin (a sliding slice is a view over the last concatenation).
 - The rules, each measured against transformers itself (tests/test_engines_transformers.py):
   * full attention and MLA: ``DynamicLayer`` keeps all T tokens (MLA: the latent and the RoPE key as
-    two single-head tensors, DeepSeek-V2 as V3); static: ``max_cache_len`` slots.
+    two single-head tensors, DeepSeek-V2 as V3); static: ``max_cache_len`` slots. DSA (DeepSeek-V3.2,
+    GLM-5): ``DynamicIndexedLayer`` adds ``indexer_keys`` (B, T, index_head_dim) on layers that run
+    their indexer: T·(kv_lora_rank + qk_rope_head_dim + index_head_dim)·b.
   * sliding window W: ``DynamicSlidingWindowLayer`` keeps min(T, W − 1) tokens as a view over the
     last concatenation, which pins min(T − f, W − 1) + f tokens (f = the last call's tokens: the
     whole prompt after a prefill-only run); static: min(W, max_cache_len) slots.
@@ -33,6 +35,7 @@ from dataclasses import dataclass, replace
 
 from .config import Kind, LayerSpec, ModelSpec
 from .families import FAMILIES, WINDOW_EVERY_LAYER
+from .families_attention import EMPTY_ATTENTION_MODEL_TYPES, INDEXED_MODEL_TYPES
 from .families_hybrid import LIGHTNING_CACHE, RWKV_STATE, transformers_state_bytes
 from .units import DTYPE_BYTES, FLOAT_DTYPES, InputError, dtype_key, positive_int
 
@@ -117,15 +120,27 @@ def _attention_tokens(layer: LayerSpec, t: int, last: int, cache: str, max_len: 
     return min(t, window - 1), min(t - last, window - 1) + last
 
 
-def _class_name(layer: LayerSpec, cache: str) -> str:
+def _indexed(spec: ModelSpec, index: int) -> bool:
+    """An ``indexed_attention`` layer (DSA): its config's layer_types says so, or its family derives it."""
+    types = spec.config.get("layer_types")
+    if isinstance(types, (list, tuple)) and index < len(types):
+        return types[index] == "indexed_attention"
+    return spec.model_type in INDEXED_MODEL_TYPES
+
+
+def _class_name(layer: LayerSpec, cache: str, indexed: bool = False, empty_attention: bool = False) -> str:
     """The cache-layer class transformers' DYNAMIC/STATIC_LAYER_TYPE_MAPPING picks for this layer."""
     static = cache == "static"
+    if layer.kind == "none" and empty_attention:  # Mllama's text-only cross-attention layers: built, never written
+        return ("Static" if static else "Dynamic") + "Layer"
     if layer.kind == "none":
         return "DummyLayer"
     if layer.kind == "recurrent" and layer.recurrent_family == "lightning":
         return LIGHTNING_CACHE  # MiniMax keeps it beside the cache layers
     if layer.kind == "recurrent" and layer.recurrent_family == "rwkv":
         return RWKV_STATE  # generate carries it in its model kwargs
+    if indexed:  # DSA: the MLA latent plus indexer_keys (B, T, index_head_dim) on layers that run the indexer
+        return ("Static" if static else "Dynamic") + "IndexedLayer"
     if layer.kind == "recurrent":
         return "LinearAttentionLayer"  # RecurrentGemma's stays empty: its state lives on its modules
     sliding = layer.is_windowed
@@ -161,6 +176,7 @@ def transformers_rows(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0
         # RecurrentGemma's conv1d_state is a K − 1 view over K columns
         extra = (b * layer.state_shapes[0][1][1]
                  if layer.recurrent_family == "rg_lru" and layer.kind == "recurrent" and cache == "dynamic" else 0)
-        rows.append(TransformersLayerBytes(i, declared.kind, _class_name(layer, cache),
+        rows.append(TransformersLayerBytes(i, declared.kind, _class_name(layer, cache, _indexed(spec, i),
+                                                                       spec.model_type in EMPTY_ATTENTION_MODEL_TYPES),
                                            view * per_token, state, held * per_token + state + extra))
     return tuple(rows)

@@ -156,6 +156,9 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
     tp = positive_int("tp", tp)
     if spec.num_attention_heads % tp:
         raise InputError(f"tp {tp} must divide num_attention_heads {spec.num_attention_heads}")
+    if any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
+        raise InputError(f"vLLM {VLLM_VERSION} keeps {spec.model_type}'s DSA indexer keys (index_head_dim) in a cache "
+                         "of their own that kvsim does not model; use --engine kvsim or transformers")
     b = DTYPE_BYTES[kv]
     model_b = DTYPE_BYTES[_model_dtype(spec, kv)]
     ssm_b = DTYPE_BYTES["fp32"] if spec.model_type in FP32_SSM_MODEL_TYPES else model_b
@@ -273,7 +276,8 @@ def kv_cache_groups(layers, plan: BlockPlan) -> tuple[tuple[Group, ...], int, in
 
 def bytes_per_block_id(groups, plan: BlockPlan) -> int:
     """Bytes one block id spans in the shared pool: the largest group's Σ pages (``_get_kv_cache_bytes_per_block``)."""
-    return max((sum(plan.pages[i] for i in g.layers) for g in groups), default=0)
+    # after unify_kv_cache_spec_page_size every layer of a group has the group's page (a larger block)
+    return max((sum(g.page_size_bytes or plan.pages[i] for i in g.layers) for g in groups), default=0)
 
 
 # ---------------------------------------------------------------- blocks held by one request
@@ -433,7 +437,7 @@ class VllmPlan:
         held = {}
         for g, n in zip(self.groups, self.held_blocks):
             for i in g.layers:
-                held[i] = n * self.blocks.pages[i]
+                held[i] = n * (g.page_size_bytes or self.blocks.pages[i])  # the unified page, if any
         return [(x.index, x.spec, held.get(j, 0)) for j, x in enumerate(self.layers)]
 
 

@@ -75,9 +75,10 @@ def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: i
     elif layer.kind == "mla":
         rt, rx = _elem(dt, layer.kv_lora_rank)
         pt, px = _elem(dt, layer.qk_rope_head_dim)
-        text = f"{count} MLA layers × (latent {rt} + RoPE key {pt})" + (
+        it, ix = _elem(dt, layer.index_head_dim) if layer.index_head_dim else ("", "")
+        text = f"{count} MLA layers × (latent {rt} + RoPE key {pt}" + (f" + DSA indexer key {it}" if it else "") + ")" + (
             f" (replicated on every one of the {tp} ranks)" if tp > 1 else "")
-        tex = f"{count} \\times ({rx} + {px})"
+        tex = f"{count} \\times ({rx} + {px}" + (f" + {ix}" if ix else "") + ")"
     else:
         return None
     total = count * per_tok

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import families_attention as attention
 from . import families_decoder as decoder
 from . import families_hybrid as hybrid
 from . import families_recurrent as recurrent
@@ -129,13 +130,16 @@ FAMILIES = {
     "minicpm3": _deepseek, "glm4_moe_lite": _deepseek,  # MLA: transformers caches the latent, as for V3
     **decoder.FAMILIES,  # families read with their checkpoints' own key names (kvsim.calc.families_decoder)
     **hybrid.FAMILIES,  # hybrid / recurrent families of issue 17 (kvsim.calc.families_hybrid)
+    # ---- h22-fam-attn: attention-decoder families added for issue 17 (kvsim.calc.families_attention)
+    **attention.FAMILIES,
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES))
 
 
 def spec_notes(spec) -> list[str]:
     """One line per assumption and per cache-neutral feature of a parsed spec (:func:`families_decoder.notes`)."""
-    return decoder.notes(spec.model_type, spec.config, known=spec.model_type in FAMILIES)
+    return (decoder.notes(spec.model_type, spec.config, known=spec.model_type in FAMILIES)
+            + attention.notes(spec.model_type, spec.config))  # h22-fam-attn
 
 
 # parsers that window every layer when the config has sliding_window and no layer_types, as transformers does
@@ -148,7 +152,8 @@ _GEMMA3_TEXT_DEFAULTS = {
     "vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
     "max_position_embeddings": 131072, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256,
 }
-FAMILY_DEFAULTS = {"gemma3": _GEMMA3_TEXT_DEFAULTS, "gemma3_text": _GEMMA3_TEXT_DEFAULTS, **decoder.FAMILY_DEFAULTS}
+FAMILY_DEFAULTS = {"gemma3": _GEMMA3_TEXT_DEFAULTS, "gemma3_text": _GEMMA3_TEXT_DEFAULTS, **decoder.FAMILY_DEFAULTS,
+                   **attention.FAMILY_DEFAULTS}  # h22-fam-attn
 
 # tie_word_embeddings when the config leaves it out: True in these families (Gemma's and Mamba's
 # transformers classes, mamba_ssm's MambaConfig), False in all others

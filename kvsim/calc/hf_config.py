@@ -30,6 +30,8 @@ from pathlib import Path
 
 from .config import ConfigError, ModelSpec, config_int
 from .families import FAMILIES, FAMILY_DEFAULTS, SUPPORTED_MODEL_TYPES, TIED_BY_DEFAULT
+from .families_attention import refusal  # h22-fam-attn
+from .families_attention import standard_keys as attention_keys  # h22-fam-attn
 from .families_decoder import standard_decoder, standard_keys
 from .families_hybrid import REFUSED, decoder_keys  # h22-fam-hybrid
 from .layer_fields import max_positions
@@ -141,6 +143,8 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
     # ---- h22-fam-hybrid: causal-LM types whose cache kvsim does not size, refused with the reason
     if model_type in REFUSED:
         raise ConfigError(f"model_type {model_type!r} is not supported: {REFUSED[model_type]}")
+    if refusal(cfg):  # h22-fam-attn: a causal LM whose cache kvsim does not describe, with the reason
+        raise ConfigError(refusal(cfg))
     cfg = decoder_keys(cfg, model_type)  # seq2seq decoders: decoder_layers / decoder_attention_heads / d_model
     # ---- end h22-fam-hybrid
     if model_type not in FAMILIES and not (isinstance(model_type, str) and _standard_decoder_keys(cfg)):
@@ -149,6 +153,7 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
                           f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
     # absent fields take the transformers class defaults; present ones (even null) are kept
     cfg = standard_keys({**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}, model_type)
+    cfg = attention_keys(cfg, model_type)  # h22-fam-attn: key names of kvsim.calc.families_attention
     return ModelSpec(
         name=name or _optional_str(cfg, "_name_or_path") or model_type,
         model_type=model_type,

@@ -201,13 +201,15 @@ def tp_note(spec: ModelSpec, tp: int = 1) -> str | None:
 
 
 def layer_token_bytes(layer: LayerSpec, kv_dtype="bf16", tp: int = 1, full_precision: bool = False) -> int:
-    """Bytes one token adds to one sequence in one layer: n_kv·(bytes(d_k)+bytes(d_v)) or MLA latent + RoPE key."""
+    """Bytes one token adds to one sequence in one layer: n_kv·(bytes(d_k)+bytes(d_v)) or MLA latent + RoPE key
+    (+ DSA indexer key: bytes(d_c) + bytes(d_R) + bytes(d_I))."""
     dt = parse_kv_dtype(kv_dtype)
     vec = dt.full_vector_bytes if full_precision else dt.vector_bytes
     if layer.has_kv_heads:
         return heads_per_rank(layer, tp) * (vec(layer.head_dim) + vec(layer.v_head_dim, "v_head_dim"))
     if layer.kind == "mla":
-        return vec(layer.kv_lora_rank, "kv_lora_rank") + vec(layer.qk_rope_head_dim, "qk_rope_head_dim")
+        indexer = vec(layer.index_head_dim, "index_head_dim") if layer.index_head_dim else 0
+        return vec(layer.kv_lora_rank, "kv_lora_rank") + vec(layer.qk_rope_head_dim, "qk_rope_head_dim") + indexer
     return 0
 
 

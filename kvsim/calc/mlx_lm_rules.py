@@ -366,6 +366,9 @@ def mlx_lm_caches(spec: ModelSpec) -> tuple[EngineCache | None, ...]:
     Families not in MLX_LM_LAYOUTS (phi3, gemma2, qwen2/3, mixtral, llama4_text, jamba, qwen3_next, ...)
     get no window: a KVCache per attention layer, whatever sliding_window their config sets.
     """
+    if any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
+        raise InputError(f"mlx-lm keeps {spec.model_type}'s DSA indexer keys in a CacheList kvsim does not model; "
+                         "use --engine kvsim or transformers")
     return tuple(MLX_LM_LAYOUTS.get(spec.model_type, lambda s: [_plain(s, x) for x in s.layers])(spec))
 
 

@@ -28,7 +28,8 @@ def _layer_dims(layer: LayerSpec) -> list[tuple[int, str]]:
     if layer.has_kv_heads:
         return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads
     if layer.kind == "mla":
-        return [(layer.kv_lora_rank, "kv_lora_rank"), (layer.qk_rope_head_dim, "qk_rope_head_dim")]
+        return [(layer.kv_lora_rank, "kv_lora_rank"), (layer.qk_rope_head_dim, "qk_rope_head_dim")] + (
+            [(layer.index_head_dim, "index_head_dim")] if layer.index_head_dim else [])
     return []
 
 
