@@ -110,7 +110,7 @@ def _check_quant_mode(spec: ModelSpec, kv_dtype, bits, quant_mode, seed) -> None
     if bits is None:
         raise ValueError(f"quant_mode 'rotated' needs a quantized kv_dtype (q8, q6, q4, q3, q2), got {kv_dtype!r}")
     for i, layer in enumerate(spec.layers):
-        if layer.kind in ("full", "sliding", "mla"):
+        if layer.caches_tokens:  # every K/V or latent layer gets a rotated cache (_layer_cache), chunked too
             for name, width in _rotated_widths(layer):
                 if width & (width - 1):
                     raise ValueError(f"quant_mode 'rotated': layer {i}'s {name} must be a power of two "
