@@ -31,7 +31,8 @@ MPL_OLDEST := 3.8.*
 MPL_OLDEST_DIR := .venv-mpl-oldest
 VIEW_TESTS := tests/test_widgets.py $(sort $(wildcard tests/lessons/test_l*.py))
 # What depends on matplotlib's version: drawing and layout (every view with every control at its extremes, through
-# the no-crop test), the renderer against stock Agg, the lessons' view tests. The version-blind mechanics (control
+# the no-crop test), the renderer against stock Agg, the lessons' tests that draw (KVSIM_DRAWING_TESTS_ONLY=1:
+# tests/lessons/conftest.py leaves out their pure-data and MLX tests). The version-blind mechanics (control
 # defaults, static page, the notebook cell) ran in the unit stage; skipping them here keeps
 # this stage short. (3.8's mathtext calls pyparsing's old camelCase names: pyparsing 3.2 warns, harmlessly.)
 MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow and not engines" -n auto --maxprocesses 8 -W ignore::DeprecationWarning \
@@ -108,7 +109,7 @@ test-mpl-oldest: $(TEST_STAMP) $(MPL_OLDEST_DIR)/.installed
 	@echo '==> [2/6] view tests on the oldest supported matplotlib ($(MPL_OLDEST)): pytest $(MPL_OLDEST_ARGS)'
 	PYTHONPATH=$(abspath $(MPL_OLDEST_DIR)) $(PY) -c 'import matplotlib, sys; v = matplotlib.__version__; \
 	  print("matplotlib", v, "from", matplotlib.__file__); sys.exit(0 if v.startswith("3.8.") else "not 3.8")'
-	PYTHONPATH=$(abspath $(MPL_OLDEST_DIR)) $(PY) -m pytest $(MPL_OLDEST_ARGS)
+	KVSIM_DRAWING_TESTS_ONLY=1 PYTHONPATH=$(abspath $(MPL_OLDEST_DIR)) $(PY) -m pytest $(MPL_OLDEST_ARGS)
 
 test-engines: $(TEST_STAMP)
 	@echo "==> [3/6] real engines (transformers + torch CPU on tiny models): pytest $(ENGINES_ARGS)"
