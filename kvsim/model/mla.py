@@ -37,6 +37,8 @@ Contract
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
@@ -143,7 +145,11 @@ class MLA(nn.Module):
 
     def choose_path(self, query_tokens: int, cached_tokens: int, dtype_bytes: int = 2) -> str:
         """'absorbed' or 'materialized' for a call of L query tokens after C cached ones (calc's cost model)."""
-        absorbed = use_absorbed_mla(self.dims, query_tokens, cached_tokens, dtype_bytes, self.machine)
+        machine = self.machine
+        if machine is None or type(machine) is tuple:         # hashable: every layer of a step shares one answer
+            absorbed = _use_absorbed_memo(self.dims, query_tokens, cached_tokens, dtype_bytes, machine)
+        else:
+            absorbed = use_absorbed_mla(self.dims, query_tokens, cached_tokens, dtype_bytes, machine)
         return "absorbed" if absorbed else "materialized"
 
     def absorbed_split(self, q_nope, q_pe, latent, k_pe, mask, splits):
@@ -231,6 +237,12 @@ class MLA(nn.Module):
         lat = latent.astype(q_lat.dtype)
         out_lat = mx.fast.scaled_dot_product_attention(q_lat, lat, lat, scale=self.scale, mask=pe)
         return out_lat @ w_uv.swapaxes(-1, -2)               # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+
+
+@lru_cache(maxsize=256)
+def _use_absorbed_memo(dims, query_tokens, cached_tokens, dtype_bytes, machine) -> bool:
+    """use_absorbed_mla, remembered (a pure function of hashable arguments; a bad one raises, never stored)."""
+    return use_absorbed_mla(dims, query_tokens, cached_tokens, dtype_bytes, machine)
 
 
 def _scores(q_lat, q_pe, lat, kpe, qz):
