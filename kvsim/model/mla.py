@@ -107,14 +107,14 @@ class MLA(nn.Module):
     def __call__(self, x: mx.array, cache=None, kv_dtype=None) -> mx.array:
         B, L, _ = x.shape
         q_nope, q_pe, latent, k_pe = self._project(x)
-        caches = cache.caches if isinstance(cache, Rows) else [cache]
-        if isinstance(cache, Rows) and len(caches) != B:
-            raise ValueError(f"Rows holds {len(caches)} caches but the batch has {B} rows")
-        outs = []
-        for r, c in enumerate(caches):                         # one pass unless rows are sequences
-            rows = slice(r, r + 1) if isinstance(cache, Rows) else slice(None)
-            outs.append(self._attend(q_nope[rows], q_pe[rows], latent[rows], k_pe[rows], c, kv_dtype))
-        out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
+        if not isinstance(cache, Rows):                      # one cache (or none) for all rows
+            out = self._attend(q_nope, q_pe, latent, k_pe, cache, kv_dtype)
+        else:                                                  # row r is its own sequence
+            if len(cache.caches) != B:
+                raise ValueError(f"Rows holds {len(cache.caches)} caches but the batch has {B} rows")
+            outs = [self._attend(q_nope[r:r + 1], q_pe[r:r + 1], latent[r:r + 1], k_pe[r:r + 1], c, kv_dtype)
+                    for r, c in enumerate(cache.caches)]
+            out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
         return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
 
     def _attend(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype):
