@@ -6,7 +6,9 @@ window 8 and MLA), caches filled with ``--context`` tokens; for each variant, th
 (Python only, nothing evaluated), kvsim's eager step and its mlx-lm twin alternating; each step is
 evaluated afterwards (untimed) so the caches advance as in real decoding. The graph-build time is
 host work, so it shows what benchmarks/probe_step_build.py shows on a GPU without one. Prints one
-line per variant: both build times (µs per step and per layer) and their ratio kvsim / mlx-lm.
+line per variant: both build times (µs per step and per layer) and their ratio kvsim / mlx-lm, then
+the best-of-5 µs of the model-level checks one step runs before any layer (check_tokens on a (1, 1) id,
+check_caches over every layer's filled cache), which change nothing and so can be timed alone.
 """
 
 import argparse
@@ -18,6 +20,7 @@ import mlx.core as mx
 from kvsim.measure.step_time import fill_caches
 from kvsim.measure.twins import twin
 from kvsim.model import build_model, toy_spec
+from kvsim.model.cache_checks import check_caches, check_tokens
 
 VARIANTS = {"GQA": "gqa", "sliding": "sliding", "MLA": "mla"}
 
@@ -42,6 +45,24 @@ def build_times(model, context: int, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def check_times(model, context: int, loops: int = 300) -> dict:
+    """Best-of-5 µs per call of the step's model-level checks (check_tokens, check_caches)."""
+    caches, tok = model.make_caches(), mx.array([[1]])
+    fill_caches(model, caches, context)
+    calls = {"check_tokens": lambda: check_tokens(tok, model.spec.vocab_size),
+             "check_caches": lambda: check_caches(model.spec, caches, 1, model.dtype)}
+    best = {}
+    for name, fn in calls.items():
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(loops):
+                fn()
+            runs.append((time.perf_counter() - t0) / loops)
+        best[name] = 1e6 * min(runs)
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=32)
@@ -58,6 +79,9 @@ def main():
         print(f"{label} ({args.layers} layers) @ {args.context}: kvsim build {k:.0f} µs "
               f"({k / args.layers:.1f}/layer), mlx-lm {m:.0f} µs ({m / args.layers:.1f}/layer), "
               f"ratio {k / m:.2f}", flush=True)
+        c = check_times(model, args.context)
+        print(f"  checks: check_tokens {c['check_tokens']:.1f} µs, check_caches {c['check_caches']:.1f} µs "
+              f"({c['check_caches'] / args.layers:.2f}/layer)", flush=True)
 
 
 if __name__ == "__main__":
