@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from kvsim.cache import KVCache, RotatingKVCache
-from kvsim.cache.base import fused_sdpa
 from kvsim.cache.checks import _fits_quickly, check_layer_cache
 from kvsim.cache.sdpa import sdpa
 from kvsim.measure.step_time import fill_caches
@@ -49,10 +48,8 @@ def test_quick_cache_fit_never_passes_what_the_full_check_refuses(kind):
         check_layer_cache(0, layer, wrong, 1, mx.float32)
 
 
-def test_fused_sdpa_equals_sdpa_and_a_ring_step_equals_its_reference():
-    q, k, v = (mx.random.normal(s, key=mx.random.key(i)) for i, s in
-               enumerate([(1, 4, 1, 8), (1, 2, 6, 8), (1, 2, 6, 8)]))
-    assert mx.allclose(fused_sdpa(q, k, v, 0.3), sdpa(q, k, v, None, 0.3)).item()
+def test_a_ring_step_with_its_remembered_answer_equals_its_reference():
+    q = mx.random.normal((1, 4, 1, 8), key=mx.random.key(0))
     fast, slow = RotatingKVCache(4, ordered=False), RotatingKVCache(4, ordered=False)
     for t in range(11):
         kv = mx.full((1, 2, 1, 8), float(t))

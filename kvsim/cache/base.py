@@ -52,7 +52,7 @@ import numbers
 import mlx.core as mx
 
 from ..calc.units import DEFAULT_STEP, dtype_key, positive_int
-from .sdpa import fused_sdpa, sdpa
+from .sdpa import sdpa
 
 # kvsim's float dtype names -> MLX dtypes, built once: {"fp32": mx.float32, "bf16": ..., "fp16": ...}
 MX_DTYPES = {dtype_key(d): d for d in (mx.float32, mx.bfloat16, mx.float16)}
@@ -206,10 +206,6 @@ class BaseCache:
         check_queries(queries, keys)                     # before anything is stored
         mask = self.make_mask(queries.shape[2], window_size=None, return_array=False)
         k, v = self.update_and_fetch(keys, values)
-        if mask is None:
-            # what sdpa() would check is settled: queries fit the keys (check_queries), the keys and
-            # values fit each other and the cache (update_and_fetch), and there is no mask to check
-            return fused_sdpa(queries, k, v, scale)
         return sdpa(queries, k, v, mask, scale)
 
     @property

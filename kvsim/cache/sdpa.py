@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-__all__ = ["sdpa", "fused_sdpa", "reference_sdpa", "quantized_sdpa", "dequantized_sdpa", "as_mask"]
+__all__ = ["sdpa", "reference_sdpa", "quantized_sdpa", "dequantized_sdpa", "as_mask"]
 
 
 def _check_dense(q: mx.array, k: mx.array, v: mx.array) -> None:
@@ -130,12 +130,6 @@ def sdpa(q: mx.array, k: mx.array, v: mx.array, mask: mx.array | None = None,
     _check_mask(mask, q.shape[2], k.shape[2])
     if mask is not None and mask.dtype != mx.bool_:
         mask = mask.astype(q.dtype)
-    return fused_sdpa(q, k, v, scale, mask)
-
-
-def fused_sdpa(q: mx.array, k: mx.array, v: mx.array, scale: float | None = None, mask=None) -> mx.array:
-    """:func:`sdpa` once its arguments are known good (shapes checked, mask None or an array of q's
-    dtype or bool): the fused call alone, for a cache whose update already checked them."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
 
