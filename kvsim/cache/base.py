@@ -119,7 +119,9 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
     Every message names the field and what is accepted; nothing is modified here.
     """
     if expected is not None and _same_geometry(keys, values, expected):  # the decode hot path
-        return {**expected, "S": keys.shape[2]}
+        S = keys.shape[2]
+        # geometry dicts are never mutated, so a step of the last step's S shares it (no new dict per layer)
+        return expected if expected.get("S") == S else {**expected, "S": S}
     for name, a in (("keys", keys), ("values", values)):
         if not isinstance(a, mx.array):
             raise ValueError(f"{name} must be an mx.array, got {type(a).__name__}")
@@ -152,6 +154,11 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
 
 def check_queries(queries, keys) -> None:
     """Queries (B, H_q, S, D) that fit keys (B, H_kv, S, D): checked before a cache stores anything."""
+    if type(queries) is mx.array and type(keys) is mx.array:  # the hot path: the same test, fewer calls
+        qs, ks = queries.shape, keys.shape
+        if (len(qs) == 4 and len(ks) == 4 and qs[0] == ks[0] and qs[2] == ks[2] and qs[3] == ks[3]
+                and ks[1] and not qs[1] % ks[1]):
+            return
     if not isinstance(queries, mx.array) or not isinstance(keys, mx.array) or queries.ndim != 4 or keys.ndim != 4:
         raise ValueError(f"queries and keys must be 4-D mx.arrays (B, H, S, D), got "
                          f"{getattr(queries, 'shape', type(queries).__name__)} and {getattr(keys, 'shape', type(keys).__name__)}")

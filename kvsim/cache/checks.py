@@ -48,8 +48,46 @@ def _expected(layer) -> dict:
     return {"H": layer.num_key_value_heads, "k_dim": layer.head_dim, "v_dim": layer.v_head_dim}
 
 
+_EXPECTED: dict = {}  # id(layer) -> (layer, (H, k_dim, v_dim)); the layer is kept, so its id is not reused
+
+
+def _expected_tuple(layer) -> tuple:
+    """_expected(layer) as (H, k_dim, v_dim), computed once per LayerSpec object (hashing a frozen
+    dataclass hashes every field, slower than the check itself, hence the identity key)."""
+    hit = _EXPECTED.get(id(layer))
+    if hit is not None and hit[0] is layer:
+        return hit[1]
+    if len(_EXPECTED) >= 4096:
+        _EXPECTED.clear()
+    e = _expected(layer)
+    _EXPECTED[id(layer)] = (layer, (e["H"], e["k_dim"], e["v_dim"]))
+    return _EXPECTED[id(layer)][1]
+
+
+def _fits_quickly(layer, cache, batch, dtype) -> bool:
+    """True only when :func:`check_layer_cache` would pass: the decode hot path for kvsim's three dense
+    classes, exactly typed, in their own kind of layer. False means "not sure": the full check decides."""
+    t, kind = type(cache), layer.kind
+    if t is KVCache:
+        ok = kind == "full"
+    elif t is LatentCache:
+        ok = kind == "mla"
+    elif t is RotatingKVCache:
+        ok = kind == "sliding" and cache.window == layer.sliding_window
+    else:
+        return False
+    g = cache._geom
+    if not ok or g is None:
+        return ok and cache.keys is None                    # an empty cache fixes no geometry yet
+    H, k_dim, v_dim = _expected_tuple(layer)
+    return (g["H"] == H and g["k_dim"] == k_dim and g["v_dim"] == v_dim
+            and (batch is None or g["B"] == batch) and (dtype is None or g["dtype"] == dtype))
+
+
 def check_layer_cache(i: int, layer, cache, batch: int | None = None, dtype=None) -> None:
     """ValueError unless ``cache`` fits layer ``i`` (``batch`` / ``dtype`` None: not checked)."""
+    if _fits_quickly(layer, cache, batch, dtype):           # the same verdict, a few comparisons
+        return
     where = f"caches[{i}] ({layer.kind} layer)"
     # kvsim's own classes are checked by class; a duck-typed cache (mlx-lm's) by its geometry only
     if isinstance(cache, BaseCache) and not isinstance(cache, ACCEPTED[layer.kind]):

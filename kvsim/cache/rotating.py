@@ -67,6 +67,7 @@ class RotatingKVCache(BufferedCache):
         self.offset = 0
         self._start = keep  # oldest non-sink position still held; > keep once a row was overwritten
         self._geom = None
+        self._ring_memo = (None, None, False)  # (P, S, _ring_answer(P, S)) of the last question
 
     # ------------------------------------------------------------ layout
     def _slices(self, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -116,6 +117,14 @@ class RotatingKVCache(BufferedCache):
         """Return the ring as stored: ordered=False, the answer fits and it wraps around the ring."""
         if self.ordered:
             return False
+        if self._ring_memo[:2] == (P, S):  # a decode step asks twice (its mask, then its update)
+            return self._ring_memo[2]
+        answer = self._ring_answer_unmemoized(P, S)
+        self._ring_memo = (P, S, answer)
+        return answer
+
+    def _ring_answer_unmemoized(self, P: int, S: int) -> bool:
+        """:meth:`_ring_answer` for ordered=False, computed (a function of P, S and the fixed layout)."""
         if S == 1 and P >= self.keep:  # a decode step: the closed form of _ring_answer_by_slots
             a = max(self.keep, P - self.window + 1)           # oldest recent position returned
             first = self.keep + (a - self.keep) % self.ring   # its slot

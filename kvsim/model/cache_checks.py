@@ -19,6 +19,7 @@ from ..cache.base import dtype_name
 from ..cache.checks import check_layer_cache
 from .layers import Rows
 
+_HOST_RANGE_MAX = 256  # ids checked on the host up to this many (B·L); more: reduced on the device first
 _INTEGER_DTYPES = (mx.int8, mx.int16, mx.int32, mx.int64, mx.uint8, mx.uint16, mx.uint32, mx.uint64)
 
 
@@ -35,11 +36,21 @@ def check_tokens(tokens, vocab_size: int) -> mx.array:
                          "(floats are not truncated)")
     if tokens.ndim != 2 or tokens.size == 0:
         raise ValueError(f"tokens must be (B, L) token ids with B, L >= 1, got shape {tuple(tokens.shape)}")
-    # one host sync, not two: on a GPU each .item() is a launch and a wait (~1 % of a short decode step)
-    low, high = mx.stack([mx.min(tokens), mx.max(tokens)]).tolist()
+    low, high = _token_range(tokens)
     if low < 0 or high >= vocab_size:
         raise ValueError(f"token ids must be in [0, {vocab_size}) (vocab_size), got {low if low < 0 else high}")
     return tokens
+
+
+def _token_range(tokens: mx.array) -> tuple[int, int]:
+    """(min, max) of the ids. A decode step's few ids are read on the host (``tolist``: no kernel, and
+    no wait at all for ids already evaluated, e.g. built from a list); a prompt's are reduced on the
+    device and read in one host sync, not two (on a GPU each ``.item()`` is a launch and a wait)."""
+    if tokens.size <= _HOST_RANGE_MAX:
+        rows = tokens.tolist()                                   # (B, L) nested lists
+        return min(min(r) for r in rows), max(max(r) for r in rows)
+    low, high = mx.stack([mx.min(tokens), mx.max(tokens)]).tolist()
+    return low, high
 
 
 def check_caches(spec, caches, batch: int, dtype) -> None:

@@ -37,6 +37,8 @@ Contract
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
@@ -105,14 +107,14 @@ class MLA(nn.Module):
     def __call__(self, x: mx.array, cache=None, kv_dtype=None) -> mx.array:
         B, L, _ = x.shape
         q_nope, q_pe, latent, k_pe = self._project(x)
-        caches = cache.caches if isinstance(cache, Rows) else [cache]
-        if isinstance(cache, Rows) and len(caches) != B:
-            raise ValueError(f"Rows holds {len(caches)} caches but the batch has {B} rows")
-        outs = []
-        for r, c in enumerate(caches):                         # one pass unless rows are sequences
-            rows = slice(r, r + 1) if isinstance(cache, Rows) else slice(None)
-            outs.append(self._attend(q_nope[rows], q_pe[rows], latent[rows], k_pe[rows], c, kv_dtype))
-        out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
+        if not isinstance(cache, Rows):                      # one cache (or none) for all rows
+            out = self._attend(q_nope, q_pe, latent, k_pe, cache, kv_dtype)
+        else:                                                  # row r is its own sequence
+            if len(cache.caches) != B:
+                raise ValueError(f"Rows holds {len(cache.caches)} caches but the batch has {B} rows")
+            outs = [self._attend(q_nope[r:r + 1], q_pe[r:r + 1], latent[r:r + 1], k_pe[r:r + 1], c, kv_dtype)
+                    for r, c in enumerate(cache.caches)]
+            out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
         return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
 
     def _attend(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype):
@@ -143,7 +145,11 @@ class MLA(nn.Module):
 
     def choose_path(self, query_tokens: int, cached_tokens: int, dtype_bytes: int = 2) -> str:
         """'absorbed' or 'materialized' for a call of L query tokens after C cached ones (calc's cost model)."""
-        absorbed = use_absorbed_mla(self.dims, query_tokens, cached_tokens, dtype_bytes, self.machine)
+        machine = self.machine
+        if machine is None or type(machine) is tuple:         # hashable: every layer of a step shares one answer
+            absorbed = _use_absorbed_memo(self.dims, query_tokens, cached_tokens, dtype_bytes, machine)
+        else:
+            absorbed = use_absorbed_mla(self.dims, query_tokens, cached_tokens, dtype_bytes, machine)
         return "absorbed" if absorbed else "materialized"
 
     def absorbed_split(self, q_nope, q_pe, latent, k_pe, mask, splits):
@@ -231,6 +237,12 @@ class MLA(nn.Module):
         lat = latent.astype(q_lat.dtype)
         out_lat = mx.fast.scaled_dot_product_attention(q_lat, lat, lat, scale=self.scale, mask=pe)
         return out_lat @ w_uv.swapaxes(-1, -2)               # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+
+
+@lru_cache(maxsize=256)
+def _use_absorbed_memo(dims, query_tokens, cached_tokens, dtype_bytes, machine) -> bool:
+    """use_absorbed_mla, remembered (a pure function of hashable arguments; a bad one raises, never stored)."""
+    return use_absorbed_mla(dims, query_tokens, cached_tokens, dtype_bytes, machine)
 
 
 def _scores(q_lat, q_pe, lat, kpe, qz):
