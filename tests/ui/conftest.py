@@ -9,11 +9,15 @@ Contract
   so a developer's own configuration cannot change what the tests see; the app-wide settings overrides are
   tools/lab_overrides.json, the file `make lab` installs (so the news check tests what learners get). The
   server log goes to test-artifacts/jupyter-lab.log.
-- `lab` (per test): a `Lab` helper on a fresh page: `open(name)` waits until the notebook's kernel is idle,
+- `lab_page` (session): one browser page per worker on a fresh workspace, where JupyterLab loads once; each lesson
+  opens in it through the app's own `docmanager:open` command, as a learner opens a file from the file browser.
+- `lab` (per test): a `Lab` helper on that page: `open(name)` opens a notebook and waits until its kernel is idle,
   `run_all()` runs every cell and waits until all have finished, `problems()` lists error outputs,
   `views()` finds every kvsim view (an element with class `kvsim-view`, see kvsim.ui.base),
   `move(control)` moves one slider or dropdown (and returns how to move it back), `news_notifications()` lists toasts about Jupyter news,
-  `screenshot(name)` saves test-artifacts/screenshots/<name>.png. The kernel is shut down after each test.
+  `screenshot(name)` saves test-artifacts/screenshots/<name>.png. After each test the notebook's kernel is shut
+  down and the notebook closed (no other notebook stays open, so the DOM queries see only the current one); a
+  failed test leaves test-artifacts/playwright/<test>.png.
 - KVSIM_UI_NOTEBOOKS=/dir serves another directory instead of notebooks/ (only for developing this harness).
 """
 
@@ -28,7 +32,6 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import expect
@@ -227,9 +230,10 @@ class Lab:
         page.set_default_timeout(60_000)
 
     def open(self, name):
-        """Open notebook `name` (relative to the served root) in a fresh workspace; wait for an idle kernel."""
+        """Open notebook `name` (relative to the served root) in the loaded JupyterLab; wait for an idle kernel."""
         self.path = name
-        self.page.goto(f"{self.url}/lab/workspaces/t{uuid.uuid4().hex[:8]}/tree/{quote(name)}")
+        self.page.evaluate("async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }",
+                           name)
         self.page.wait_for_function(WAIT_KERNEL_IDLE, arg=name, timeout=120_000)
 
     def run_all(self):
@@ -339,16 +343,53 @@ class Lab:
         with open(ARTIFACTS / "ui-timings.jsonl", "a") as f:
             f.write(json.dumps({"lesson": lesson, **{k: round(v, 1) for k, v in seconds.items()}}) + "\n")
 
-    def shutdown_kernel(self):
-        self.page.evaluate(f"async () => {{ await {CURRENT}?.sessionContext?.shutdown(); }}")
+    def close(self):
+        """Shut the current notebook's kernel down and close the notebook without saving (its changes are only
+        the outputs of this run, in a temporary copy)."""
+        self.page.evaluate(f"""async () => {{
+          const w = {CURRENT};
+          if (!w) return;
+          await w.sessionContext?.shutdown();
+          w.context.model.dirty = false;
+          w.dispose();
+        }}""")
+        self.path = None
+
+
+@pytest.fixture(scope="session")
+def lab_page(browser, browser_context_args, lab_url):
+    """One page per worker, JupyterLab loaded once on a fresh workspace; the lessons open in it one after another."""
+    context = browser.new_context(**browser_context_args)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{lab_url}/lab/workspaces/t{uuid.uuid4().hex[:8]}")
+    page.wait_for_function("() => !!window.jupyterapp", timeout=120_000)
+    page.evaluate("async () => { await window.jupyterapp.restored; }")
+    yield page
+    context.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        item.failed_call = True
+    return report
 
 
 @pytest.fixture
-def lab(page, lab_url):
-    helper = Lab(page, lab_url)
+def lab(request, lab_page, lab_url):
+    helper = Lab(lab_page, lab_url)
     yield helper
+    if getattr(request.node, "failed_call", False):
+        failures = ARTIFACTS / "playwright"
+        failures.mkdir(parents=True, exist_ok=True)
+        try:
+            lab_page.screenshot(path=str(failures / f"{request.node.name}.png"))
+        except Exception:  # the page may be gone: the failure itself says why
+            pass
     if helper.path:
         try:
-            helper.shutdown_kernel()
+            helper.close()
         except Exception:  # the page may already be gone after a failure; the server cleans up at the end
             pass
