@@ -271,3 +271,56 @@ def test_one_view_lookup_imports_one_lesson():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['l04_windows']"
+
+
+# Views compute nothing: every number a view shows (and every label built from a number) comes from a pure function
+# in its lesson's data.py or in calc that a test checks. A view may format a number it is given ({n:,}), pick
+# items, and pass values on; it may not do arithmetic. No allow-list: layout numbers are literals or named constants.
+ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.MatMult)
+NUMBER_BUILTINS = {"min", "max", "round", "sum", "abs", "pow", "divmod"}
+NUMBER_METHODS = {"sum", "mean", "min", "max", "prod", "cumsum", "round"}  # numpy reductions on an array
+
+
+def view_arithmetic(source: str, filename: str = "<views>") -> list[str]:
+    """'file:line what' for each arithmetic operator, unary minus of a non-literal, or number builtin/reduction."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        what = None
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ARITHMETIC):
+            what = f"{type(node.op).__name__}: {ast.unparse(node)}"
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand,
+                                                                                                 ast.Constant):
+            what = f"USub: {ast.unparse(node)}"
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in NUMBER_BUILTINS or \
+                    isinstance(f, ast.Attribute) and f.attr in NUMBER_METHODS:
+                what = f"call: {ast.unparse(node)}"
+        if what:
+            found.append(f"{filename}:{node.lineno} {what}")
+    return found
+
+
+def test_views_do_no_arithmetic():
+    views = sorted((PACKAGE / "lessons").glob("l[0-9][0-9]_*/views.py"))
+    assert len(views) == len(LESSONS)
+    bad = [hit for p in views for hit in view_arithmetic(p.read_text(encoding="utf-8"), str(p.relative_to(ROOT)))]
+    assert not bad, "move these into the lesson's data.py (a named, tested function):\n" + "\n".join(bad)
+
+
+def test_the_view_scan_finds_arithmetic():
+    snippet = """
+def draw(ax, n, w, steps, row, s):
+    a = n // 1024
+    b = f"{w / 2**30:.2f} GiB"
+    c = steps[min(n, len(steps) - 1)]
+    d = int(row.sum())
+    e = "x" + s
+    n += 1
+    f = -n
+    g = round(w), abs(w), max(1, n), sum(steps)
+    ok = f"{n:,} tokens", steps[-1], len(steps), dict(a=1.5, b=-2)
+"""
+    hits = [h.split(" ", 1)[1].split(":")[0] for h in view_arithmetic(snippet)]
+    # min, row.sum, round, abs, max, sum: six calls; "x" + s and n += 1: two Adds; -2 is a literal
+    assert sorted(hits) == sorted(["FloorDiv", "Div", "Pow", "Sub", "Add", "Add", "USub"] + ["call"] * 6), hits

@@ -162,6 +162,16 @@ def test_tokens_fed_titles_and_curves_are_the_data_numbers():
     plt.close(fig)
 
 
+def test_fed_log_ylim_worked_by_hand():
+    from kvsim.lessons.l01_why_a_cache.data import fed_log_ylim
+    from kvsim.lessons.l01_why_a_cache.views import tokens_fed_log_view
+    # P = 1,000: from 1,000 / 2 = 500 to 4 × 1,499,500 = 5,998,000 positions
+    assert fed_log_ylim(1000, 1_499_500) == (500, 5_998_000)
+    view = tokens_fed_log_view(1000, 1000)
+    assert view.ax.get_ylim() == (500, 5_998_000)
+    plt.close(view.figure)
+
+
 # --- the premise, the seams, the in-place write, the per-step plot (issue 20) ---------------------------------
 
 def test_fed_each_step_sums_to_tokens_fed_and_is_linear_per_step():

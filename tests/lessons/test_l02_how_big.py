@@ -1,6 +1,7 @@
 """Lesson 02 (how big is it): KV curves, the memory split, the seed figure and their views; each view's
 title carries the data function's numbers."""
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from kvsim.calc import capacity, memory
@@ -8,9 +9,10 @@ from kvsim.calc.hardware import get_accelerator
 from kvsim.calc.registry import load_model
 from kvsim.calc.units import format_bytes
 from kvsim.calc.weights import weights_bytes
-from kvsim.lessons.l02_how_big.data import kv_size_numbers, memory_split, seed_figure_numbers, spaced_ticks
+from kvsim.lessons.l02_how_big.data import (k_tokens_label, kv_size_numbers, memory_split, seed_figure_numbers,
+                                            spaced_ticks, weights_label)
 from kvsim.lessons.l02_how_big.plots import plot_kv_with_marks
-from kvsim.lessons.l02_how_big.views import draw_capacity, draw_kv_vs_tokens, draw_seed_figure
+from kvsim.lessons.l02_how_big.views import draw_capacity, draw_kv_vs_tokens, draw_seed_figure, seed_figure_view
 
 
 
@@ -64,6 +66,21 @@ def test_seed_figure_title_is_the_data_crossover(ax):
     assert d["ticks"] == spaced_ticks(d["end"])
     draw_seed_figure(ax, "llama-3.1-8b", "bf16")
     assert ax.get_title() == f"{d['name']}, bf16 KV: the cache equals the weights at 122,533 tokens"
+
+
+def test_seed_figure_labels_are_the_data_labels_worked_by_hand():
+    # 8,192 // 1,024 = 8; 131,072 // 1,024 = 128
+    assert (k_tokens_label(8192), k_tokens_label(131_072)) == ("8K", "128K")
+    # 3 GiB = 3,221,225,472 B = 3.22 GB
+    assert weights_label(3 * 2**30) == "bf16 weights: 3.00 GiB (3.2 GB)"
+    # Llama 3.1 8B: 8,030,261,248 parameters x 2 B = 16,060,522,496 B = 14.9575 GiB = 16.06 GB
+    view = seed_figure_view()
+    texts = [t.get_text() for t in view.ax.texts]
+    assert texts[0] == "bf16 weights: 14.96 GiB (16.1 GB)"
+    assert texts[-2:] == ["1 GiB at 8K", "16 GiB at 128K"]  # 131,072 B/token x 8,192 = 2**30; x 131,072 = 2**34
+    view.controls["model"].value = "llama-3-70b"  # 70,553,706,496 parameters x 2 B = 131.42 GiB = 141.1 GB
+    assert view.ax.texts[0].get_text() == "bf16 weights: 131.42 GiB (141.1 GB)"
+    plt.close(view.figure)
 
 
 def test_engines_all_numbers_are_the_engine_tables():

@@ -175,3 +175,29 @@ def test_predicted_latent_nbytes_is_what_a_real_latent_cache_holds():
     cache.update_and_fetch(latent, mx.zeros((1, 1, 300, 64), dtype=mx.bfloat16))
     assert cache.nbytes == EXERCISES["03.4"].solve().value == 589_824
     assert verdict_for("03.4", cache.nbytes).ok
+
+
+def test_head_sharing_title_is_the_data_title_worked_by_hand():
+    from kvsim.lessons.l03_attention_variants.data import head_sharing_title
+    from kvsim.lessons.l03_attention_variants.views import head_sharing_view
+    # 128 query heads // 8 K/V heads = 16 per K/V head; 128 // 128 = 1 (singular); 128 // 1 = 128 (MQA)
+    assert head_sharing_title(8) == "GQA-8: 16 query heads per K/V head; the cache stores 8 K/V heads per layer"
+    assert head_sharing_title(128) == "MHA: 1 query head per K/V head; the cache stores 128 K/V heads per layer"
+    assert head_sharing_title(1) == "MQA: 128 query heads per K/V head; the cache stores 1 K/V head per layer"
+    view = head_sharing_view(8)
+    assert view.ax.get_title() == "GQA-8: 16 query heads per K/V head; the cache stores 8 K/V heads per layer"
+    view.controls["num_key_value_heads"].value = 128
+    assert view.ax.get_title() == "MHA: 1 query head per K/V head; the cache stores 128 K/V heads per layer"
+    plt.close(view.figure)
+
+
+def test_mib_ticks_are_whole_mebibytes_worked_by_hand(runs, ax):
+    from kvsim.lessons.l03_attention_variants.data import mib_ticks
+    from kvsim.lessons.l03_attention_variants.views import draw_measured_bytes_linear
+    # 3.5 MiB = 3,670,016 B: whole MiB 0, 1, 2, 3 at 0, 1,048,576, 2,097,152, 3,145,728 B
+    assert mib_ticks(3_670_016) == ([0, 1_048_576, 2_097_152, 3_145_728], ["0 MiB", "1 MiB", "2 MiB", "3 MiB"])
+    assert mib_ticks(1_048_575) == ([0], ["0 MiB"])  # one byte short of 1 MiB
+    draw_measured_bytes_linear(ax, runs)
+    top = ax.get_ylim()[1]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [f"{i} MiB" for i in range(len(labels))] and labels == mib_ticks(top)[1]

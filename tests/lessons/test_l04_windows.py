@@ -24,6 +24,7 @@ from kvsim.lessons.l04_windows.measure import (
     slot_positions,
     write_positions,
 )
+from kvsim.lessons.l04_windows.data import attended_label, ordinal, position_ordinal, ring_link_numbers
 from kvsim.lessons.l04_windows.plots import plot_kind_shares, plot_masks, plot_ring_link
 from kvsim.lessons.l04_windows.views import (
     chunk_view,
@@ -31,7 +32,6 @@ from kvsim.lessons.l04_windows.views import (
     draw_masks,
     draw_ring_buffer,
     draw_window_bytes,
-    ordinal,
     ring_buffer_view,
     window_bytes_view,
     windowed_models,
@@ -318,6 +318,8 @@ def test_slot_history_padding_and_title_are_the_data_numbers():
     assert np.asarray(ax.collections[0].get_array())[-1].tolist() == s[-1].tolist()
     vis = list(h.visible[-1])
     assert f"positions {position_span(vis)} ({len(vis)} keys)" in ax.get_title()
+    # window 4 after token 8: the query attends to positions 5, 6, 7, 8
+    assert ax.get_title().endswith("its query attended to positions 5–8 (4 keys)")
     plt.close(fig)
 
 
@@ -330,3 +332,24 @@ def test_exercise_04_4_prediction_is_what_the_real_ring_holds():
     assert m["nbytes"] == EXERCISES["04.4"].solve().value == memory.layer_kv_bytes(mistral.layers[0], 5000, "bf16",
                                                                                      view="allocated")
     assert m["offset"] == 5000 and m["row_bytes"] == memory.layer_token_bytes(mistral.layers[0])
+
+
+def test_view_labels_are_data_labels_worked_by_hand():
+    from kvsim.lessons.l04_windows.views import mask_view, ring_link_view
+    # position t is the (t + 1)-th token: 0 -> 1st, 10 -> 11th, 20 -> 21st
+    assert [position_ordinal(t) for t in (0, 10, 20)] == ["1st", "11th", "21st"]
+    assert attended_label([4, 5, 6, 7, 8, 9]) == "4–9 (6 keys)"
+    assert attended_label([3]) == "3 (1 key)" and attended_label([0, 1, 5]) == "0–1, 5 (3 keys)"
+    # token 16, window 6, 2 sinks: keys 0, 1 (sinks) and 11..16 (the window) = 8 keys, 17 tokens written
+    d = ring_link_numbers(16, 6, 2)
+    assert d["tokens_written"] == 17 and d["keys"] == 8
+    assert np.flatnonzero(d["row"]).tolist() == [0, 1, 11, 12, 13, 14, 15, 16]
+    view = ring_link_view(16, 6, 2)
+    assert ": 8 keys; RoPE rotated" in view.ax.get_title() and "after token 16" in view.ax.get_title()
+    view.controls["sinks"].value = 0  # window 6 alone: keys 11..16 = 6 keys
+    assert ": 6 keys; RoPE rotated" in view.ax.get_title()
+    plt.close(view.figure)
+    view = mask_view(token=10)
+    assert view.ax.get_title() == "token 10 (the 11th token of the sequence) attends to the blue keys of its row"
+    assert view.controls["token"].max == 19  # 20 positions shown, 0-based
+    plt.close(view.figure)

@@ -183,3 +183,22 @@ def test_exercise_05_4_prediction_is_what_the_real_caches_hold():
     m = prompt_caches_nbytes("jamba-v0.1", 1000)
     assert (m["kv_bytes"], m["state_bytes"]) == (memory.allocated_bytes(jamba, 1000), memory.fixed_state_bytes(jamba))
     assert m["nbytes"] == EXERCISES["05.4"].solve().value
+
+
+def test_view_labels_are_data_labels_worked_by_hand():
+    from kvsim.lessons.l05_hybrids.data import CACHE_UNIT, mixers_text, state_shapes_text
+    from kvsim.lessons.l05_hybrids.views import hybrid_view, short_context_view, state_update_view
+    assert mixers_text({"mamba": 28, "full": 4}) == "28 mamba, 4 full"
+    assert state_shapes_text((("conv", (3, 8192)), ("ssm", (8192, 16)))) == "conv 3×8192 + ssm 8192×16"
+    assert state_shapes_text((("ssm", (2560,)),)) == "ssm 2560"
+    view = state_update_view("jamba-v0.1")  # Jamba's Mamba layer: d_conv 4 - 1 = 3 rows of 2 × 4096 channels
+    assert view.ax.get_title() == ("jamba-v0.1: a mamba layer keeps conv 3×8192 + ssm 8192×16 elements, "
+                                   "updated in place")
+    plt.close(view.figure)
+    view = hybrid_view("jamba-v0.1", 262_144, 1)
+    assert view.ax.get_title() == "jamba-v0.1: 28 mamba, 4 full; batch 1, bf16"
+    assert view.ax.get_ylabel() == "cache per sequence (MiB, log)" and CACHE_UNIT == "MiB"
+    plt.close(view.figure)
+    view = short_context_view()
+    assert view.ax.get_ylabel() == "cache per sequence (MiB, log)"
+    plt.close(view.figure)

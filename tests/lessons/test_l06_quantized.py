@@ -243,3 +243,17 @@ def test_predicted_rotated_nbytes_is_what_a_real_turboquant_cache_holds():
     cache.update_and_fetch(k, k)
     assert cache.nbytes == EXERCISES["06.3"].solve().value == 590_080
     assert verdict_for("06.3", cache.nbytes).ok
+
+
+def test_bar_notes_and_percent_worked_by_hand():
+    from kvsim.lessons.l06_quantized.data import bar_notes, percent, quantized_bars
+    from kvsim.lessons.l06_quantized.views import quantized_kv_view
+    # Llama 3 8B, 256 tokens: bf16 = 256 × 131,072 B = 32 MiB; q2 g32 = 2 bits + (bf16 scale + bias) / 32 elements
+    # = 0.375 B per element, 18.75 % of bf16's 2 B: 6 MiB
+    assert bar_notes(quantized_bars("llama-3-8b", 2, 32, 0, 256)) == {"bf16": "32 MiB",
+                                                                      "q2 g32 R=0": "6 MiB  = 18.8 % of bf16"}
+    assert bar_notes({"a": {"x": 1024, "y": 1024}, "b": {"x": 512}}) == {"a": "2 KiB", "b": "512 B  = 25.0 % of bf16"}
+    assert percent(0.25) == 25.0 and percent(0.0) == 0.0
+    view = quantized_kv_view(bits=2, group_size=32, recent_tokens=0, tokens=256)
+    assert {"32 MiB", "6 MiB  = 18.8 % of bf16"} <= {t.get_text() for t in view.ax.texts}
+    plt.close(view.figure)

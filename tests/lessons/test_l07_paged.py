@@ -321,3 +321,23 @@ def test_exercise_07_4_prediction_is_what_the_real_paged_cache_holds():
     last = paged_vs_dense(layer, prompt_tokens=100, decode_steps=50, block_size=16)[-1]
     assert last["paged nbytes"] == EXERCISES["07.4"].solve().value == 10 * 16 * memory.layer_token_bytes(layer, "float32")
     assert last["paged blocks held"] == 10 and last["dense nbytes"] > last["paged nbytes"]
+
+
+def test_block_table_and_story_numbers_worked_by_hand():
+    from kvsim.lessons.l07_paged.data import last_step, scenario_step, sharing_scenario, story_requests
+    from kvsim.lessons.l07_paged.views import block_table_view, preemption_view
+    steps = sharing_scenario(block_size=4)
+    assert len(steps) == 5 and last_step(steps) == 4  # five snapshots, numbered 0..4
+    assert scenario_step(steps, 2) is steps[2] and scenario_step(steps, 9) is steps[4]  # past the end: the last
+    assert story_requests(10) == ((0, 6, 10), (0, 6, 10), (0, 6, 10), (0, 6, 10))
+    assert story_requests(4, requests=2) == ((0, 6, 4), (0, 6, 4))
+    view = block_table_view(step=3)
+    assert view.controls["step"].max == 4
+    assert view.ax.get_title() == f"step 3: {steps[3].label} (block size 4)"
+    plt.close(view.figure)
+    # 4 requests of 6 + 10 tokens on 11 blocks of 4: 5 preemption events (test_preemption_events_can_outnumber...)
+    view = preemption_view(num_blocks=11, output_tokens=10)
+    assert view.ax.get_title() == "4 requests, 5 preemption events (the allocator's count) on 11 blocks of 4"
+    view.controls["num_blocks"].value = 20  # 4 × ⌈16 / 4⌉ = 16 blocks cover every request: none preempted
+    assert view.ax.get_title() == "4 requests, 0 preemption events (the allocator's count) on 20 blocks of 4"
+    plt.close(view.figure)

@@ -431,3 +431,28 @@ def test_decode_speed_title_and_label_are_the_data_numbers():
     want = f"{d['per_sequence_tokens_per_s']:,.0f} tok/s per sequence, {d['all_tokens_per_s']:,.0f} in all"
     assert any(want in x for x in texts), texts
     plt.close(fig)
+
+
+def test_decode_speed_labels_worked_by_hand():
+    from kvsim.lessons.l08_decode_speed.data import copy_floor_label, decode_speed_title, floor_labels
+    from kvsim.lessons.l08_decode_speed.views import decode_speed_view
+    assert floor_labels(3.35e12, 1e9) == ("bandwidth floor: bytes / 3,350.0 GB/s",
+                                          "compute floor: FLOPs / 1.0 GFLOP/s")
+    assert copy_floor_label(4.2e12) == "floor: bytes / 4.20 TB/s (measured copy)"
+    assert decode_speed_title("m", "a", True, 0) == "m on a: memory-bandwidth floor"
+    assert decode_speed_title("m", "a", False, 3 * 2**40) == "m on a: memory-bandwidth floor (holds 3 TiB: does not fit)"
+    # Llama 3.1 8B on an H100 80GB (3.35e12 B/s), 16 sequences of 131,072 tokens:
+    # held = 16,060,522,496 B of weights + 16 × 131,072 × 131,072 B of KV = 290,938,429,440 B = 270.96 GiB;
+    # weights read = 15,009,857,536 B (all but 128,255 embedding rows) -> 4.48 ms;
+    # step = (15,009,857,536 + 274,877,906,944) / 3.35e12 = 86.53 ms -> 11.6 tok/s per sequence, 185 in all
+    view = decode_speed_view(batch=16, tokens=131_072)
+    assert view.ax.get_title() == "llama-3.1-8b on H100 80GB: memory-bandwidth floor (holds 271 GiB: does not fit)"
+    assert [t.get_text() for t in view.ax.texts] == ["weights only: 4.48 ms", "12 tok/s per sequence, 185 in all"]
+    plt.close(view.figure)
+
+
+def test_time_and_floor_labels_are_the_data_labels(ax):
+    pts = [_point(t, 1, 1e6 * (1 + t), 2e6 * (1 + t), 5.0) for t in (0, 1, 2)]
+    draw_time_and_floors(ax, pts, bytes_per_s=2.5e9, flops_per_s=1.25e12)
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    assert "bandwidth floor: bytes / 2.5 GB/s" in labels and "compute floor: FLOPs / 1,250.0 GFLOP/s" in labels

@@ -283,3 +283,20 @@ def test_exercise_09_4_is_what_a_real_lookahead_cache_measures():
     from kvsim.lessons.l09_speculation.measure import lookahead_cache_bytes
     m = lookahead_cache_bytes("gemma-3-27b", 5, prompt_tokens=1100)
     assert m["overwrite_log_nbytes"] == EXERCISES["09.4"].solve().value == (1024 + 5) * 8192
+
+
+def test_round_view_caps_accepted_at_k_worked_by_hand():
+    from kvsim.lessons.l09_speculation.data import slider_round
+    from kvsim.lessons.l09_speculation.views import round_view
+    # P = 20, k = 4, n = 2: verify writes 20 + 4 + 1 = 25, trim keeps 20 + 2 + 1 = 23, 3 tokens emitted
+    r = slider_round(20, 4, 2)
+    assert (r.offset_after_verify, r.offset_after, r.emitted) == (25, 23, 3)
+    r = slider_round(20, 4, 7)  # n past k counts as n = k = 4: 25 -> 25, 5 tokens
+    assert (r.accepted, r.offset_after_verify, r.offset_after, r.emitted) == (4, 25, 25, 5)
+    view = round_view(num_draft=4, accepted=2)
+    assert view.ax.get_title() == ("k = 4, n = 2 accepted: 3 tokens emitted for one target pass; "
+                                   "the cache goes 20 → 25 → 23")
+    view.controls["accepted"].value = 7
+    assert view.ax.get_title() == ("k = 4, n = 4 accepted: 5 tokens emitted for one target pass; "
+                                   "the cache goes 20 → 25 → 25")
+    plt.close(view.figure)

@@ -143,3 +143,14 @@ def test_views_redraw_on_controls():
     bv.controls["kind"].value = "rg_lru"
     assert "one slot" in bv.ax.get_title()
     plt.close("all")
+
+
+def test_slots_label_worked_by_hand():
+    from kvsim.lessons.l10_engine.data import slots_label
+    from kvsim.lessons.l10_engine.views import batch_view
+    assert (slots_label(1), slots_label(2), slots_label(16)) == ("1 slot", "2 slots", "16 slots")
+    view = batch_view("gqa", 2)
+    assert "max_batch 2 → 2 slots: " in view.ax.get_title()
+    view.controls["kind"].value = "rg_lru"  # a recurrent state cannot be batched: one slot
+    assert "max_batch 2 → 1 slot (cannot batch" in view.ax.get_title()
+    plt.close(view.figure)

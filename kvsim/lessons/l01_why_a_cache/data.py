@@ -63,6 +63,11 @@ def fed_totals(prompt_tokens: int, answer_tokens: int) -> tuple[int, int, float]
     return un, ca, un / ca
 
 
+def fed_log_ylim(prompt_tokens: int, uncached_total: int) -> tuple[float, int]:
+    """The log plot's y range with headroom for the point labels: (P / 2, 4 · uncached total)."""
+    return prompt_tokens / 2, 4 * uncached_total
+
+
 def fed_curves_log(prompt_tokens: int, answer_tokens: int) -> tuple[np.ndarray, dict]:
     """Answer lengths from 1 (log axis) and positions fed at each: tokens_fed(P, a, cached) per a."""
     a, _ = fed_curves(prompt_tokens, answer_tokens)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ...calc.tokens_fed import fed_curves
 from ...ui.base import int_slider, make_view
-from .data import fed_curves_log, fed_each_step, fed_totals, step_grid_panels
+from .data import fed_curves_log, fed_each_step, fed_log_ylim, fed_totals, step_grid_panels
 from .measure import DecodeComparison
 from .plots import plot_cumulative_time, plot_step_grids, plot_tokens_fed
 
@@ -55,7 +55,7 @@ def draw_tokens_fed_log(ax, prompt_tokens=1000, answer_tokens=1000):
     plot_tokens_fed(ax, a, curves,
                     points={f"{un:,}": (answer_tokens, un), f"{ca:,}": (answer_tokens, ca)}, log=True,
                     title=f"prompt {prompt_tokens:,} tokens: {ratio:,.0f}× more positions without a cache")
-    ax.set_ylim(prompt_tokens / 2, un * 4)  # headroom for the labels
+    ax.set_ylim(*fed_log_ylim(prompt_tokens, un))  # headroom for the labels
     ax.set_ylabel("token positions fed (log scale)")
     return ax
 

@@ -24,6 +24,7 @@ from ...calc.capacity import crossover_tokens, kv_budget_bytes, max_concurrent_s
 from ...calc.counterfactual import as_mha
 from ...calc.hardware import get_accelerator
 from ...calc.registry import load_model
+from ...calc.units import UNIT_BYTES
 
 
 def kv_curves(model: str, tokens: int, batch: int = 1, kv_dtype: str = "bf16", points: int = 256):
@@ -97,6 +98,20 @@ def seed_figure_numbers(model="llama-3.1-8b", kv_dtype="bf16") -> dict:
             "weights_bytes": w, "crossover_tokens": cross,
             "marks": {n: memory.kv_bytes(spec, n, 1, kv_dtype) for n in (8192, 131_072)},
             "ticks": spaced_ticks(end)}
+
+
+TOKENS_PER_K = 1024  # context lengths are named in binary thousands: 8K = 8,192 tokens, 128K = 131,072
+
+
+def k_tokens_label(tokens: int) -> str:
+    """A context length in binary thousands: 8192 -> '8K' (tokens // TOKENS_PER_K)."""
+    return f"{tokens // TOKENS_PER_K}K"
+
+
+def weights_label(weights_bytes: int) -> str:
+    """The weights line's label in both units: 'bf16 weights: 14.96 GiB (16.1 GB)' (bytes / 2**30, bytes / 1e9)."""
+    return (f"bf16 weights: {weights_bytes / UNIT_BYTES['GiB']:.2f} GiB "
+            f"({weights_bytes / UNIT_BYTES['GB']:.1f} GB)")
 
 
 # one of each cache shape: full GQA, sliding + full, MLA, Mamba hybrid, Gated DeltaNet hybrid

@@ -15,7 +15,8 @@ from ...calc.hardware import accelerator_names
 from ...calc.registry import model_names
 from ...ui.base import dropdown, log_slider, make_view
 from ...ui.charts import plot_kv_vs_tokens
-from .data import engines_all_numbers, kv_size_numbers, memory_split, seed_figure_numbers
+from .data import (engines_all_numbers, k_tokens_label, kv_size_numbers, memory_split, seed_figure_numbers,
+                   weights_label)
 from .plots import plot_engines_all, plot_kv_with_marks, plot_memory_split
 
 
@@ -70,8 +71,8 @@ def draw_seed_figure(ax, model="llama-3.1-8b", kv_dtype="bf16"):
               f"same model as MHA ({d['num_attention_heads']} KV heads): {units.format_bytes(per['mha'])}":
               ("mha", kv["mha"])}
     crossings = {f"{c:,}": (c, k) for k, c in cross.items() if c is not None}
-    marks = {f"{units.format_bytes(b)} at {n // 1024}K": (n, b) for n, b in d["marks"].items()}
-    label = f"bf16 weights: {w / 2**30:.2f} GiB ({w / 1e9:.1f} GB)"
+    marks = {f"{units.format_bytes(b)} at {k_tokens_label(n)}": (n, b) for n, b in d["marks"].items()}
+    label = weights_label(w)
     return plot_kv_with_marks(ax, d["tokens"], curves, w, label, crossings, marks, d["ticks"],
                               title=f"{name}, {kv_dtype} KV: the cache equals the weights at "
                                     f"{cross['model']:,} tokens" if cross["model"] else name)

@@ -23,7 +23,7 @@ from ...calc import memory
 from ...calc.counterfactual import attention_variants
 from ...calc.mla_paths import MlaDims, crossover_query_tokens, mla_call_costs, mla_point_rows
 from ...calc.registry import load_model
-from ...calc.units import InputError, positive_int
+from ...calc.units import UNIT_BYTES, InputError, positive_int
 
 
 def kv_head_of(num_attention_heads: int, num_key_value_heads: int) -> np.ndarray:
@@ -50,6 +50,21 @@ def design_name(num_key_value_heads: int, num_attention_heads: int = HEADS) -> s
     """MHA when n_kv = n_h, MQA when n_kv = 1, else GQA-n_kv."""
     return ("MHA" if num_key_value_heads == num_attention_heads else "MQA" if num_key_value_heads == 1
             else f"GQA-{num_key_value_heads}")
+
+
+def head_sharing_title(num_key_value_heads: int, num_attention_heads: int = HEADS) -> str:
+    """The head-sharing title: n_h // n_kv query heads per K/V head, n_kv K/V heads cached per layer."""
+    group = num_attention_heads // num_key_value_heads
+    return (f"{design_name(num_key_value_heads, num_attention_heads)}: {group} query head{'s' if group > 1 else ''} "
+            f"per K/V head; the cache stores {num_key_value_heads} K/V head{'s' if num_key_value_heads > 1 else ''} "
+            "per layer")
+
+
+def mib_ticks(top_bytes: float) -> tuple[list[int], list[str]]:
+    """Whole-MiB ticks from 0 up to ``top_bytes``: positions i · 2**20 and labels 'i MiB', i = 0..⌊top / 2**20⌋."""
+    mib = UNIT_BYTES["MiB"]
+    whole = range(int(top_bytes // mib) + 1)
+    return [i * mib for i in whole], [f"{i} MiB" for i in whole]
 
 
 def head_sharing_bytes(num_key_value_heads: int, kv_dtype="bf16") -> dict:

@@ -26,8 +26,8 @@ from __future__ import annotations
 from ...calc import units
 from ...calc.counterfactual import attention_variants, equivalent_gqa_groups, variant_rows
 from ...ui.base import dropdown, int_slider, log_slider, make_view
-from .data import (HEADS, HEAD_DIM, area_sides, design_name, head_sharing_bytes, kv_head_of, mla_elements,
-                   percent_of_mha)
+from .data import (HEADS, HEAD_DIM, area_sides, design_name, head_sharing_bytes, head_sharing_title, kv_head_of,
+                   mib_ticks, mla_elements, percent_of_mha)
 from .measure import VariantRun
 from .plots import plot_bytes_per_token, plot_head_sharing, plot_mla_fanout
 
@@ -42,11 +42,7 @@ def draw_head_sharing(ax, num_key_value_heads=8, kv_dtype="bf16"):
     labels = {n: f"{n}\n{units.format_bytes(b)}\n{pct[n]:g} %" for n, b in per.items()}
     design = design_name(num_key_value_heads)
     return plot_head_sharing(ax, kv_head_of(HEADS, num_key_value_heads), area_sides(per, largest_side=36),
-                             labels, highlight=design,
-                             title=f"{design}: {HEADS // num_key_value_heads} query head"
-                                   f"{'s' if HEADS // num_key_value_heads > 1 else ''} per K/V head; "
-                                   f"the cache stores {num_key_value_heads} K/V head"
-                                   f"{'s' if num_key_value_heads > 1 else ''} per layer")
+                             labels, highlight=design, title=head_sharing_title(num_key_value_heads))
 
 
 def head_sharing_view(num_key_value_heads=8):
@@ -75,8 +71,7 @@ def mla_view(kv_lora_rank=512, qk_rope_head_dim=64):
 def draw_measured_bytes_linear(ax, runs: dict, kv_dtype="bf16"):
     """Formula and measured bytes per token (61 layers) of real MHA / GQA / MQA / MLA caches, on a linear axis."""
     draw_measured_bytes(ax, runs, kv_dtype, log=False)
-    top = ax.get_ylim()[1] / 2**20
-    ax.set_yticks([i * 2**20 for i in range(int(top) + 1)], [f"{i} MiB" for i in range(int(top) + 1)])
+    ax.set_yticks(*mib_ticks(ax.get_ylim()[1]))
     return ax
 
 

@@ -119,6 +119,39 @@ def position_span(positions) -> str:
     return ", ".join(runs)
 
 
+def count_label(n: int, noun: str) -> str:
+    """'1 key', '6 keys': n and the noun, plural unless n == 1."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def attended_label(positions) -> str:
+    """'4–9 (6 keys)': the attended positions as runs (:func:`position_span`) and how many there are, len(positions)."""
+    positions = list(positions)
+    return f"{position_span(positions)} ({count_label(len(positions), 'key')})"
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st: suffix 'th' when 10 <= n % 100 <= 20, else by n % 10."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def position_ordinal(position: int) -> str:
+    """Which token of the sequence sits at 0-based ``position``: ordinal(position + 1) (position 0 is the 1st)."""
+    return ordinal(position + 1)
+
+
+MASK_TOKENS = 20  # positions shown in the mask panels
+LAST_MASK_POSITION = MASK_TOKENS - 1  # the newest token the mask slider can pick (0-based)
+
+
+def ring_link_numbers(token: int, window: int, sinks: int = 0) -> dict:
+    """Token ``token``'s sliding + sinks mask row, the tokens written up to it (token + 1) and its keys, row.sum()."""
+    written = token + 1
+    row = attention_mask(written, "sliding", window=window, sinks=sinks)[token]
+    return {"tokens_written": written, "row": row, "keys": int(row.sum())}
+
+
 def padded_history_rows(positions, slots: np.ndarray, visible: np.ndarray, written, step: int, rows: int,
                         empty: int = -1) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
     """The last ``rows`` of steps 1..step, empty rows on top: missing = rows - len(steps max(0, step-rows)..step)."""

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from ...calc import units
 from ...ui.base import dropdown, int_slider, log_slider, make_view
-from .data import (attention_mask, model_kind_shares, padded_history_rows, position_span, window_bytes_numbers,
-                   windowed_models)
+from .data import (LAST_MASK_POSITION, MASK_TOKENS, attended_label, attention_mask, model_kind_shares,
+                   padded_history_rows, position_ordinal, ring_link_numbers, window_bytes_numbers, windowed_models)
 from .measure import EMPTY, chunk_history, ring_history
 from .plots import plot_bytes_by_kind, plot_kind_shares, plot_masks, plot_ring_link, plot_slot_history
 
@@ -32,9 +32,8 @@ ROWS = 12  # decode steps shown (the most recent)
 
 
 def _draw_history(ax, name, h, step, sinks):
-    vis = h.visible[-1]
     title = (f"{name}: after token {h.positions[-1]}, {h.capacity[-1]} slots = {h.nbytes[-1]} B;\n"
-             f"its query attended to positions {position_span(list(vis))} ({len(vis)} key{'s' if len(vis) != 1 else ''})")
+             f"its query attended to positions {attended_label(h.visible[-1])}")
     # always ROWS rows, the empty ones on top: the grid keeps its size while the step slider moves
     positions, slots, visible, written = padded_history_rows(h.positions, h.slots, h.visible_mask(), h.written,
                                                              step, ROWS, empty=EMPTY)
@@ -90,29 +89,21 @@ def window_bytes_view(model="gemma-3-27b", tokens=131_072, kv_dtype="bf16"):
     })
 
 
-TOKENS = 20  # positions shown in the mask panels
-
-
-def ordinal(n: int) -> str:
-    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
 def draw_masks(ax, token=16, window=6, chunk=8, sinks=2):
     """Four query × key masks over positions 0..19, the row of token ``token`` framed."""
-    masks = {"full": attention_mask(TOKENS, "full"),
-             f"sliding, W = {window}": attention_mask(TOKENS, "sliding", window=window),
-             f"chunked, C = {chunk}": attention_mask(TOKENS, "chunked", chunk=chunk),
-             f"sliding W = {window} + {sinks} sinks": attention_mask(TOKENS, "sliding", window=window, sinks=sinks)}
-    return plot_masks(ax, masks, token, title=f"token {token} (the {ordinal(token + 1)} token of the sequence) "
+    masks = {"full": attention_mask(MASK_TOKENS, "full"),
+             f"sliding, W = {window}": attention_mask(MASK_TOKENS, "sliding", window=window),
+             f"chunked, C = {chunk}": attention_mask(MASK_TOKENS, "chunked", chunk=chunk),
+             f"sliding W = {window} + {sinks} sinks": attention_mask(MASK_TOKENS, "sliding", window=window,
+                                                                     sinks=sinks)}
+    return plot_masks(ax, masks, token, title=f"token {token} (the {position_ordinal(token)} token of the sequence) "
                                               "attends to the blue keys of its row")
 
 
 def mask_view(token=16, window=6, chunk=8, sinks=2):
     """Sliders for the token, the window W, the chunk C and the sink tokens over :func:`draw_masks`."""
     return make_view(draw_masks, {
-        "token": int_slider("token", token, 0, TOKENS - 1),
+        "token": int_slider("token", token, 0, LAST_MASK_POSITION),
         "window": int_slider("window W", window, 1, 12),
         "chunk": int_slider("chunk C", chunk, 1, 12),
         "sinks": int_slider("sink tokens", sinks, 0, 4),
@@ -121,10 +112,10 @@ def mask_view(token=16, window=6, chunk=8, sinks=2):
 
 def draw_ring_link(ax, token=16, window=6, sinks=2):
     """Token ``token``'s mask row, a real ring's slots after writing it, and the keys oldest first."""
-    name, history = ring_history(window, sinks, token + 1)
-    row = attention_mask(token + 1, "sliding", window=window, sinks=sinks)[token]
-    return plot_ring_link(ax, token, row, history.slots[-1], sinks, title=(
-        f"{name} after token {token}: {int(row.sum())} keys; RoPE rotated each key before it was written"))
+    d = ring_link_numbers(token, window, sinks)
+    name, history = ring_history(window, sinks, d["tokens_written"])
+    return plot_ring_link(ax, token, d["row"], history.slots[-1], sinks, title=(
+        f"{name} after token {token}: {d['keys']} keys; RoPE rotated each key before it was written"))
 
 
 def ring_link_view(token=16, window=6, sinks=2):

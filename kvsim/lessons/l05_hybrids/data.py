@@ -62,6 +62,19 @@ def layer_crossover(spec: ModelSpec, kv_dtype="bf16") -> dict:
     return {"state_bytes": state, "kv_token_bytes": per_token, "tokens": math.ceil(state / per_token)}
 
 
+CACHE_UNIT = "MiB"  # the y unit of the lesson's cache pictures: a recurrent state is MiB, a long KV a few thousand MiB
+
+
+def mixers_text(mixers: dict) -> str:
+    """'28 mamba, 4 full': each mixer family with its layer count, in the order given."""
+    return ", ".join(f"{n} {kind}" for kind, n in mixers.items())
+
+
+def state_shapes_text(state_shapes) -> str:
+    """'conv 3×8192 + ssm 8192×16': each state part and its shape (dimensions joined by ×), parts joined by +."""
+    return " + ".join(f"{part} {'×'.join(map(str, shape))}" for part, shape in state_shapes)
+
+
 def hybrid_models() -> list[str]:
     """Registry models with at least one recurrent layer."""
     return [n for n in model_names() if "recurrent" in load_model(n).kinds]

@@ -20,11 +20,14 @@ from __future__ import annotations
 from ...calc import units
 from ...ui.base import dropdown, int_slider, log_slider, make_view
 from .data import (
+    CACHE_UNIT,
     hybrid_cache_numbers,
+    mixers_text,
     hybrid_models,
     recurrent_layer,
     short_context_lengths,
     short_context_numbers,
+    state_shapes_text,
     state_vs_kv_curves,
 )
 from .plots import plot_short_context, plot_state_update, plot_state_vs_kv
@@ -44,9 +47,8 @@ def draw_hybrid_cache(ax, model="jamba-v0.1", tokens=262_144, batch=1, kv_dtype=
         growing = {f"KV of the {n_att} attention layers": split["kv"], "total (KV + state)": split["total"],
                    f"if all {d['num_hidden_layers']} layers were attention": d["all_attention"]}
     plot_state_vs_kv(ax, d["tokens"], growing, {f"recurrent state of {d['recurrent_layers']} layers": split["state"]},
-                     unit="MiB", log=True, points={units.format_bytes(end): (tokens, end)},
-                     title=f"{d['name']}: " + ", ".join(f"{n} {k}" for k, n in d["mixers"].items())
-                     + f"; batch {batch}, {kv_dtype}")
+                     unit=CACHE_UNIT, log=True, points={units.format_bytes(end): (tokens, end)},
+                     title=f"{d['name']}: {mixers_text(d['mixers'])}; batch {batch}, {kv_dtype}")
     return ax
 
 
@@ -62,9 +64,8 @@ def hybrid_view(model="jamba-v0.1", tokens=262_144, batch=1):
 def draw_state_vs_kv(ax, tokens=262_144, models=COMPARE, kv_dtype="bf16", points: int = 65):
     """Per-sequence cache (KV + state) of several models against tokens, on log-log axes."""
     t, curves = state_vs_kv_curves(models, tokens, kv_dtype, points)
-    growing = {f"{name} ({', '.join(f'{n} {k}' for k, n in mixers.items())})": total
-               for name, (mixers, total) in curves.items()}
-    return plot_state_vs_kv(ax, t, growing, unit="MiB", log=True, legend_loc="below",
+    growing = {f"{name} ({mixers_text(mixers)})": total for name, (mixers, total) in curves.items()}
+    return plot_state_vs_kv(ax, t, growing, unit=CACHE_UNIT, log=True, legend_loc="below",
                             title=f"cache per sequence, {kv_dtype}: fixed states stay flat, KV grows")
 
 
@@ -74,7 +75,7 @@ HYBRIDS = ("jamba-v0.1", "qwen3-next-80b-a3b", "recurrentgemma-2b")
 def draw_state_update(ax, model="jamba-v0.1", tokens=40):
     """The model's recurrent update, and one layer's state vs one attention layer's K/V after ``tokens``."""
     name, layer, c = recurrent_layer(model)
-    shapes = " + ".join(f"{part} {'×'.join(map(str, shape))}" for part, shape in layer.state_shapes)
+    shapes = state_shapes_text(layer.state_shapes)
     return plot_state_update(ax, layer.recurrent_family, tokens, c["state_bytes"], c["kv_token_bytes"], c["tokens"],
                              title=f"{name}: a {layer.recurrent_family} layer keeps {shapes} elements, "
                                    "updated in place")
@@ -94,7 +95,7 @@ def draw_short_context(ax, models=HYBRIDS, max_tokens=4096):
     data = {name: short_context_numbers(name, max_tokens) for name in models}
     curves = {name: (c["hybrid"], c["all-attention"]) for name, (c, _) in data.items()}
     crossings = {name: at for name, (_, at) in data.items()}
-    return plot_short_context(ax, t, curves, crossings, title=(
+    return plot_short_context(ax, t, curves, crossings, unit=CACHE_UNIT, title=(
         "each hybrid holds MORE than its all-attention twin below the marked length"))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...calc.memory import kv_bytes, parse_kv_dtype
 from ...calc.quant_bytes import sequence_bytes_split
 from ...calc.registry import load_model
+from ...calc.units import format_bytes
 
 
 def quantized_bars(model: str, bits: int, group_size: int, recent_tokens: int, tokens: int) -> dict:
@@ -26,3 +27,17 @@ def bar_totals(bars: dict) -> tuple[dict, float]:
     totals = {label: sum(parts.values()) for label, parts in bars.items()}
     full, small = totals.values()
     return totals, 100 * small / full
+
+
+def bar_notes(bars: dict) -> dict:
+    """Each bar's total (format_bytes); the second bar's note adds its share of the first: '6 MiB  = 18.8 % of bf16'."""
+    totals, percent_of_first = bar_totals(bars)
+    notes = {label: format_bytes(total) for label, total in totals.items()}
+    second = list(bars)[1]
+    notes[second] = f"{notes[second]}  = {percent_of_first:.1f} % of bf16"
+    return notes
+
+
+def percent(fraction: float) -> float:
+    """A fraction in percent: 100 · fraction."""
+    return 100 * fraction

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from ...calc import units
 from ...calc.units import BITS, GROUP_SIZES
 from ...ui.base import log_slider, make_view
-from .data import bar_totals, quantized_bars
+from .data import bar_notes, percent, quantized_bars
 from .measure import lesson_key_error_map, lesson_scheme_errors, view_error
 from .plots import plot_bytes_bars, plot_key_error_maps
 
@@ -33,11 +32,8 @@ def draw_quantized_kv(ax, bits=4, group_size=64, recent_tokens=128, tokens=1024,
     """Bytes of one sequence (bf16 vs quantized) and the measured attention error in the title."""
     bars = quantized_bars(model, bits, group_size, recent_tokens, tokens)
     err = view_error(bits, group_size, recent_tokens, tokens)
-    totals, percent_of_bf16 = bar_totals(bars)
-    notes = {label: units.format_bytes(total) for label, total in totals.items()}
-    notes[list(bars)[1]] += f"  = {percent_of_bf16:.1f} % of bf16"
-    plot_bytes_bars(ax, bars, notes=notes, title=(
-        f"{model}, {tokens:,} tokens: relative attention error {100 * err:.2f} %\n"
+    plot_bytes_bars(ax, bars, notes=bar_notes(bars), title=(
+        f"{model}, {tokens:,} tokens: relative attention error {percent(err):.2f} %\n"
         f"(real QuantizedKVCache vs dense attention, seeded structured K/V)"))
     return ax
 
@@ -59,8 +55,8 @@ def draw_channel_quant(axes, bits=2, group_size=64):
     in the panel titles."""
     errs = lesson_scheme_errors(bits, group_size)
     notes = {"|K|": "(one KV head; outlier channels dark)",
-             "error, per token": f"attention error {100 * errs['keys per token']:.1f} %",
-             "error, per channel": f"attention error {100 * errs['keys per channel (KIVI)']:.1f} %"}
+             "error, per token": f"attention error {percent(errs['keys per token']):.1f} %",
+             "error, per channel": f"attention error {percent(errs['keys per channel (KIVI)']):.1f} %"}
     return plot_key_error_maps(axes, lesson_key_error_map(bits, group_size), notes, title=(
         f"keys at {bits} bits, groups of {group_size}: one scale per token and {group_size} channels, "
         f"or per channel and {group_size} tokens"))

@@ -145,6 +145,16 @@ def sharing_scenario(block_size: int = 4, num_blocks: int = 12, system_tokens: i
     return steps
 
 
+def last_step(steps) -> int:
+    """The last slider position of a scenario: len(steps) - 1 (steps are numbered from 0)."""
+    return len(steps) - 1
+
+
+def scenario_step(steps, step: int):
+    """The snapshot shown at slider ``step``: steps[min(step, last_step(steps))] (the last one past the end)."""
+    return steps[min(step, last_step(steps))]
+
+
 def sharing_savings(num_requests: int, system_tokens: int, question_tokens: int,
                     block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
     """Blocks held by N requests sharing one system prompt, on real allocators with and without sharing.
@@ -280,6 +290,14 @@ def _append(alloc, i, running, queue, state, preempted, step) -> bool:
             state[victim, step] = PREEMPTED
             if victim == i:
                 return False
+
+
+STORY_PROMPT_TOKENS = 6  # prompt length of every request in the preemption story
+
+
+def story_requests(output_tokens: int, requests: int = 4, prompt_tokens: int = STORY_PROMPT_TOKENS) -> tuple:
+    """``requests`` identical requests arriving together: ((0, prompt_tokens, output_tokens),) * requests."""
+    return ((0, prompt_tokens, output_tokens),) * requests
 
 
 def preemption_story(requests=((0, 6, 10),) * 4, num_blocks: int = 11,

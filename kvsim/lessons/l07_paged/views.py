@@ -23,7 +23,8 @@ import ipywidgets as widgets
 
 from ...serving import sim
 from ...ui.base import dropdown, int_slider, make_view
-from .data import TPS, preemption_story, serving_numbers, sharing_scenario, tp_bytes_series
+from .data import (TPS, last_step, preemption_story, scenario_step, serving_numbers, sharing_scenario, story_requests,
+                   tp_bytes_series)
 from .plots import (
     plot_block_tables,
     plot_preemption_story,
@@ -46,7 +47,7 @@ def _scenario(block_size: int):
 def draw_block_tables(ax, step=3, block_size=4):
     """Step ``step`` (0-4) of :func:`kvsim.lessons.l07_paged.data.sharing_scenario` on a real allocator."""
     steps = _scenario(block_size)
-    snap = steps[min(step, len(steps) - 1)]
+    snap = scenario_step(steps, step)
     return plot_block_tables(ax, snap, colors=sequence_colors(steps),
                              title=f"step {step}: {snap.label} (block size {block_size})")
 
@@ -54,7 +55,7 @@ def draw_block_tables(ax, step=3, block_size=4):
 def block_table_view(step=3, block_size=4):
     """Sliders for the scenario step and the block size over :func:`draw_block_tables`."""
     return make_view(draw_block_tables, {
-        "step": int_slider("step", step, 0, len(_scenario(block_size)) - 1),
+        "step": int_slider("step", step, 0, last_step(_scenario(block_size))),
         "block_size": int_slider("block size", block_size, 2, 8),
     }, figsize=(8, 3.6), margins=dict(left=0.01, right=0.99, bottom=0.02, top=0.9))
 
@@ -85,7 +86,7 @@ def serving_view(policy="paged", block_size=16, rate=SATURATED_RATE):
 
 def draw_preemption_story(ax, num_blocks=11, output_tokens=10, requests=4):
     """Four (or ``requests``) requests of 6 + ``output_tokens`` tokens on ``num_blocks`` blocks of 4."""
-    story = preemption_story(((0, 6, output_tokens),) * requests, num_blocks, block_size=4)
+    story = preemption_story(story_requests(output_tokens, requests), num_blocks, block_size=4)
     return plot_preemption_story(ax, story.states, story.preempted, title=(
         f"{requests} requests, {story.events} preemption events (the allocator's count) on {num_blocks} blocks of 4"))
 

@@ -478,9 +478,31 @@ def decode_speed_limit(model: str, accelerator: str, batch: int = 1, kv_dtype: s
     spec, acc = load_model(model), get_accelerator(accelerator)
     held = int(held_bytes(spec, tokens, batch, kv_dtype_that_fits(spec, kv_dtype)))
     per_sequence = 1 / float(step_s[-1])
-    return {"tokens": t, "weights_s": weights_s, "step_s": step_s, "per_sequence_tokens_per_s": per_sequence,
+    return {"tokens": t, "weights_s": weights_s, "step_s": step_s, "weights_ms": MS_PER_S * weights_s,
+            "step_ms": MS_PER_S * step_s, "per_sequence_tokens_per_s": per_sequence,
             "all_tokens_per_s": batch * per_sequence, "held_bytes": held, "memory_bytes": acc.memory_bytes,
             "fits": held <= acc.memory_bytes}
+
+
+MS_PER_S = 1e3  # the step-time pictures are in milliseconds
+GIGA, TERA = 1e9, 1e12  # decimal prefixes of rates: GB/s, GFLOP/s, TB/s
+
+
+def decode_speed_title(model: str, accelerator: str, fits: bool, held_bytes: int) -> str:
+    """The decode-speed title; when the held bytes exceed the device it adds '(holds 1.2 TiB: does not fit)'."""
+    misfit = "" if fits else f" (holds {units.format_bytes(held_bytes)}: does not fit)"
+    return f"{model} on {accelerator}: memory-bandwidth floor{misfit}"
+
+
+def floor_labels(bytes_per_s: float, flops_per_s: float) -> tuple[str, str]:
+    """The two floors' legend labels, rates in decimal units: bytes_per_s / 1e9 GB/s, flops_per_s / 1e9 GFLOP/s."""
+    return (f"bandwidth floor: bytes / {bytes_per_s / GIGA:,.1f} GB/s",
+            f"compute floor: FLOPs / {flops_per_s / GIGA:,.1f} GFLOP/s")
+
+
+def copy_floor_label(bytes_per_s: float) -> str:
+    """The measured-copy floor's label: bytes_per_s / 1e12 TB/s, 2 decimals."""
+    return f"floor: bytes / {bytes_per_s / TERA:.2f} TB/s (measured copy)"
 
 
 # ---------------------------------------------------------------- roofline pictures

@@ -30,7 +30,6 @@ from functools import lru_cache
 
 import ipywidgets as widgets
 
-from ...calc import units
 from ...calc.hardware import accelerator_names
 from ...calc.registry import model_names
 from ...ui.base import dropdown, log_slider, make_view
@@ -70,13 +69,12 @@ def draw_decode_speed_limit(ax, model="llama-3.1-8b", accelerator="H100 80GB", b
                             tokens=131_072):
     """Minimum decode step time against context for a batch, and the tokens/s ceiling at ``tokens``."""
     d = decode_speed_limit(model, accelerator, batch, kv_dtype, tokens)
-    t, w_s, step_s = d["tokens"], d["weights_s"], d["step_s"]
+    t, w_ms, step_ms = d["tokens"], d["weights_ms"], d["step_ms"]
     label = f"{d['per_sequence_tokens_per_s']:,.0f} tok/s per sequence, {d['all_tokens_per_s']:,.0f} in all"
-    plot_step_floor(ax, t, {f"weights + KV of {batch} sequence(s), {kv_dtype}": 1e3 * step_s},
-                    hlines={f"weights only: {1e3 * w_s:.2f} ms": 1e3 * w_s},
-                    point=(t[-1], 1e3 * step_s[-1], label),
-                    title=f"{model} on {accelerator}: memory-bandwidth floor"
-                          + ("" if d["fits"] else f" (holds {units.format_bytes(d['held_bytes'])}: does not fit)"))
+    plot_step_floor(ax, t, {f"weights + KV of {batch} sequence(s), {kv_dtype}": step_ms},
+                    hlines={f"weights only: {w_ms:.2f} ms": w_ms},
+                    point=(t[-1], step_ms[-1], label),
+                    title=data.decode_speed_title(model, accelerator, d["fits"], d["held_bytes"]))
     return ax
 
 
@@ -141,8 +139,8 @@ def draw_time_and_floors(ax, points: list[dict], bytes_per_s: float, flops_per_s
     """Measured step times against x (context or batch) with the bandwidth and compute floors of each point."""
     xs, measured_ms, bandwidth_ms, compute_ms = time_and_floors(points, bytes_per_s, flops_per_s, x)
     measured = {label: (xs, measured_ms)}
-    floors = {f"bandwidth floor: bytes / {bytes_per_s / 1e9:,.1f} GB/s": (xs, bandwidth_ms),
-              f"compute floor: FLOPs / {flops_per_s / 1e9:,.1f} GFLOP/s": (xs, compute_ms)}
+    bandwidth_label, compute_label = data.floor_labels(bytes_per_s, flops_per_s)
+    floors = {bandwidth_label: (xs, bandwidth_ms), compute_label: (xs, compute_ms)}
     xlabel = "tokens in the cache" if x == "context_tokens" else "sequences decoded together (B)"
     return plot_time_and_floors(ax, measured, floors, xlabel=xlabel, title=title, logx=x == "batch")
 
@@ -151,7 +149,7 @@ def draw_h200_time_vs_bytes(ax, run: data.Run | None = None):
     """Every H200 point (variants and the batch sweep): step time against bytes read, with the floor."""
     run = run or _run()
     return plot_time_vs_bytes(ax, h200_time_vs_bytes(run), run.bytes_per_s,
-                              f"floor: bytes / {run.bytes_per_s / 1e12:.2f} TB/s (measured copy)",
+                              data.copy_floor_label(run.bytes_per_s),
                               title=f"{run.device['name']}: step time against the bytes each step reads")
 
 

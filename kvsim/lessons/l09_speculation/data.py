@@ -80,6 +80,11 @@ def round_stages(offset: int, num_draft: int, accepted: int) -> RoundStages:
     return RoundStages(p, k, n, p + k + 1, k - n, p + n + 1, n + 1)
 
 
+def slider_round(offset: int, num_draft: int, accepted: int) -> RoundStages:
+    """:func:`round_stages` for the view's sliders, where n may pass k: round_stages(P, k, min(n, k))."""
+    return round_stages(offset, num_draft, min(accepted, num_draft))
+
+
 def prompt_lookup_draft(tokens: Sequence[Hashable], num_draft: int, ngram: int = 2) -> list:
     """Propose up to k tokens: those that followed the latest earlier occurrence of the last n-gram."""
     k, n = positive_int("num_draft", num_draft), positive_int("ngram", ngram)

@@ -31,7 +31,7 @@ from ...calc import memory
 from ...calc.registry import load_model
 from ...calc.units import format_bytes
 from ...ui.base import int_slider, make_view
-from .data import HIDDEN, PAD_KEY, PAD_ROW, REAL, lookahead_curve, padded_mask, round_stages, speedup_curve
+from .data import HIDDEN, PAD_KEY, PAD_ROW, REAL, lookahead_curve, padded_mask, slider_round, speedup_curve
 from .measure import SpeculationRun, tokens_per_pass_series
 from .plots import plot_against_k, plot_lookahead_rows, plot_padded_mask, plot_round
 
@@ -71,7 +71,7 @@ OFFSET = 20  # tokens in the target's cache before the round
 
 def draw_round(ax, num_draft=4, accepted=2):
     """The four stages of one round with k = ``num_draft`` proposals and n = ``accepted``."""
-    r = round_stages(OFFSET, num_draft, min(accepted, num_draft))
+    r = slider_round(OFFSET, num_draft, accepted)
     return plot_round(ax, r, title=(
         f"k = {r.num_draft}, n = {r.accepted} accepted: {r.emitted} token{'s' if r.emitted > 1 else ''} "
         f"emitted for one target pass; the cache goes {r.offset_before} → {r.offset_after_verify} → "

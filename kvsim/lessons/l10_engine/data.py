@@ -30,6 +30,11 @@ MAX_SEQUENCES, MAX_QUEUE, NUM_REQUESTS = 8, 16, 200
 LENGTHS = "short"  # the simulator's short-chat lengths: a slot is held for a request's output tokens
 
 
+def slots_label(slots: int) -> str:
+    """'1 slot', '4 slots': the slot count, plural above one."""
+    return f"{slots} slot{'s' if slots > 1 else ''}"
+
+
 def admission_curves(rates=RATES, max_sequences: int = MAX_SEQUENCES, max_queue: int = MAX_QUEUE,
                      num_requests: int = NUM_REQUESTS, lengths=LENGTHS, seed: int = 0) -> dict:
     """{"rates", policy: {"mean_ttft", "p95_ttft", "rejected", "max_queue"}}: one value per rate."""

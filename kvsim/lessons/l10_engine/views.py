@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from ...ui.base import int_slider, make_view
-from .data import MAX_QUEUE, MAX_SEQUENCES, RATES, admission_at
+from .data import MAX_QUEUE, MAX_SEQUENCES, RATES, admission_at, slots_label
 from .measure import NAMES, continuous_run
 from .plots import plot_against_rate, plot_pool_timeline, plot_queue_over_time, plot_schedule
 
@@ -59,7 +59,7 @@ def draw_batch(ax, kind="gqa", max_batch=2):
     sched = run["schedule"]
     note = "" if run["supports_batching"] else " (cannot batch: one slot)"
     return plot_schedule(ax, sched.codes(), sched.batch, title=(
-        f"{NAMES[kind]}, max_batch {max_batch} → {sched.slots} slot{'s' * (sched.slots > 1)}{note}: "
+        f"{NAMES[kind]}, max_batch {max_batch} → {slots_label(sched.slots)}{note}: "
         f"{sched.steps} steps; tokens equal to decoding alone: {run['all_equal']}"))
 
 
