@@ -19,12 +19,19 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # The exact pytest arguments of each stage. tests/test_notebooks.py reads NBVAL_ARGS and UI_ARGS from this file
 # to prove that every notebook (lessons and notebooks/solutions/) is collected by the nbval run and every lesson by
 # the browser run.
-UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocesses 8
-ENGINES_ARGS := tests -m "engines and not ui" -n auto --maxprocesses 8
-ENV_ARGS := tests -m "slow and not ui"
+# Every pytest process pays for the plugins it loads (nbval's nbformat import alone is ~3 CPU-s) and the test
+# modules it collects (mlx-lm, transformers, hypothesis: ~25 CPU-s for all of tests/): a stage loads only the
+# plugins it uses, and the engines and env stages collect only the files that hold their marks
+# (tests/test_stages.py checks that no `engines` or `slow` mark lives anywhere else).
+NOT_NB := -p no:nbval -p no:playwright
+ENGINES_FILES := tests/test_engines_transformers.py
+ENV_FILES := tests/test_environment.py tests/test_extras.py tests/test_engines_vllm.py
+UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocesses 8 --ignore=tests/ui $(NOT_NB)
+ENGINES_ARGS := $(ENGINES_FILES) -m "engines and not ui" -n auto --maxprocesses 8 $(NOT_NB)
+ENV_ARGS := $(ENV_FILES) -m "slow and not ui" $(NOT_NB)
 NBVAL_ARGS := -n auto --maxprocesses 8 --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
 # The browser stage spends most of its time waiting on JupyterLab and the kernel: two workers, two labs.
-UI_ARGS := tests/ui -m ui -n 2 --screenshot only-on-failure --output test-artifacts/playwright
+UI_ARGS := tests/ui -m ui -n 2 -p no:nbval
 # The views on the oldest matplotlib kvsim supports (pyproject: matplotlib>=3.8): that release goes into its own
 # folder, put first on PYTHONPATH over the venv (--no-deps: numpy, pillow and the rest stay the venv's).
 MPL_OLDEST := 3.8.*
@@ -35,7 +42,7 @@ VIEW_TESTS := tests/test_widgets.py $(sort $(wildcard tests/lessons/test_l*.py))
 # tests/lessons/conftest.py leaves out their pure-data and MLX tests). The version-blind mechanics (control
 # defaults, static page, the notebook cell) ran in the unit stage; skipping them here keeps
 # this stage short. (3.8's mathtext calls pyparsing's old camelCase names: pyparsing 3.2 warns, harmlessly.)
-MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow and not engines" -n auto --maxprocesses 8 -W ignore::DeprecationWarning \
+MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow and not engines" -n auto --maxprocesses 8 $(NOT_NB) -W ignore::DeprecationWarning \
   -k "not (controls_start or static_page or real_notebook)"
 
 .PHONY: help lab test install install-lab test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui browser notebooks bench clean

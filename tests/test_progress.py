@@ -3,8 +3,6 @@
 import gc
 import re
 
-import nbformat
-from nbclient import NotebookClient
 
 from kvsim.calc.progress import Progress, progress
 
@@ -45,6 +43,9 @@ def test_a_loop_left_early_still_ends_its_line(capsys):
 
 def test_in_a_notebook_the_stored_output_is_the_final_line():
     # a live display that ends empty, then the final line on stdout: what GitHub, nbviewer and nbval see
+    import nbformat  # here, not at the top: ~3 CPU-s per worker that never runs this test
+    from nbclient import NotebookClient
+
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import time\nfrom kvsim.calc.progress import progress\n"
         "for _ in progress(range(3), desc='demo'):\n    time.sleep(0.25)")])

@@ -7,7 +7,6 @@ import io
 import itertools
 
 import ipywidgets as widgets
-import nbformat
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
@@ -16,7 +15,6 @@ from matplotlib.path import Path
 from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import IdentityTransform
-from nbclient import NotebookClient
 from PIL import Image
 
 from kvsim.lessons import VIEWS
@@ -243,6 +241,9 @@ def test_a_static_page_gets_the_default_figure_and_a_stable_text(name):
 
 def test_a_view_cell_stores_a_png_beside_the_widget_in_a_real_notebook():
     # what an executed lesson keeps: GitHub shows the PNG, JupyterLab the live widget, nbval compares the text
+    import nbformat  # here, not at the top: ~3 CPU-s per worker that never runs this test
+    from nbclient import NotebookClient
+
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "from kvsim.lessons.l00_start.views import slider_demo_view\nslider_demo_view()")])
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
