@@ -45,7 +45,7 @@ VIEW_TESTS := tests/test_widgets.py $(sort $(wildcard tests/lessons/test_l*.py))
 MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow and not engines" -n auto --maxprocesses 8 $(NOT_NB) -W ignore::DeprecationWarning \
   -k "not (controls_start or static_page or real_notebook)"
 
-.PHONY: help lab test install install-lab test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui browser notebooks bench clean
+.PHONY: help lab test install install-lab env-mpl-oldest env-prebuild test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui browser notebooks bench clean
 
 help:
 	@echo "make lab            create .venv, install kvsim[lessons], launch JupyterLab on notebooks/ ($(HOST):$(PORT))"
@@ -80,29 +80,45 @@ lab: $(LAB_STAMP) $(LAB_OVERRIDES)
 	$(VENV)/bin/jupyter lab notebooks/ --ip $(HOST) --port $(PORT) $(ROOT_FLAG)
 
 # Every stage runs even if an earlier one failed; the summary names the failed stages and the exit status is 1.
-# The env stage builds fresh venvs (environment.yml's pip block, the core alone): mostly waiting on the package
-# index, little CPU. So it runs in the background beside the CPU-bound stages, after fetching the oldest matplotlib
-# for its stage (the foreground waits for that); its output is printed, whole, after the other stages.
-ENV_LOG := test-artifacts/test-env.log
-test: $(TEST_STAMP)
-	@mkdir -p test-artifacts; rm -f $(ENV_LOG)*; failed=""; summary=""; envstart=$$(date +%s); \
-	( $(MAKE) --no-print-directory $(MPL_OLDEST_DIR)/.installed > $(ENV_LOG).mpl 2>&1; echo $$? > $(ENV_LOG).mplrc; \
-	  $(MAKE) --no-print-directory test-env > $(ENV_LOG) 2>&1; echo $$? > $(ENV_LOG).rc; \
-	  echo $$(( $$(date +%s) - envstart )) > $(ENV_LOG).s ) & envpid=$$!; \
-	echo "==> [4/6] test-env starts in the background (output at the end; log: $(ENV_LOG))"; \
-	for stage in test-unit test-mpl-oldest test-engines test-notebooks test-ui; do \
+# pip installs on one core. So while it fills .venv, a background job (system Python only: a tiny venv with
+# PyYAML for tools/check_env.py) fetches the oldest matplotlib and builds the env stage's fresh venvs
+# (environment.yml's pip block, and kvsim alone) under $(ENV_PREBUILT); the env stage's tests then check those
+# venvs (KVSIM_ENV_PREBUILT; run alone, `make test-env` builds its own). Log: $(ENV_LOG).
+ENV_LOG := test-artifacts/env-prebuild.log
+ENV_PREBUILT := .venv-env-checks
+ENV_TOOLS := $(ENV_PREBUILT)/tools
+KVSIM_ENV_PREBUILT ?=
+test:
+	@mkdir -p test-artifacts; rm -f $(ENV_LOG)*; failed=""; t0=$$(date +%s); \
+	( $(MAKE) --no-print-directory env-mpl-oldest > $(ENV_LOG).mpl 2>&1; echo $$? > $(ENV_LOG).mplrc; \
+	  $(MAKE) --no-print-directory env-prebuild > $(ENV_LOG) 2>&1; echo $$? > $(ENV_LOG).rc ) & prepid=$$!; \
+	echo "==> in the background: the oldest matplotlib and the env stage's fresh venvs (log: $(ENV_LOG))"; \
+	if ! $(MAKE) --no-print-directory install; then kill $$prepid; echo "FAILED: install"; exit 1; fi; \
+	summary="  install: $$(( $$(date +%s) - t0 )) s"; \
+	for stage in test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui; do \
+	  extra=""; \
 	  if [ $$stage = test-mpl-oldest ]; then while [ ! -e $(ENV_LOG).mplrc ]; do sleep 1; done; cat $(ENV_LOG).mpl; fi; \
+	  if [ $$stage = test-env ]; then wait $$prepid; cat $(ENV_LOG); extra="KVSIM_ENV_PREBUILT=$(abspath $(ENV_PREBUILT))"; fi; \
 	  start=$$(date +%s); \
-	  if $(MAKE) --no-print-directory $$stage; then result=ok; else result=FAILED; failed="$$failed $$stage"; fi; \
+	  if $(MAKE) --no-print-directory $$stage $$extra; then result=ok; else result=FAILED; failed="$$failed $$stage"; fi; \
 	  summary="$$summary\n  $$stage: $$result ($$(( $$(date +%s) - start )) s)"; \
 	done; \
-	wait $$envpid; echo; cat $(ENV_LOG); \
-	if [ "$$(cat $(ENV_LOG).rc 2>/dev/null)" = 0 ]; then result=ok; else result=FAILED; failed="$$failed test-env"; fi; \
-	summary="$$summary\n  test-env: $$result ($$(cat $(ENV_LOG).s 2>/dev/null) s, in the background from the start)"; \
-	echo; echo "==================== make test summary ===================="; echo -e "$${summary#\\n}"; \
-	echo "  all stages: $$(( $$(date +%s) - envstart )) s"; \
+	echo; echo "==================== make test summary ===================="; echo -e "$$summary"; \
+	echo "  all stages: $$(( $$(date +%s) - t0 )) s, install included"; \
 	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; echo "==========================================================="; exit 1; fi; \
 	echo "all stages passed"; echo "==========================================================="
+
+# The background job's two halves (make test runs them; see above).
+$(ENV_TOOLS)/.ready:
+	$(PYTHON) -m venv --clear $(ENV_TOOLS)
+	$(ENV_TOOLS)/bin/python -m pip install -q --disable-pip-version-check pyyaml 'tomli>=2; python_version < "3.11"'
+	@touch $@
+
+env-mpl-oldest: $(ENV_TOOLS)/.ready
+	$(MAKE) --no-print-directory $(MPL_OLDEST_DIR)/.installed PY=$(abspath $(ENV_TOOLS))/bin/python
+
+env-prebuild: $(ENV_TOOLS)/.ready
+	$(ENV_TOOLS)/bin/python tools/check_env.py --build $(ENV_PREBUILT)
 
 test-unit: $(TEST_STAMP)
 	@echo "==> [1/6] unit + property tests: pytest $(UNIT_ARGS)"
@@ -123,8 +139,8 @@ test-engines: $(TEST_STAMP)
 	$(PY) -m pytest $(ENGINES_ARGS)
 
 test-env: $(TEST_STAMP)
-	@echo "==> [4/6] environment.yml installs into a fresh venv: pytest $(ENV_ARGS)"
-	$(PY) -m pytest $(ENV_ARGS)
+	@echo "==> [4/6] environment.yml's pip block and kvsim alone, each in a fresh venv: pytest $(ENV_ARGS)"
+	KVSIM_ENV_PREBUILT=$(KVSIM_ENV_PREBUILT) $(PY) -m pytest $(ENV_ARGS)
 
 test-notebooks: $(TEST_STAMP)
 	@echo "==> [5/6] notebooks under strict nbval: pytest $(NBVAL_ARGS)"
@@ -167,4 +183,4 @@ bench: $(TEST_STAMP)
 	@set -e; for f in benchmarks/*.py; do [ -e "$$f" ] || continue; echo "==> $$f"; $(PY) "$$f"; done
 
 clean:
-	rm -rf test-artifacts .pytest_cache build dist *.egg-info $(MPL_OLDEST_DIR)
+	rm -rf test-artifacts .pytest_cache build dist *.egg-info $(MPL_OLDEST_DIR) $(ENV_PREBUILT)

@@ -47,8 +47,10 @@ def test_pip_block_names_extras_that_exist(env):
 
 @pytest.mark.slow  # about a minute: `make test-env`, its own stage of `make test`
 def test_pip_block_installs_into_a_fresh_venv(tmp_path, env):
-    py = check_env.make_venv(tmp_path / "venv")
-    check_env.install(ROOT / "environment.yml", py, "--no-compile")  # conda compiles; the install is the same
+    py = check_env.prebuilt("conda")  # make test builds it beside its own install (tools/check_env.py)
+    if py is None:
+        py = check_env.make_venv(tmp_path / "venv")
+        check_env.install(ROOT / "environment.yml", py, "--no-compile")  # conda compiles; the install is the same
     assert not list(ROOT.glob("condaenv.*.requirements.txt")), "temporary requirements file left behind"
 
     out = subprocess.run([py, "-c", check_env.IMPORT_CHECK], check=True, text=True, capture_output=True).stdout

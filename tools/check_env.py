@@ -9,14 +9,25 @@ Contract
   with that directory as the working directory (so ``-e .[extras]`` means this repository).
 - ``requested_extras(env)`` / ``pyproject_extras(path)``: the extras the pip block asks for and those that exist.
 
+- ``install_core(python)``: this repository alone (``pip install --no-compile ROOT``, no extras), run from
+  outside it with no PYTHONPATH, as a user of the pure calculator installs it.
+- ``build(where)`` / ``prebuilt(name)``: ``make test`` builds both venvs the env stage checks (``conda``: the pip
+  block; ``core``: kvsim alone) while its main install runs (pip is single-threaded: the second core is idle
+  then), recording each build's return code, log and the sha256 of environment.yml + pyproject.toml in
+  ``where/built.json``; the env stage's tests, given ``KVSIM_ENV_PREBUILT=where``, check those venvs instead of
+  building their own (a record for other inputs fails the test). Without the variable they build them.
+
 CLI: ``python tools/check_env.py [--structure-only] [--keep DIR]`` checks the structure, then installs the pip
 block into a fresh temporary venv and imports kvsim and mlx.core there. Exit status 1 on any problem.
+``python tools/check_env.py --build DIR`` only builds the two venvs under DIR (see ``build``).
 Conda itself is not used: it is not available on CI (see README).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -123,6 +134,64 @@ def make_venv(path: Path) -> str:
     return str(Path(path) / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
 
 
+def clean_env() -> dict:
+    """This process's environment without what would make a venv's python see another installation."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
+def install_core(python: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Install this repository alone (no extras, no bytecode) with `python`'s pip, run from `cwd`."""
+    cmd = [python, "-m", "pip", "--disable-pip-version-check", "install", "-q", "--no-compile", str(ROOT)]
+    return subprocess.run(cmd, cwd=cwd, env=clean_env(), check=True, text=True, capture_output=True, timeout=900)
+
+
+BUILT = "built.json"
+
+
+def inputs_digest() -> str:
+    """sha256 of environment.yml and pyproject.toml: what the two checked venvs are built from."""
+    h = hashlib.sha256()
+    for name in ("environment.yml", "pyproject.toml"):
+        h.update((ROOT / name).read_bytes())
+    return h.hexdigest()
+
+
+def build(where: Path) -> dict:
+    """Build `where`/conda (the pip block, as conda installs it) and `where`/core (kvsim alone), fresh; write and
+    return {name: {python, returncode, log, inputs}}."""
+    where = Path(where).resolve()
+    where.mkdir(parents=True, exist_ok=True)
+    (where / BUILT).unlink(missing_ok=True)
+    steps = {"conda": lambda py: install(ENV_FILE, py, "--no-compile"),
+             "core": lambda py: install_core(py, where)}
+    record = {}
+    for name, step in steps.items():
+        py = make_venv(where / name)
+        try:
+            done = step(py)
+            record[name] = {"returncode": 0, "log": done.stdout + done.stderr}
+        except subprocess.CalledProcessError as e:
+            record[name] = {"returncode": e.returncode, "log": (e.stdout or "") + (e.stderr or "")}
+        record[name].update(python=py, inputs=inputs_digest())
+    (where / BUILT).write_text(json.dumps(record, indent=1))
+    return record
+
+
+def prebuilt(name: str) -> str | None:
+    """The python of the venv `name` that make test built (KVSIM_ENV_PREBUILT), or None when there is none.
+
+    Raises AssertionError when the record is missing, was built from other inputs, or its install failed."""
+    where = os.environ.get("KVSIM_ENV_PREBUILT")
+    if not where:
+        return None
+    path = Path(where) / BUILT
+    assert path.exists(), f"KVSIM_ENV_PREBUILT={where} but {path} is missing: the background build did not finish"
+    record = json.loads(path.read_text())[name]
+    assert record["inputs"] == inputs_digest(), f"{path}: built from another environment.yml/pyproject.toml"
+    assert record["returncode"] == 0, f"the {name} venv did not install:\n{record['log'][-3000:]}"
+    return record["python"]
+
+
 IMPORT_CHECK = (
     "import kvsim, mlx.core as mx; "
     "x = mx.arange(4, dtype=mx.float32); mx.eval(x); assert x.sum().item() == 6.0; "
@@ -135,7 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env", type=Path, default=ENV_FILE)
     ap.add_argument("--structure-only", action="store_true", help="parse and check, do not install")
     ap.add_argument("--keep", type=Path, help="create the venv here and keep it (default: a temporary dir)")
+    ap.add_argument("--build", type=Path, help="only build the env stage's two venvs under this dir (make test)")
     args = ap.parse_args(argv)
+    if args.build:
+        record = build(args.build)
+        for name, r in record.items():
+            print(f"{name}: pip exit status {r['returncode']} ({r['python']})")
+        return max(r["returncode"] for r in record.values())
 
     env = load(args.env)
     found = problems(env)
