@@ -152,6 +152,17 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
     return got
 
 
+def same_step_geometry(keys, values, expected: dict | None) -> bool:
+    """Is this a one-token update (S = 1) shaped like the first update? (a decode step's fast-path test)"""
+    return expected is not None and type(keys) is mx.array and keys.ndim == 4 and keys.shape[2] == 1 \
+        and _same_geometry(keys, values, expected)
+
+
+def step_geometry(expected: dict) -> dict:
+    """check_kv's answer for a one-token update that passed :func:`same_step_geometry`."""
+    return expected if expected.get("S") == 1 else {**expected, "S": 1}
+
+
 def check_queries(queries, keys) -> None:
     """Queries (B, H_q, S, D) that fit keys (B, H_kv, S, D): checked before a cache stores anything."""
     if type(queries) is mx.array and type(keys) is mx.array:  # the hot path: the same test, fewer calls
@@ -207,6 +218,21 @@ class BaseCache:
         mask = self.make_mask(queries.shape[2], window_size=None, return_array=False)
         k, v = self.update_and_fetch(keys, values)
         return sdpa(queries, k, v, mask, scale)
+
+    def attend_step(self, queries: mx.array, keys: mx.array, values: mx.array, scale: float | None = None) -> mx.array:
+        """:meth:`attend` for a decode step (S = 1 new token per row): the same result, through
+        :meth:`update_step`, which the dense layouts make cheaper on the host (fewer checks and calls)."""
+        check_queries(queries, keys)                     # before anything is stored
+        k, v, mask = self.update_step(keys, values)
+        return sdpa(queries, k, v, mask, scale)
+
+    def update_step(self, keys: mx.array, values: mx.array):
+        """(keys, values, mask) for attention after storing ``keys``/``values``: the mask asked before the
+        update (:meth:`make_mask`), then :meth:`update_and_fetch`. The readable reference; KVCache and
+        RotatingKVCache override it with a one-token fast path that gives the same three answers."""
+        mask = self.make_mask(keys.shape[2], window_size=None, return_array=False)
+        k, v = self.update_and_fetch(keys, values)
+        return k, v, mask
 
     @property
     def capacity(self) -> int:

@@ -239,10 +239,16 @@ class CompiledStep:
 
     @staticmethod
     def _attend(a, cache, pending, kv_dtype):
-        """Store the new K/V (or latent) in ``cache`` and attend: the eager model's own code."""
+        """Store the new K/V (or latent) in ``cache`` and attend: the eager model's own code (its decode
+        fast paths when the cache is exactly the class the layer's ``step`` serves)."""
+        fast = type(cache) is a.fast_cache
         if isinstance(a, MLA):
-            return a.attend_roped(*pending, cache, kv_dtype)
+            return a.attend_roped_step(*pending, cache, kv_dtype) if fast else a.attend_roped(*pending, cache, kv_dtype)
         q, k, v = pending
+        if fast:
+            if kv_dtype is not None:
+                k, v = k.astype(kv_dtype), v.astype(kv_dtype)
+            return cache.attend_step(q, k, v, a.scale)
         if not isinstance(cache, Rows):
             return attend_cached(q, k, v, cache, a.scale, kv_dtype)
         if len(cache) != q.shape[0]:                            # row r: its own sequence and offset
