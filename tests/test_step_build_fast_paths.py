@@ -225,3 +225,21 @@ def test_a_fast_decode_step_makes_fewer_python_calls_than_mlx_lm_and_the_referen
     model.fast_decode = False
     reference = _calls(lambda: model(tok, kc))
     assert fast <= theirs and fast < reference, (fast, theirs, reference)
+
+
+def test_step_geometry_accepts_exactly_the_one_token_updates_check_kv_accepts():
+    from kvsim.cache.base import check_kv, step_geometry
+    g = check_kv(mx.zeros((1, 2, 3, 8)), mx.zeros((1, 2, 3, 4)))
+    cases = [((1, 2, 1, 8), (1, 2, 1, 4), mx.float32), ((1, 2, 2, 8), (1, 2, 2, 4), mx.float32),
+             ((1, 2, 1, 8), (1, 2, 1, 4), mx.float16), ((2, 2, 1, 8), (2, 2, 1, 4), mx.float32),
+             ((1, 1, 1, 8), (1, 1, 1, 4), mx.float32), ((1, 2, 1, 6), (1, 2, 1, 4), mx.float32),
+             ((1, 2, 1, 8), (1, 2, 1, 5), mx.float32), ((1, 2, 1, 8), (1, 2, 2, 4), mx.float32)]
+    for ks, vs, dtype in cases:
+        k, v = mx.zeros(ks, dtype=dtype), mx.zeros(vs, dtype=dtype)
+        fast = step_geometry(k, v, g)
+        try:
+            full = check_kv(k, v, g)
+        except ValueError:
+            full = None
+        assert fast == (full if full is not None and full["S"] == 1 else None), (ks, vs, dtype)
+    assert step_geometry(mx.zeros((1, 2, 1, 8)), mx.zeros((1, 2, 1, 4)), None) is None

@@ -152,14 +152,17 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
     return got
 
 
-def same_step_geometry(keys, values, expected: dict | None) -> bool:
-    """Is this a one-token update (S = 1) shaped like the first update? (a decode step's fast-path test)"""
-    return expected is not None and type(keys) is mx.array and keys.ndim == 4 and keys.shape[2] == 1 \
-        and _same_geometry(keys, values, expected)
-
-
-def step_geometry(expected: dict) -> dict:
-    """check_kv's answer for a one-token update that passed :func:`same_step_geometry`."""
+def step_geometry(keys, values, expected: dict | None) -> dict | None:
+    """check_kv's answer for a one-token update (S = 1) shaped like the first update, else None (then
+    the caller takes its reference path, where check_kv names what is wrong). The decode fast path's
+    test: :func:`_same_geometry`'s comparisons, written out in one call."""
+    if expected is None or type(keys) is not mx.array or type(values) is not mx.array:
+        return None
+    ks, vs = keys.shape, values.shape
+    if not (len(ks) == 4 and len(vs) == 4 and ks[2] == vs[2] == 1 and ks[0] == vs[0] == expected["B"]
+            and ks[1] == vs[1] == expected["H"] and ks[3] == expected["k_dim"] and vs[3] == expected["v_dim"]
+            and keys.dtype == values.dtype == expected["dtype"]):
+        return None
     return expected if expected.get("S") == 1 else {**expected, "S": 1}
 
 

@@ -39,7 +39,7 @@ import mlx.core as mx
 
 from ..calc.memory import allocated_slots
 from ..calc.units import DEFAULT_STEP
-from .base import BufferedCache, check_kv, check_step, grow_buffer, same_step_geometry, step_geometry
+from .base import BufferedCache, check_kv, check_step, grow_buffer, step_geometry
 from .standard import _geometry
 
 NOT_HELD = 2**31 - 1  # key position of a slot that holds no live token (masked for every query)
@@ -196,9 +196,10 @@ class RotatingKVCache(BufferedCache):
         """:meth:`BaseCache.update_step` for the common decode step (one token, its slot allocated, past the
         sinks): the mask answered from integers (None unless rewound rows sit in the ring), one slot
         written, the keys returned as :meth:`_decode_step` returns them. Anything else: the reference."""
-        P, keep, ring, g = self.offset, self.keep, self.ring, self._geom
+        P, keep, ring = self.offset, self.keep, self.ring
         cap = 0 if self.keys is None else self.keys.shape[2]
-        if not (P >= keep and (P < cap or cap == keep + ring) and same_step_geometry(keys, values, g)):
+        g = step_geometry(keys, values, self._geom)
+        if g is None or P < keep or not (P < cap or cap == keep + ring):
             return super().update_step(keys, values)
         wraps = not self.ordered and decode_wraps(P, keep, self.window, ring)   # == _ring_answer(P, 1)
         # all_visible(1), asked before the write: the window in order, or a ring holding exactly the window
@@ -210,7 +211,7 @@ class RotatingKVCache(BufferedCache):
         self.keys[..., slot:slot + 1, :] = keys
         self.values[..., slot:slot + 1, :] = values
         self._start = max(self._start, P + 1 - ring)
-        self._geom, self.offset = step_geometry(g), P + 1
+        self._geom, self.offset = g, P + 1
         if wraps:  # every slot, as stored: the buffers themselves (valid until the next write)
             return self.keys, self.values, mask
         ranges = self._returned(P, 1)
