@@ -201,7 +201,8 @@ class RotatingKVCache(BufferedCache):
         g = step_geometry(keys, values, self._geom)
         if g is None or P < keep or not (P < cap or cap == keep + ring):
             return super().update_step(keys, values)
-        wraps = not self.ordered and decode_wraps(P, keep, self.window, ring)   # == _ring_answer(P, 1)
+        one_run = not decode_wraps(P, keep, self.window, ring)          # the keys returned lie in one run of slots
+        wraps = not self.ordered and not one_run                        # == _ring_answer(P, 1)
         # all_visible(1), asked before the write: the window in order, or a ring holding exactly the window
         if not wraps or (self.rewind_tokens == 0 and self._start <= P + 1 - ring):
             mask = None
@@ -214,7 +215,12 @@ class RotatingKVCache(BufferedCache):
         self._geom, self.offset = g, P + 1
         if wraps:  # every slot, as stored: the buffers themselves (valid until the next write)
             return self.keys, self.values, mask
-        ranges = self._returned(P, 1)
+        if one_run:  # what _gather returns for one run: one view, the sinks [0, keep) then slots [first, end)
+            a = max(keep, P - self.window + 1)
+            first = keep + (a - keep) % ring
+            lo, hi = (0 if keep else first), first + P + 1 - a
+            return self.keys[..., lo:hi, :], self.values[..., lo:hi, :], mask
+        ranges = self._returned(P, 1)  # ordered and wrapped: a copy in temporal order
         return self._gather(self.keys, ranges), self._gather(self.values, ranges), mask
 
     # ------------------------------------------------------------ accounting
