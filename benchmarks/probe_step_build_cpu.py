@@ -142,7 +142,8 @@ def _md(rows: list, before: list | None, meta: dict) -> str:
     cols = [c for key, label, fmt in _COLS
             for c in ([(key, f"{label} before", fmt, True), (key, "after", fmt, False)] if before
                       else [(key, label, fmt, False)])]
-    ratio_cols = ["/ mlx-lm (median) before", "after"] if before else ["/ mlx-lm (median)"]
+    ratio_cols = (["/ mlx-lm (median) before", "after", "/ mlx-lm (min) before", "after"] if before
+                  else ["/ mlx-lm (median)", "/ mlx-lm (min)"])
     lines += ["| variant | side | " + " | ".join(c[1] for c in cols) + " | " + " | ".join(ratio_cols) + " |",
               "|---|---|" + "---|" * (len(cols) + len(ratio_cols))]
     for r in rows:
@@ -153,9 +154,10 @@ def _md(rows: list, before: list | None, meta: dict) -> str:
                 src = o[side] if is_before else r[side]
                 cells.append(format(src[key], fmt) if (o or not is_before) and key in src else "—")
             ratios = []
-            if before:
-                ratios.append(f"{o[side]['build_us'] / o['mlx-lm']['build_us']:.2f}" if o else "—")
-            ratios.append(f"**{r[side]['build_us'] / r['mlx-lm']['build_us']:.2f}**")
+            for key in ("build_us", "build_us_min"):
+                if before:
+                    ratios.append(f"{o[side][key] / o['mlx-lm'][key]:.2f}" if o and key in o[side] else "—")
+                ratios.append(f"**{r[side][key] / r['mlx-lm'][key]:.2f}**")
             lines.append(f"| {r['variant']} | {side} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     lines += ["", "Model-level checks per step (µs, best of 5): " + "; ".join(
         f"{r['variant']}: check_tokens {r['checks_us']['check_tokens']:.1f}, check_caches "
