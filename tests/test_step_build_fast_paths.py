@@ -63,6 +63,7 @@ def test_a_ring_step_with_its_remembered_answer_equals_its_reference():
 # --- the decode step's fast paths (Block/Attention/MLA.step, the caches' update_step) equal the reference ---
 
 import copy
+import operator
 import sys
 
 from kvsim.cache import LatentCache
@@ -243,3 +244,26 @@ def test_step_geometry_accepts_exactly_the_one_token_updates_check_kv_accepts():
             full = None
         assert fast == (full if full is not None and full["S"] == 1 else None), (ks, vs, dtype)
     assert step_geometry(mx.zeros((1, 2, 1, 8)), mx.zeros((1, 2, 1, 4)), None) is None
+
+
+@pytest.mark.parametrize("kind", ["gqa", "mla"])
+def test_kept_transposes_follow_new_weights_and_update_drops_them(kind):
+    from kvsim.model.layers import DERIVED, transposed
+    model = build_model(toy_spec(kind), seed=2)
+    names = sorted(k for k, _ in nn_flatten(model.parameters()))
+    (tokens, fast), (ref_tokens, ref) = _greedy_both(model, 4)
+    assert tokens == ref_tokens
+    kept = [m for _, m in model.named_modules() if "_transposed" in m.__dict__]
+    assert kept and sorted(k for k, _ in nn_flatten(model.parameters())) == names   # never parameters
+    ffn, names = model.blocks[0].ffn, operator.itemgetter("gate", "up", "down")
+    assert transposed(ffn, names) is transposed(ffn, names)                       # made once
+    ffn.up = ffn.up * 3                                                           # a new array: transposed again
+    assert all(mx.array_equal(t, w.T).item() for t, w in zip(transposed(ffn, names), names(ffn)))
+    (tokens, fast), (ref_tokens, ref) = _greedy_both(model, 4)
+    assert tokens == ref_tokens
+    np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-6)
+    model.set_dtype(mx.float16)                                                   # through Model.update
+    assert not any(key in m.__dict__ for _, m in model.named_modules() for key in DERIVED)
+    (tokens, fast), (ref_tokens, ref) = _greedy_both(model, 4)
+    assert tokens == ref_tokens and fast.dtype == np.float16
+    np.testing.assert_allclose(fast, ref, rtol=1e-3, atol=1e-3)

@@ -36,6 +36,12 @@ Contract
   stores (``attention_path`` names it): dense K/V -> SDPA with the mask from :meth:`make_mask`
   (KVCache, RotatingKVCache, ChunkedKVCache keep their window semantics that way); quantized ->
   ``mx.quantized_matmul`` attention; paged -> the block-table read. The model never changes.
+- Decode fast path: ``cache.attend_step(queries, keys, values, scale)`` is ``attend`` through
+  ``update_step(keys, values) -> (keys, values, mask)``, whose reference here is ``make_mask`` then
+  ``update_and_fetch``. KVCache (LatentCache) and RotatingKVCache override ``update_step`` for a
+  one-token update of the first update's geometry (:func:`step_geometry`, check_kv's verdict in one
+  call): the mask answered from integers, one slot written; anything else takes the reference.
+  Same arrays, same mask, same cache afterwards (tests/test_step_build_fast_paths.py).
 - Bad input: ``update_and_fetch`` validates everything first and raises ValueError naming the field
   and what is expected; the cache is unchanged. Shapes and dtype are fixed by the first update.
 - Persistence: ``state`` is a tuple of arrays (only filled tokens), ``meta_state`` a tuple of

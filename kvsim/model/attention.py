@@ -27,6 +27,8 @@ Contract
 
 from __future__ import annotations
 
+import operator
+
 import mlx.core as mx
 import mlx.nn as nn
 
@@ -34,9 +36,11 @@ from ..cache.dispatch import attend_batched
 from ..cache.rotating import RotatingKVCache
 from ..cache.standard import KVCache
 from ..calc.config import LayerSpec, ModelSpec
-from .layers import Rows, WeightInit, attend, attend_cached, reference_mask, rope
+from .layers import Rows, WeightInit, attend, attend_cached, reference_mask, rope, transposed
 
 __all__ = ["Attention"]
+
+_WEIGHTS = operator.itemgetter("wq", "wk", "wv", "wo")   # what the decode fast path reads (transposed once)
 
 
 class Attention(nn.Module):
@@ -95,9 +99,10 @@ class Attention(nn.Module):
         (B, H, 1, D), so one reshape splits the heads (no transpose), and one merges them back; the cache
         stores and attends through :meth:`~kvsim.cache.base.BaseCache.attend_step`."""
         B, dims = x.shape[0], self.rope_dims
-        q = (x @ self["wq"].T).reshape(B, self.n_heads, 1, self.head_dim)
-        k = (x @ self["wk"].T).reshape(B, self.n_kv_heads, 1, self.head_dim)
-        v = (x @ self["wv"].T).reshape(B, self.n_kv_heads, 1, self.v_head_dim)
+        wq_t, wk_t, wv_t, wo_t = transposed(self, _WEIGHTS)
+        q = (x @ wq_t).reshape(B, self.n_heads, 1, self.head_dim)
+        k = (x @ wk_t).reshape(B, self.n_kv_heads, 1, self.head_dim)
+        v = (x @ wv_t).reshape(B, self.n_kv_heads, 1, self.v_head_dim)
         if dims:
             offset = cache.offset
             q = mx.fast.rope(q, dims, traditional=False, base=self.rope_base, scale=1.0, offset=offset)
@@ -105,7 +110,7 @@ class Attention(nn.Module):
         if kv_dtype is not None:
             k, v = k.astype(kv_dtype), v.astype(kv_dtype)
         out = cache.attend_step(q, k, v, self.scale)                     # (B, H, 1, D_v)
-        return out.reshape(B, 1, -1) @ self["wo"].T
+        return out.reshape(B, 1, -1) @ wo_t
 
     def _attend_one(self, q, k, v, cache, kv_dtype):
         """All B rows share one cache (or none): (B, H, L, D) -> (B, H, L, D_v)."""

@@ -37,6 +37,7 @@ Contract
 
 from __future__ import annotations
 
+import operator
 from dataclasses import astuple
 from functools import lru_cache
 
@@ -50,11 +51,14 @@ from ..cache.quantized_parts import QuantizedKV
 from ..cache.sdpa import as_mask, sdpa
 from ..calc.config import LayerSpec, ModelSpec
 from ..calc.mla_paths import MlaDims, use_absorbed_mla
-from .layers import Rows, WeightInit, reference_mask, rms_norm, rope
+from .layers import Rows, WeightInit, reference_mask, rms_norm, rope, transposed
 
 __all__ = ["MLA", "MLA_PATHS"]
 
 MLA_PATHS = ("auto", "absorbed", "materialized")
+# what the decode fast path reads (transposed once), with and without query compression
+_WEIGHTS_LORA = operator.itemgetter("wq_a", "wq_b", "wkv_a", "wo")
+_WEIGHTS = operator.itemgetter("wq", "wkv_a", "wo")
 
 
 class MLA(nn.Module):
@@ -140,16 +144,19 @@ class MLA(nn.Module):
         (:meth:`_w_uk_uv`); anything else continues in :meth:`attend_roped`, the reference."""
         B, H, nope, r = x.shape[0], self.n_heads, self.nope_dim, self.kv_lora_rank
         if self.q_lora_rank:
-            q = mx.fast.rms_norm(x @ self["wq_a"].T, self["q_norm"], self.eps) @ self["wq_b"].T
+            wq_a_t, wq_b_t, wkv_a_t, wo_t = transposed(self, _WEIGHTS_LORA)
+            q = mx.fast.rms_norm(x @ wq_a_t, self["q_norm"], self.eps) @ wq_b_t
         else:
-            q = x @ self["wq"].T
+            wq_t, wkv_a_t, wo_t = transposed(self, _WEIGHTS)
+            q = x @ wq_t
         q = q.reshape(B, H, 1, nope + self.rope_dim)                    # (B,1,H·qk) is (B,H,1,qk) in memory
-        kv = (x @ self["wkv_a"].T).reshape(B, 1, 1, r + self.rope_dim)   # (B,1,1,r+rope): one shared head
+        kv = (x @ wkv_a_t).reshape(B, 1, 1, r + self.rope_dim)           # (B,1,1,r+rope): one shared head
         offset, rot = cache.offset, dict(traditional=False, base=self.rope_base, scale=1.0)
         q_nope, q_pe = q[..., :nope], mx.fast.rope(q[..., nope:], self.rope_dim, offset=offset, **rot)
         latent = mx.fast.rms_norm(kv[..., :r], self["kv_norm"], self.eps)
         k_pe = mx.fast.rope(kv[..., r:], self.rope_dim, offset=offset, **rot)
-        return self._merge(self.attend_roped_step(q_nope, q_pe, latent, k_pe, cache, kv_dtype))
+        out = self.attend_roped_step(q_nope, q_pe, latent, k_pe, cache, kv_dtype)   # (B,H,1,v)
+        return out.reshape(B, 1, -1) @ wo_t                              # L = 1: one reshape merges the heads
 
     def attend_roped_step(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype=None):
         """:meth:`attend_roped` over a LatentCache, the decode fast path: for one query token on the
@@ -166,10 +173,6 @@ class MLA(nn.Module):
         latents, k_pes, mask = cache.update_step(latent, k_pe)         # (B,1,T,r), (B,1,T,rope), None
         w_uk, w_uv = self._w_uk_uv()
         return self._absorbed_fused(q_nope, q_pe, latents, k_pes, mask, w_uk, w_uv)
-
-    def _merge(self, out: mx.array) -> mx.array:
-        """(B, H, 1, v) -> (B, 1, hidden) through wo (L = 1: the heads merge by one reshape)."""
-        return out.reshape(out.shape[0], 1, -1) @ self["wo"].T
 
     def _attend(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype):
         offset = 0 if cache is None else cache.offset

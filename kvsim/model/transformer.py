@@ -28,6 +28,7 @@ Contract
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, replace
 
 import mlx.core as mx
@@ -39,9 +40,11 @@ from ..calc.hf_config import from_hf_config
 from ..calc.units import positive_int
 from .attention import Attention
 from .cache_checks import check_caches, check_tokens
-from .layers import MLP, WeightInit, rms_norm, swiglu
+from .layers import MLP, WeightInit, forget_derived, rms_norm, swiglu, transposed
 from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
+
+_FFN_WEIGHTS = operator.itemgetter("gate", "up", "down")   # what Block.step reads (transposed once)
 
 __all__ = ["Model", "Block", "BuildInfo", "build_model", "perturbed", "select_layers", "toy_spec",
            "TOY_KINDS"]
@@ -99,7 +102,8 @@ class Block(nn.Module):
             return self(x, cache, kv_dtype)
         h = x + mixer.step(mx.fast.rms_norm(x, self["mixer_norm"], self.eps), cache, kv_dtype)
         ffn, n = self["ffn"], mx.fast.rms_norm(h, self["ffn_norm"], self.eps)
-        return h + swiglu(n @ ffn["gate"].T, n @ ffn["up"].T) @ ffn["down"].T
+        gate_t, up_t, down_t = transposed(ffn, _FFN_WEIGHTS)
+        return h + swiglu(n @ gate_t, n @ up_t) @ down_t
 
 
 class Model(nn.Module):
@@ -123,10 +127,16 @@ class Model(nn.Module):
         if caches is not None and tokens.shape[1] == 1 and self.fast_decode:   # a decode step: the fast path
             for block, cache in zip(self["blocks"], caches):
                 x = block.step(x, cache, kv_dtype)
-        else:
-            for i, block in enumerate(self.blocks):
-                x = block(x, None if caches is None else caches[i], kv_dtype)
-        return mx.fast.rms_norm(x, self["norm"], self.spec.rms_norm_eps) @ self["lm_head"].T
+            return mx.fast.rms_norm(x, self["norm"], self.spec.rms_norm_eps) @ self["lm_head"].T
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i], kv_dtype)
+        return rms_norm(x, self.norm, self.spec.rms_norm_eps) @ self.lm_head.T
+
+    def update(self, parameters: dict, strict: bool = True) -> "Model":
+        """nn.Module.update, after dropping what the decode fast paths derived from the old weights
+        (:func:`~kvsim.model.layers.forget_derived`; ``set_dtype`` and ``load_weights`` come through here)."""
+        forget_derived(self)
+        return super().update(parameters, strict)
 
     def compiled_step(self):
         """This model's decode step with its fixed-shape parts compiled (:mod:`kvsim.model.compiled`),
