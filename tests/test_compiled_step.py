@@ -132,3 +132,15 @@ def test_generate_compiled_equals_eager(kind):
     assert comp.tokens == eager.tokens
     np.testing.assert_allclose(np.array(comp.logits), np.array(eager.logits), rtol=1e-5, atol=1e-5)
     assert model.compiled_step() is model.compiled_step()           # built once, kept
+
+
+@pytest.mark.parametrize("kind", ["gqa", "mqa", "sliding", "mla"])
+def test_compiled_step_equals_the_eager_reference_path(kind):
+    """Against the readable path (``fast_decode = False``), not only the eager fast path both share."""
+    eager_model = build_model(toy_spec(kind), seed=3)
+    eager_model.fast_decode = False
+    want_tokens, want = greedy(lambda t, c: eager_model(t, c), eager_model, 10)
+    model = build_model(toy_spec(kind), seed=3)
+    got_tokens, got = greedy(compiled_step(model), model, 10)
+    assert got_tokens == want_tokens
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

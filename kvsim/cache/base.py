@@ -36,6 +36,12 @@ Contract
   stores (``attention_path`` names it): dense K/V -> SDPA with the mask from :meth:`make_mask`
   (KVCache, RotatingKVCache, ChunkedKVCache keep their window semantics that way); quantized ->
   ``mx.quantized_matmul`` attention; paged -> the block-table read. The model never changes.
+- Decode fast path: ``cache.attend_step(queries, keys, values, scale)`` is ``attend`` through
+  ``update_step(keys, values) -> (keys, values, mask)``, whose reference here is ``make_mask`` then
+  ``update_and_fetch``. KVCache (LatentCache) and RotatingKVCache override ``update_step`` for a
+  one-token update of the first update's geometry (:func:`step_geometry`, check_kv's verdict in one
+  call): the mask answered from integers, one slot written; anything else takes the reference.
+  Same arrays, same mask, same cache afterwards (tests/test_step_build_fast_paths.py).
 - Bad input: ``update_and_fetch`` validates everything first and raises ValueError naming the field
   and what is expected; the cache is unchanged. Shapes and dtype are fixed by the first update.
 - Persistence: ``state`` is a tuple of arrays (only filled tokens), ``meta_state`` a tuple of
@@ -152,6 +158,20 @@ def check_kv(keys, values, expected: dict | None = None) -> dict:
     return got
 
 
+def step_geometry(keys, values, expected: dict | None) -> dict | None:
+    """check_kv's answer for a one-token update (S = 1) shaped like the first update, else None (then
+    the caller takes its reference path, where check_kv names what is wrong). The decode fast path's
+    test: :func:`_same_geometry`'s comparisons, written out in one call."""
+    if expected is None or type(keys) is not mx.array or type(values) is not mx.array:
+        return None
+    ks, vs = keys.shape, values.shape
+    if not (len(ks) == 4 and len(vs) == 4 and ks[2] == vs[2] == 1 and ks[0] == vs[0] == expected["B"]
+            and ks[1] == vs[1] == expected["H"] and ks[3] == expected["k_dim"] and vs[3] == expected["v_dim"]
+            and keys.dtype == values.dtype == expected["dtype"]):
+        return None
+    return expected if expected.get("S") == 1 else {**expected, "S": 1}
+
+
 def check_queries(queries, keys) -> None:
     """Queries (B, H_q, S, D) that fit keys (B, H_kv, S, D): checked before a cache stores anything."""
     if type(queries) is mx.array and type(keys) is mx.array:  # the hot path: the same test, fewer calls
@@ -207,6 +227,21 @@ class BaseCache:
         mask = self.make_mask(queries.shape[2], window_size=None, return_array=False)
         k, v = self.update_and_fetch(keys, values)
         return sdpa(queries, k, v, mask, scale)
+
+    def attend_step(self, queries: mx.array, keys: mx.array, values: mx.array, scale: float | None = None) -> mx.array:
+        """:meth:`attend` for a decode step (S = 1 new token per row): the same result, through
+        :meth:`update_step`, which the dense layouts make cheaper on the host (fewer checks and calls)."""
+        check_queries(queries, keys)                     # before anything is stored
+        k, v, mask = self.update_step(keys, values)
+        return sdpa(queries, k, v, mask, scale)
+
+    def update_step(self, keys: mx.array, values: mx.array):
+        """(keys, values, mask) for attention after storing ``keys``/``values``: the mask asked before the
+        update (:meth:`make_mask`), then :meth:`update_and_fetch`. The readable reference; KVCache and
+        RotatingKVCache override it with a one-token fast path that gives the same three answers."""
+        mask = self.make_mask(keys.shape[2], window_size=None, return_array=False)
+        k, v = self.update_and_fetch(keys, values)
+        return k, v, mask
 
     @property
     def capacity(self) -> int:

@@ -33,11 +33,13 @@ Contract
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import mlx.core as mx
 
 from ..calc.memory import allocated_slots
 from ..calc.units import DEFAULT_STEP
-from .base import BufferedCache, check_kv, check_step, grow_buffer
+from .base import BufferedCache, check_kv, check_step, grow_buffer, step_geometry
 from .standard import _geometry
 
 NOT_HELD = 2**31 - 1  # key position of a slot that holds no live token (masked for every query)
@@ -47,6 +49,16 @@ def _nonneg_int(name, value, low=0):
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return value
+
+
+@lru_cache(maxsize=4096)
+def decode_wraps(P: int, keep: int, window: int, ring: int) -> bool:
+    """Do the keys a decode step at position P >= keep returns (the sinks, then positions
+    max(keep, P - window + 1) .. P) lie in more than one run of slots? A pure function of integers,
+    remembered: every layer of a step with the same ring geometry shares one answer."""
+    a = max(keep, P - window + 1)                # oldest recent position returned
+    first = keep + (a - keep) % ring             # its slot
+    return first + (P + 1 - a) > keep + ring or (keep > 0 and first != keep)   # wraps, or sinks not followed by it
 
 
 class RotatingKVCache(BufferedCache):
@@ -126,10 +138,7 @@ class RotatingKVCache(BufferedCache):
     def _ring_answer_unmemoized(self, P: int, S: int) -> bool:
         """:meth:`_ring_answer` for ordered=False, computed (a function of P, S and the fixed layout)."""
         if S == 1 and P >= self.keep:  # a decode step: the closed form of _ring_answer_by_slots
-            a = max(self.keep, P - self.window + 1)           # oldest recent position returned
-            first = self.keep + (a - self.keep) % self.ring   # its slot
-            wraps = first + (P + 1 - a) > self.keep + self.ring
-            return wraps or (self.keep > 0 and first != self.keep)  # sinks not followed by it
+            return decode_wraps(P, self.keep, self.window, self.ring)
         return self._ring_answer_by_slots(P, S)
 
     def _ring_answer_by_slots(self, P: int, S: int) -> bool:
@@ -182,6 +191,37 @@ class RotatingKVCache(BufferedCache):
             return self.keys, self.values
         ranges = self._returned(P, 1)
         return self._gather(self.keys, ranges), self._gather(self.values, ranges)
+
+    def update_step(self, keys, values):
+        """:meth:`BaseCache.update_step` for the common decode step (one token, its slot allocated, past the
+        sinks): the mask answered from integers (None unless rewound rows sit in the ring), one slot
+        written, the keys returned as :meth:`_decode_step` returns them. Anything else: the reference."""
+        P, keep, ring = self.offset, self.keep, self.ring
+        cap = 0 if self.keys is None else self.keys.shape[2]
+        g = step_geometry(keys, values, self._geom)
+        if g is None or P < keep or not (P < cap or cap == keep + ring):
+            return super().update_step(keys, values)
+        one_run = not decode_wraps(P, keep, self.window, ring)          # the keys returned lie in one run of slots
+        wraps = not self.ordered and not one_run                        # == _ring_answer(P, 1)
+        # all_visible(1), asked before the write: the window in order, or a ring holding exactly the window
+        if not wraps or (self.rewind_tokens == 0 and self._start <= P + 1 - ring):
+            mask = None
+        else:
+            mask = self.make_mask(1)
+        slot = keep + (P - keep) % ring
+        self.keys[..., slot:slot + 1, :] = keys
+        self.values[..., slot:slot + 1, :] = values
+        self._start = max(self._start, P + 1 - ring)
+        self._geom, self.offset = g, P + 1
+        if wraps:  # every slot, as stored: the buffers themselves (valid until the next write)
+            return self.keys, self.values, mask
+        if one_run:  # what _gather returns for one run: one view, the sinks [0, keep) then slots [first, end)
+            a = max(keep, P - self.window + 1)
+            first = keep + (a - keep) % ring
+            lo, hi = (0 if keep else first), first + P + 1 - a
+            return self.keys[..., lo:hi, :], self.values[..., lo:hi, :], mask
+        ranges = self._returned(P, 1)  # ordered and wrapped: a copy in temporal order
+        return self._gather(self.keys, ranges), self._gather(self.values, ranges), mask
 
     # ------------------------------------------------------------ accounting
     def size(self) -> int:

@@ -126,10 +126,11 @@ def sdpa(q: mx.array, k: mx.array, v: mx.array, mask: mx.array | None = None,
     A float mask is cast to q's dtype (the kernel wants a mask that promotes to the output dtype).
     """
     _check_dense(q, k, v)
-    mask = as_mask(mask, q.shape[2], k.shape[2])
-    _check_mask(mask, q.shape[2], k.shape[2])
-    if mask is not None and mask.dtype != mx.bool_:
-        mask = mask.astype(q.dtype)
+    if mask is not None:                                   # None: the fused decode path, nothing to check
+        mask = as_mask(mask, q.shape[2], k.shape[2])
+        _check_mask(mask, q.shape[2], k.shape[2])
+        if mask.dtype != mx.bool_:
+            mask = mask.astype(q.dtype)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
 

@@ -20,7 +20,7 @@ import mlx.core as mx
 
 from ..calc.memory import allocated_slots
 from ..calc.units import DEFAULT_STEP
-from .base import BufferedCache, check_kv, check_step, grow_buffer
+from .base import BufferedCache, check_kv, check_step, grow_buffer, step_geometry
 from .quantized import QuantizedKVCache
 
 
@@ -60,6 +60,21 @@ class KVCache(BufferedCache):
             self.values[..., prev:end, :] = values
         self._geom, self.offset = g, end
         return self.keys[..., :end, :], self.values[..., :end, :]
+
+    def update_step(self, keys, values):
+        """:meth:`BaseCache.update_step` for one token written in place: (all keys, all values, None),
+        no mask (one query at the newest position sees every key). Anything else: the reference."""
+        g, prev = step_geometry(keys, values, self._geom), self.offset
+        if g is None or not self.inplace:
+            return super().update_step(keys, values)
+        end = prev + 1
+        if end > self.keys.shape[2]:  # grow once per `step` tokens, as update_and_fetch does
+            slots = allocated_slots(end, self.step) - self.keys.shape[2]
+            self.keys, self.values = grow_buffer(self.keys, slots), grow_buffer(self.values, slots)
+        self.keys[..., prev:end, :] = keys
+        self.values[..., prev:end, :] = values
+        self._geom, self.offset = g, end
+        return self.keys[..., :end, :], self.values[..., :end, :], None
 
     # ------------------------------------------------------------ accounting
     def size(self) -> int:

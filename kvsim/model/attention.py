@@ -11,6 +11,9 @@ Contract
   ``partial_rotary_factor`` rotates only the first fraction of each head (Qwen3-Next, Griffin);
   base ``rope_theta``. Scale head_dim^-1/2, or ``query_pre_attn_scalar``^-1/2 where set (Gemma).
   All three are typed fields of the :class:`~kvsim.calc.config.ModelSpec` the layer belongs to.
+- ``step(x, cache, kv_dtype)``: the decode fast path (L = 1, a KVCache for a full layer or a
+  RotatingKVCache for a sliding one, ``fast_cache``): the same result as ``__call__`` with fewer host
+  calls and ops; ``__call__`` stays the readable reference (tests/test_step_build_fast_paths.py).
 - ``kv_dtype`` (an mx dtype or None = the compute dtype) is what K/V are stored as; attention
   math stays in the compute dtype.
 - ``cache=None`` is the no-cache baseline: the layer sees the whole sequence and builds its own
@@ -24,14 +27,20 @@ Contract
 
 from __future__ import annotations
 
+import operator
+
 import mlx.core as mx
 import mlx.nn as nn
 
 from ..cache.dispatch import attend_batched
+from ..cache.rotating import RotatingKVCache
+from ..cache.standard import KVCache
 from ..calc.config import LayerSpec, ModelSpec
-from .layers import Rows, WeightInit, attend, attend_cached, reference_mask, rope
+from .layers import Rows, WeightInit, attend, attend_cached, reference_mask, rope, transposed
 
 __all__ = ["Attention"]
+
+_WEIGHTS = operator.itemgetter("wq", "wk", "wv", "wo")   # what the decode fast path reads (transposed once)
 
 
 class Attention(nn.Module):
@@ -59,6 +68,8 @@ class Attention(nn.Module):
         self.wk = init.linear(self.n_kv_heads * self.head_dim, hidden_size)
         self.wv = init.linear(self.n_kv_heads * self.v_head_dim, hidden_size)
         self.wo = init.linear(hidden_size, self.n_heads * self.v_head_dim)
+        # the cache class whose decode step :meth:`step` serves (None: always the reference path)
+        self.fast_cache = {"full": KVCache, "sliding": RotatingKVCache}.get(layer.kind)
 
     @property
     def variant(self) -> str:
@@ -81,6 +92,25 @@ class Attention(nn.Module):
         else:
             out = self._attend_one(q, k, v, cache, kv_dtype)
         return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
+
+    def step(self, x: mx.array, cache, kv_dtype=None) -> mx.array:
+        """:meth:`__call__` for a decode step (x (B, 1, hidden), one cache of the kind ``fast_cache``): the
+        same numbers with fewer host calls and ops. With L = 1, (B, 1, H·D) already lies in memory as
+        (B, H, 1, D), so one reshape splits the heads (no transpose), and one merges them back; the cache
+        stores and attends through :meth:`~kvsim.cache.base.BaseCache.attend_step`."""
+        B, dims = x.shape[0], self.rope_dims
+        wq_t, wk_t, wv_t, wo_t = transposed(self, _WEIGHTS)
+        q = (x @ wq_t).reshape(B, self.n_heads, 1, self.head_dim)
+        k = (x @ wk_t).reshape(B, self.n_kv_heads, 1, self.head_dim)
+        v = (x @ wv_t).reshape(B, self.n_kv_heads, 1, self.v_head_dim)
+        if dims:
+            offset = cache.offset
+            q = mx.fast.rope(q, dims, traditional=False, base=self.rope_base, scale=1.0, offset=offset)
+            k = mx.fast.rope(k, dims, traditional=False, base=self.rope_base, scale=1.0, offset=offset)
+        if kv_dtype is not None:
+            k, v = k.astype(kv_dtype), v.astype(kv_dtype)
+        out = cache.attend_step(q, k, v, self.scale)                     # (B, H, 1, D_v)
+        return out.reshape(B, 1, -1) @ wo_t
 
     def _attend_one(self, q, k, v, cache, kv_dtype):
         """All B rows share one cache (or none): (B, H, L, D) -> (B, H, L, D_v)."""

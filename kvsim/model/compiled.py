@@ -168,6 +168,14 @@ class CompiledStep:
         # the weights each compiled call takes, looked up once (nn.Module attribute access is slow per step)
         self.in_weights = [self._in_weights(i) if w else None for i, w in enumerate(self.weights)]
         self.out_weights = [self._out_weights(i) if w else None for i, w in enumerate(self.weights)]
+        # and the per-layer objects the loop needs, also looked up once: the mixers, their compiled pieces
+        self.mixers = [b.mixer for b in model.blocks]
+        self.mla = [isinstance(a, MLA) for a in self.mixers]
+        n = len(model.blocks)
+        self.in_fns = [_compiled_in(k) if k else None for k in self.in_keys]
+        self.out_fns = [_compiled_out(k) if k else None for k in self.out_keys]
+        self.out_in_fns = [_compiled_out_in(self.out_keys[i], self.in_keys[i + 1])
+                           if i + 1 < n and self.out_keys[i] and self.in_keys[i + 1] else None for i in range(n)]
 
     @staticmethod
     def _layer_weights(block, fuse: bool) -> dict | None:
@@ -206,15 +214,15 @@ class CompiledStep:
 
     def _in_args(self, i: int, cache, offsets: dict) -> tuple:
         """Block i's input-part arrays: its weights and the offset(s) RoPE starts at (one array per value)."""
-        key = tuple(c.offset for c in cache.caches) if isinstance(cache, Rows) else cache.offset
+        key = tuple(c.offset for c in cache.caches) if type(cache) is Rows else cache.offset
         if key not in offsets:
-            offsets[key] = mx.array(list(key) if isinstance(key, tuple) else key)
+            offsets[key] = mx.array(list(key) if type(key) is tuple else key)
         return (*self.in_weights[i], offsets[key])
 
     def _covered(self, i: int, cache) -> bool:
         """Does block i run compiled with this cache? (not for recurrent mixers, no cache, MLA over Rows)"""
         return (self.weights[i] is not None and cache is not None
-                and not (isinstance(cache, Rows) and isinstance(self.model.blocks[i].mixer, MLA)))
+                and not (self.mla[i] and isinstance(cache, Rows)))
 
     def __call__(self, tokens: mx.array, caches, kv_dtype=None) -> mx.array:
         m = self.model
@@ -222,27 +230,33 @@ class CompiledStep:
             raise ValueError(f"tokens must be (B, L) token ids, got shape {tuple(tokens.shape)}")
         if len(caches) != len(m.blocks):
             raise ValueError(f"caches must hold one entry per layer ({len(m.blocks)}), got {len(caches)}")
-        x, pending, n, offsets = m.embed[tokens], None, len(m.blocks), {}
-        for i, (block, cache) in enumerate(zip(m.blocks, caches)):
+        x, pending, n, offsets = m["embed"][tokens], None, len(caches), {}
+        for i, cache in enumerate(caches):
             if not self._covered(i, cache):
-                x, pending = block(x, cache, kv_dtype), None
+                x, pending = m["blocks"][i](x, cache, kv_dtype), None
                 continue
             if pending is None:                                   # block i's input part, on its own
-                pending = _compiled_in(self.in_keys[i])(x, *self._in_args(i, cache, offsets))
-            attn = self._attend(block.mixer, cache, pending, kv_dtype)   # eager: the cache grows
+                pending = self.in_fns[i](x, *self._in_args(i, cache, offsets))
+            attn = self._attend(self.mixers[i], cache, pending, kv_dtype)   # eager: the cache grows
             if self.chain and i + 1 < n and self._covered(i + 1, caches[i + 1]):
-                x, *pending = _compiled_out_in(self.out_keys[i], self.in_keys[i + 1])(
+                x, *pending = self.out_in_fns[i](
                     x, attn, *self.out_weights[i], *self._in_args(i + 1, caches[i + 1], offsets))
             else:
-                x, pending = _compiled_out(self.out_keys[i])(x, attn, *self.out_weights[i]), None
-        return _head(m.spec.rms_norm_eps)(x, m.norm, m.lm_head)
+                x, pending = self.out_fns[i](x, attn, *self.out_weights[i]), None
+        return _head(m.spec.rms_norm_eps)(x, m["norm"], m["lm_head"])
 
     @staticmethod
     def _attend(a, cache, pending, kv_dtype):
-        """Store the new K/V (or latent) in ``cache`` and attend: the eager model's own code."""
-        if isinstance(a, MLA):
-            return a.attend_roped(*pending, cache, kv_dtype)
+        """Store the new K/V (or latent) in ``cache`` and attend: the eager model's own code (its decode
+        fast paths when the cache is exactly the class the layer's ``step`` serves)."""
+        fast = type(cache) is a.fast_cache
+        if type(a) is MLA:
+            return a.attend_roped_step(*pending, cache, kv_dtype) if fast else a.attend_roped(*pending, cache, kv_dtype)
         q, k, v = pending
+        if fast:
+            if kv_dtype is not None:
+                k, v = k.astype(kv_dtype), v.astype(kv_dtype)
+            return cache.attend_step(q, k, v, a.scale)
         if not isinstance(cache, Rows):
             return attend_cached(q, k, v, cache, a.scale, kv_dtype)
         if len(cache) != q.shape[0]:                            # row r: its own sequence and offset

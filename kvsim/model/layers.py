@@ -24,6 +24,7 @@ Contract
 from __future__ import annotations
 
 import math
+import operator
 from functools import partial
 
 import mlx.core as mx
@@ -34,7 +35,7 @@ from ..cache.dispatch import attend_any
 from ..cache.sdpa import sdpa
 
 __all__ = ["WeightInit", "DeviceWeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
-           "attend_cached"]
+           "attend_cached", "transposed", "forget_derived"]
 
 
 class WeightInit:
@@ -130,6 +131,29 @@ def attend_cached(q: mx.array, k: mx.array, v: mx.array, cache, scale: float, kv
     """
     dtype = kv_dtype or k.dtype
     return attend_any(cache, q, k.astype(dtype), v.astype(dtype), scale)   # mlx-lm's caches have no attend
+
+
+def transposed(module: nn.Module, weights: operator.itemgetter) -> tuple:
+    """``(w.T for w in weights(module))``, made once per set of weight arrays and kept beside the module (a
+    plain attribute, never a parameter), so a decode step's fast path builds no transpose op per projection
+    (MLX's transpose is a view: the same numbers, no copy). ``weights`` is an ``operator.itemgetter`` of two
+    or more weight names (one C call reads them all). When any of them is a new array, all are transposed
+    again; :func:`forget_derived` drops what is kept (``Model.update``, hence ``set_dtype`` and
+    ``load_weights``, calls it)."""
+    ws, memo = weights(module), module.__dict__.get("_transposed")
+    if memo is None or not all(map(operator.is_, ws, memo[0])):
+        memo = module.__dict__["_transposed"] = (ws, tuple(w.T for w in ws))
+    return memo[1]
+
+
+DERIVED = ("_transposed", "_uk_uv")   # what the fast paths keep beside a module's weights
+
+
+def forget_derived(model: nn.Module) -> None:
+    """Drop every array the decode fast paths derived from weights (:func:`transposed`, MLA's W_uk/W_uv)."""
+    for _, module in model.named_modules():
+        for key in DERIVED:
+            module.__dict__.pop(key, None)
 
 
 @partial(mx.compile, shapeless=True)

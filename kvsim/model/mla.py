@@ -37,22 +37,28 @@ Contract
 
 from __future__ import annotations
 
+import operator
+from dataclasses import astuple
 from functools import lru_cache
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from ..cache.latent import LatentCache
 from ..cache.partials import finish_partial, merge_partials, softmax_stats, split_points
 from ..cache.quantized_parts import QuantizedKV
 from ..cache.sdpa import as_mask, sdpa
 from ..calc.config import LayerSpec, ModelSpec
 from ..calc.mla_paths import MlaDims, use_absorbed_mla
-from .layers import Rows, WeightInit, reference_mask, rms_norm, rope
+from .layers import Rows, WeightInit, reference_mask, rms_norm, rope, transposed
 
 __all__ = ["MLA", "MLA_PATHS"]
 
 MLA_PATHS = ("auto", "absorbed", "materialized")
+# what the decode fast path reads (transposed once), with and without query compression
+_WEIGHTS_LORA = operator.itemgetter("wq_a", "wq_b", "wkv_a", "wo")
+_WEIGHTS = operator.itemgetter("wq", "wkv_a", "wo")
 
 
 class MLA(nn.Module):
@@ -74,6 +80,9 @@ class MLA(nn.Module):
         self.last_path = None        # the path the last call took
         self.machine = None          # (FLOP/s, bytes/s) "auto" decides for; None = the measured H200
         self.dims = MlaDims(self.n_heads, self.kv_lora_rank, self.rope_dim, self.nope_dim, self.v_head_dim)
+        # the same widths as a plain tuple (the path memo's key), kept out of the module's parameter tree
+        self.__dict__["dims_key"] = astuple(self.dims)
+        self.fast_cache = LatentCache                          # the cache whose decode step :meth:`step` serves
         H, qk = self.n_heads, self.nope_dim + self.rope_dim
         if self.q_lora_rank:
             self.wq_a = init.linear(self.q_lora_rank, hidden_size)
@@ -87,8 +96,18 @@ class MLA(nn.Module):
         self.wo = init.linear(hidden_size, H * self.v_head_dim)
 
     def _w_uk_uv(self):
-        """W_uk (H, nope, r) and W_uv (H, v, r) from kv_b."""
-        w = self.wkv_b.reshape(self.n_heads, self.nope_dim + self.v_head_dim, self.kv_lora_rank)
+        """W_uk (H, nope, r) and W_uv (H, v, r) from kv_b: views of it, sliced once per kv_b array (kept
+        beside the module, not in its parameters; a new kv_b, e.g. after ``update`` or ``set_dtype``,
+        is sliced again)."""
+        kv_b, memo = self["wkv_b"], self.__dict__.get("_uk_uv")
+        if memo is None or memo[0] is not kv_b:
+            memo = (kv_b, *self.split_kv_b(kv_b))
+            self.__dict__["_uk_uv"] = memo                     # a plain attribute: never a parameter
+        return memo[1], memo[2]
+
+    def split_kv_b(self, kv_b: mx.array):
+        """kv_b (H·(nope+v), r) -> W_uk (H, nope, r), W_uv (H, v, r): the reference slicing."""
+        w = kv_b.reshape(self.n_heads, self.nope_dim + self.v_head_dim, self.kv_lora_rank)
         return w[:, :self.nope_dim], w[:, self.nope_dim:]
 
     def _project(self, x):
@@ -116,6 +135,44 @@ class MLA(nn.Module):
                     for r, c in enumerate(cache.caches)]
             out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
         return out.transpose(0, 2, 1, 3).reshape(B, L, -1) @ self.wo.T
+
+    def step(self, x: mx.array, cache, kv_dtype=None) -> mx.array:
+        """:meth:`__call__` for a decode step (x (B, 1, hidden), one LatentCache, ``fast_cache``): the same
+        numbers with fewer host calls and ops. With L = 1 one reshape splits the heads and one splits the
+        latent from k_pe; the path is chosen once per step for all layers (:meth:`choose_path`, remembered);
+        the absorbed path over one dense latent runs :meth:`_absorbed_fused` with W_uk/W_uv sliced once
+        (:meth:`_w_uk_uv`); anything else continues in :meth:`attend_roped`, the reference."""
+        B, H, nope, r = x.shape[0], self.n_heads, self.nope_dim, self.kv_lora_rank
+        if self.q_lora_rank:
+            wq_a_t, wq_b_t, wkv_a_t, wo_t = transposed(self, _WEIGHTS_LORA)
+            q = mx.fast.rms_norm(x @ wq_a_t, self["q_norm"], self.eps) @ wq_b_t
+        else:
+            wq_t, wkv_a_t, wo_t = transposed(self, _WEIGHTS)
+            q = x @ wq_t
+        q = q.reshape(B, H, 1, nope + self.rope_dim)                    # (B,1,H·qk) is (B,H,1,qk) in memory
+        kv = (x @ wkv_a_t).reshape(B, 1, 1, r + self.rope_dim)           # (B,1,1,r+rope): one shared head
+        offset, rot = cache.offset, dict(traditional=False, base=self.rope_base, scale=1.0)
+        q_nope, q_pe = q[..., :nope], mx.fast.rope(q[..., nope:], self.rope_dim, offset=offset, **rot)
+        latent = mx.fast.rms_norm(kv[..., :r], self["kv_norm"], self.eps)
+        k_pe = mx.fast.rope(kv[..., r:], self.rope_dim, offset=offset, **rot)
+        out = self.attend_roped_step(q_nope, q_pe, latent, k_pe, cache, kv_dtype)   # (B,H,1,v)
+        return out.reshape(B, 1, -1) @ wo_t                              # L = 1: one reshape merges the heads
+
+    def attend_roped_step(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype=None):
+        """:meth:`attend_roped` over a LatentCache, the decode fast path: for one query token on the
+        absorbed path without split, the cache's one-token ``update_step`` and :meth:`_absorbed_fused`
+        with W_uk/W_uv sliced once; anything else is :meth:`attend_roped` itself. (B,H,L,·) -> (B,H,L,v)."""
+        L, offset = q_nope.shape[2], cache.offset
+        path = self.path if self.path != "auto" else self.choose_path(L, offset, latent.dtype.size)
+        if path != "absorbed" or self.split_kv > 1 or L != 1:
+            return self.attend_roped(q_nope, q_pe, latent, k_pe, cache, kv_dtype)
+        if self.last_path != path:
+            self.last_path = path
+        if kv_dtype is not None:
+            latent, k_pe = latent.astype(kv_dtype), k_pe.astype(kv_dtype)
+        latents, k_pes, mask = cache.update_step(latent, k_pe)         # (B,1,T,r), (B,1,T,rope), None
+        w_uk, w_uv = self._w_uk_uv()
+        return self._absorbed_fused(q_nope, q_pe, latents, k_pes, mask, w_uk, w_uv)
 
     def _attend(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype):
         offset = 0 if cache is None else cache.offset
@@ -147,7 +204,7 @@ class MLA(nn.Module):
         """'absorbed' or 'materialized' for a call of L query tokens after C cached ones (calc's cost model)."""
         machine = self.machine
         if machine is None or type(machine) is tuple:         # hashable: every layer of a step shares one answer
-            absorbed = _use_absorbed_memo(self.dims, query_tokens, cached_tokens, dtype_bytes, machine)
+            absorbed = _use_absorbed_memo(self.dims_key, query_tokens, cached_tokens, dtype_bytes, machine)
         else:
             absorbed = use_absorbed_mla(self.dims, query_tokens, cached_tokens, dtype_bytes, machine)
         return "absorbed" if absorbed else "materialized"
@@ -240,9 +297,10 @@ class MLA(nn.Module):
 
 
 @lru_cache(maxsize=256)
-def _use_absorbed_memo(dims, query_tokens, cached_tokens, dtype_bytes, machine) -> bool:
-    """use_absorbed_mla, remembered (a pure function of hashable arguments; a bad one raises, never stored)."""
-    return use_absorbed_mla(dims, query_tokens, cached_tokens, dtype_bytes, machine)
+def _use_absorbed_memo(dims_key, query_tokens, cached_tokens, dtype_bytes, machine) -> bool:
+    """use_absorbed_mla, remembered (a pure function of hashable arguments; a bad one raises, never stored).
+    ``dims_key`` is the MlaDims fields as a plain tuple (hashing a tuple of ints costs no Python call)."""
+    return use_absorbed_mla(MlaDims(*dims_key), query_tokens, cached_tokens, dtype_bytes, machine)
 
 
 def _scores(q_lat, q_pe, lat, kpe, qz):

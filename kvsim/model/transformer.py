@@ -16,6 +16,10 @@ Contract
   (no cache: the whole sequence must be fed), or one cache per layer (``model.make_caches(...)``),
   or per layer a :class:`~kvsim.model.layers.Rows` of per-sequence caches (batched decode).
   ``kv_dtype`` (mx dtype, None = compute dtype) is the dtype K/V are written to the caches in.
+- A decode step (L = 1 with caches) takes each block's fast ``step`` (fewer host calls and ops: no
+  per-layer re-checks after ``check_caches``, heads split by one reshape, weights read as
+  ``module[name]``, the cache's one-token ``update_step``); ``model.fast_decode = False`` runs the
+  readable reference path instead. Both give the same logits (tests/test_step_build_fast_paths.py).
 - ``model.spec`` is the reduced spec: hand it to ``make_caches`` and to :mod:`kvsim.calc.memory`.
 - Weights are deterministic in ``seed``; float32 by default (MLX bf16/fp16 math is slow on a
   Linux CPU), bf16 and fp16 work too. ``init`` replaces the numpy draws (``WeightInit(seed)``),
@@ -24,6 +28,7 @@ Contract
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, replace
 
 import mlx.core as mx
@@ -35,9 +40,11 @@ from ..calc.hf_config import from_hf_config
 from ..calc.units import positive_int
 from .attention import Attention
 from .cache_checks import check_caches, check_tokens
-from .layers import MLP, WeightInit, rms_norm
+from .layers import MLP, WeightInit, forget_derived, rms_norm, swiglu, transposed
 from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
+
+_FFN_WEIGHTS = operator.itemgetter("gate", "up", "down")   # what Block.step reads (transposed once)
 
 __all__ = ["Model", "Block", "BuildInfo", "build_model", "perturbed", "select_layers", "toy_spec",
            "TOY_KINDS"]
@@ -86,6 +93,18 @@ class Block(nn.Module):
         h = x + self.mixer(rms_norm(x, self.mixer_norm, self.eps), cache, kv_dtype)
         return h + self.ffn(rms_norm(h, self.ffn_norm, self.eps))
 
+    def step(self, x: mx.array, cache, kv_dtype=None) -> mx.array:
+        """:meth:`__call__` for a decode step (x (B, 1, hidden)) whose cache the model checked this step:
+        the mixer's fast ``step`` when the cache is exactly the class it serves, else the reference.
+        Weights are read as ``self[name]`` (a dict lookup, no Python ``__getattr__`` call)."""
+        mixer = self["mixer"]
+        if type(cache) is not getattr(mixer, "fast_cache", None):
+            return self(x, cache, kv_dtype)
+        h = x + mixer.step(mx.fast.rms_norm(x, self["mixer_norm"], self.eps), cache, kv_dtype)
+        ffn, n = self["ffn"], mx.fast.rms_norm(h, self["ffn_norm"], self.eps)
+        gate_t, up_t, down_t = transposed(ffn, _FFN_WEIGHTS)
+        return h + swiglu(n @ gate_t, n @ up_t) @ down_t
+
 
 class Model(nn.Module):
     """Embedding, blocks, final norm, LM head. ``spec`` is the (reduced) spec it implements."""
@@ -97,16 +116,27 @@ class Model(nn.Module):
         self.blocks = [Block(layer, spec, intermediate_size, init) for layer in spec.layers]
         self.norm = mx.ones((spec.hidden_size,))
         self.lm_head = init.linear(spec.vocab_size, spec.hidden_size)
+        self.fast_decode = True      # False: decode steps take the reference path (tests compare the two)
 
     def __call__(self, tokens: mx.array, caches=None, kv_dtype=None) -> mx.array:
         # every input checked before any layer writes its cache: a failed call changes nothing
         tokens = check_tokens(tokens, self.spec.vocab_size)
         if caches is not None:
             check_caches(self.spec, caches, tokens.shape[0], kv_dtype or self.dtype)
-        x = self.embed[tokens]
+        x = self["embed"][tokens]
+        if caches is not None and tokens.shape[1] == 1 and self.fast_decode:   # a decode step: the fast path
+            for block, cache in zip(self["blocks"], caches):
+                x = block.step(x, cache, kv_dtype)
+            return mx.fast.rms_norm(x, self["norm"], self.spec.rms_norm_eps) @ self["lm_head"].T
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i], kv_dtype)
         return rms_norm(x, self.norm, self.spec.rms_norm_eps) @ self.lm_head.T
+
+    def update(self, parameters: dict, strict: bool = True) -> "Model":
+        """nn.Module.update, after dropping what the decode fast paths derived from the old weights
+        (:func:`~kvsim.model.layers.forget_derived`; ``set_dtype`` and ``load_weights`` come through here)."""
+        forget_derived(self)
+        return super().update(parameters, strict)
 
     def compiled_step(self):
         """This model's decode step with its fixed-shape parts compiled (:mod:`kvsim.model.compiled`),
