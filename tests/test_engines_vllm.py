@@ -37,9 +37,15 @@ GOLDEN = json.loads((ROOT / "tests" / "data" / "vllm_golden.json").read_text())
 KV_CACHE = GOLDEN["kv_cache_memory_bytes"]
 
 
+def _spec(model):
+    """A registry model, or one of issue 17's family configs (``families/<type>``: data/models/families/<type>.json)."""
+    return load_model(ROOT / "data" / "models" / f"{model}.json" if model.startswith("families/") else model)
+
+
 def _kvsim(row):
-    return vllm_plan(load_model(row["model"]), row["prompt_tokens"], row["decode_steps"], row["kv_dtype"],
-                     max_num_batched_tokens=GOLDEN["max_num_batched_tokens"], kv_cache_memory_bytes=KV_CACHE)
+    return vllm_plan(_spec(row["model"]), row["prompt_tokens"], row["decode_steps"], row["kv_dtype"],
+                     max_num_batched_tokens=GOLDEN["max_num_batched_tokens"],
+                     kv_cache_memory_bytes=row.get("kv_cache_memory_bytes", KV_CACHE))
 
 
 def _ids(row):
@@ -68,6 +74,20 @@ def test_golden_covers_the_brief():
                      "MambaSpec"}
     assert {"fp8", "bf16"} <= {r["kv_dtype"] for r in GOLDEN["rows"]}
     assert GOLDEN["vllm_version"] == "0.33.0" and GOLDEN["functions"]
+
+
+def test_golden_covers_issue17_families():
+    """Attention-only families and the Mamba-2 / Gated DeltaNet hybrids vLLM 0.33 runs, each at 1K/8K/128K, each
+    row naming the vLLM model file its layer list transcribes."""
+    families = {"gpt2", "qwen3_moe", "glm4", "gemma", "starcoder2", "olmoe", "zamba2", "olmo_hybrid", "qwen3_5"}
+    rows = [r for r in GOLDEN["rows"] if r["model"].startswith("families/")]
+    assert {r["model"].split("/")[1] for r in rows} == families
+    for family in families:
+        mine = [r for r in rows if r["model"] == f"families/{family}"]
+        assert {r["tokens"] for r in mine} == {1024, 8192, 131072}
+        assert all(r["provenance"]["layers"].startswith("models/") for r in mine)
+    hybrids = [r for r in rows if r["model"] in ("families/zamba2", "families/olmo_hybrid", "families/qwen3_5")]
+    assert all({g["spec"] for g in r["kv_cache_groups"]} == {"MambaSpec", "FullAttentionSpec"} for r in hybrids)
 
 
 def test_fp8_mla_is_576_bytes_in_64_token_blocks():

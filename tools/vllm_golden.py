@@ -42,11 +42,32 @@ MODELS = {  # name: kv dtype
     "gpt-oss-20b": "bf16", "llama-4-scout": "bf16", "deepseek-v3": "bf16", "deepseek-v3@fp8": "fp8",
     "jamba-v0.1": "bf16", "granite-4.0-h-small": "bf16", "nemotron-h-8b": "bf16", "qwen3-next-80b-a3b": "bf16",
     "mamba2-2.7b": "bf16", "falcon-mamba-7b": "bf16",
+    # issue 17's families (data/models/families/*.json): attention-only, and Mamba-2 / Gated DeltaNet hybrids
+    "families/gpt2": "bf16", "families/qwen3_moe": "bf16", "families/glm4": "bf16", "families/gemma": "bf16",
+    "families/starcoder2": "bf16", "families/olmoe": "bf16", "families/zamba2": "bf16",
+    "families/olmo_hybrid": "bf16", "families/qwen3_5": "bf16", "families/qwen3_5@fp8": "fp8",
+}
+# per family: the vLLM 0.33 model file whose attention and Mamba layers the layer list below transcribes
+FAMILY_FILES = {
+    "families/gpt2": "models/gpt2.py GPT2Attention (MHA, head_dim = hidden / n_head)",
+    "families/qwen3_moe": "models/qwen3_moe.py Qwen3MoeAttention (head_dim = config.head_dim or hidden / heads)",
+    "families/glm4": "models/glm4.py Glm4Attention (head_dim = config.head_dim or hidden / heads)",
+    "families/gemma": "models/gemma.py GemmaAttention (head_dim = config.head_dim)",
+    "families/starcoder2": "models/transformers/base.py (Starcoder2ForCausalLM runs on the Transformers backend; "
+                           "sliding_window null: full)",
+    "families/olmoe": "models/olmoe.py OlmoeAttention (head_dim = hidden / heads)",
+    "families/zamba2": "models/zamba2.py Zamba2Model: every layer a Mamba-2 mixer, each 'hybrid' layer also an "
+                       "Attention(num_attention_heads, attention_head_dim) with its own KV cache",
+    "families/olmo_hybrid": "models/olmo_hybrid.py: layer_types, GDN (gated_delta_net_state_shape) or "
+                            "OlmoHybridAttention (head_dim = hidden / heads)",
+    "families/qwen3_5": "models/qwen3_5.py: text_config.layer_types, GDN or full attention (config.head_dim)",
 }
 TOKENS = (1024, 8192, 131072)
 DECODE_STEPS = (0, 100)  # P = T - D
 MAX_NUM_BATCHED_TOKENS = 8192  # engine/arg_utils.py get_batch_defaults: API server, H100/H200
 KV_CACHE_MEMORY_BYTES = 40 * 2**30
+# a larger budget where one 128K request needs more than 40 GiB (the row records it): gemma-7b's 16 KV heads of 256
+KV_CACHE_MEMORY_OVERRIDES = {"families/gemma": 100 * 2**30}
 BLOCK = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
 FLASHMLA_BLOCK = 64  # v1/attention/backends/mla/flashmla.py (fp8 MLA on SM90)
 GDN_CHECKPOINT_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
@@ -57,9 +78,33 @@ def _cfg(name):
     return cfg.get("text_config", cfg)
 
 
+def attention_geometry(name, cfg):
+    """(num_kv_heads, head_size) of the attention layers, as vLLM's model file computes them."""
+    if name == "families/gpt2":
+        return cfg["n_head"], cfg["n_embd"] // cfg["n_head"]
+    if name == "families/zamba2":
+        return cfg["num_attention_heads"], cfg["attention_head_dim"]
+    if name in ("families/olmoe", "families/olmo_hybrid"):
+        return cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    d = (cfg.get("head_dim") or cfg.get("attention_head_dim")
+         or cfg.get("hidden_size", 1) // cfg.get("num_attention_heads", 1))
+    return cfg.get("num_key_value_heads"), d
+
+
 def layer_types(name, cfg):
-    """Per-layer (type, arg) as vLLM's model file builds them: full, sliding W, chunked C, mla, mamba1/2, gdn."""
+    """Per-layer (type, arg) as vLLM's model file builds them: full, sliding W, chunked C, mla, mamba1/2, gdn,
+    full+mamba2 (an attention layer beside a Mamba-2 mixer)."""
     n = cfg.get("num_hidden_layers") or cfg.get("n_layer")
+    if name in ("families/gpt2", "families/qwen3_moe", "families/glm4", "families/gemma", "families/olmoe"):
+        assert not cfg.get("use_sliding_window") and not cfg.get("sliding_window")
+        return [("full", None)] * n
+    if name == "families/starcoder2":
+        assert cfg.get("sliding_window") is None and "layer_types" not in cfg
+        return [("full", None)] * n
+    if name == "families/zamba2":
+        return [("full+mamba2", None) if t == "hybrid" else ("mamba2", None) for t in cfg["layers_block_type"]]
+    if name in ("families/olmo_hybrid", "families/qwen3_5"):
+        return [{"linear_attention": ("gdn", None), "full_attention": ("full", None)}[t] for t in cfg["layer_types"]]
     if name.startswith(("llama-3", "deepseek")):
         return [("mla" if "deepseek" in name else "full", None)] * n
     if name.startswith("mistral"):  # CacheConfig.sliding_window = HF sliding_window: every layer
@@ -109,6 +154,10 @@ def mamba_state(name, cfg, kind, torch, shape_calc, dtype_calc):
         h, p = cfg["mamba_n_heads"], cfg["mamba_d_head"]
         args = (cfg["mamba_expand"] * cfg["hidden_size"], cfg["mamba_n_groups"], h, p, cfg["mamba_d_state"],
                 cfg["mamba_d_conv"])
+    elif name == "families/zamba2":  # zamba2.py get_mamba_state_shape_from_config
+        h, p = cfg["n_mamba_heads"], cfg["mamba_headdim"]
+        args = (cfg["mamba_expand"] * cfg["hidden_size"], cfg["mamba_ngroups"], h, p, cfg["mamba_d_state"],
+                cfg["mamba_d_conv"])
     elif name.startswith("nemotron"):
         h, p = cfg["mamba_num_heads"], cfg["mamba_head_dim"]
         args = (h * p, cfg["n_groups"], h, p, cfg["ssm_state_size"], cfg["conv_kernel"])
@@ -146,12 +195,10 @@ def build(name, kv, T, D):
     types = layer_types(base, cfg)
     attn_dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
     quant = KVQuantMode.FP8_PER_TENSOR if kv == "fp8" else KVQuantMode.NONE
-    n_kv = cfg.get("num_key_value_heads")
-    d = (cfg.get("head_dim") or cfg.get("attention_head_dim")
-         or cfg.get("hidden_size", 1) // cfg.get("num_attention_heads", 1))
+    n_kv, d = attention_geometry(base, cfg)
     mla = any(t == "mla" for t, _ in types)
-    has_attn = any(t in ("full", "sliding", "chunked", "mla") for t, _ in types)
-    mamba_kinds = [t for t, _ in types if t in ("mamba1", "mamba2", "gdn")]
+    has_attn = any(t in ("full", "sliding", "chunked", "mla", "full+mamba2") for t, _ in types)
+    mamba_kinds = [t.split("+")[-1] for t, _ in types if t and t.split("+")[-1] in ("mamba1", "mamba2", "gdn")]
     L = T
     prefix_caching = has_attn  # ModelConfig.is_prefix_caching_supported: off for attention-free models
     mode = ("align" if prefix_caching else "none") if mamba_kinds else None
@@ -176,9 +223,14 @@ def build(name, kv, T, D):
             provenance["hybrid_block_size"] = "platforms/interface.py Platform._align_hybrid_block_size (derived)"
         mamba_block = block if mode == "align" else L  # MambaModelConfig.verify_and_update_config
     layers = {}
+    if base in FAMILY_FILES:
+        provenance["layers"] = FAMILY_FILES[base]
     for i, (t, arg) in enumerate(types):
         key = f"model.layers.{i}"
         common = dict(block_size=block, num_kv_heads=n_kv, head_size=d, dtype=attn_dtype, kv_quant_mode=quant)
+        if t == "full+mamba2":  # zamba2: the hybrid layer's attention, then its Mamba-2 mixer below
+            layers[key + ".attn"] = FullAttentionSpec(**common)
+            key, t = key + ".mamba", "mamba2"
         if t == "full":
             layers[key] = FullAttentionSpec(**common)
         elif t == "sliding":
@@ -210,7 +262,8 @@ def build(name, kv, T, D):
     vc.model_config = type("M", (), {"max_model_len": L})()  # the only ModelConfig field the specs read
 
     groups = get_kv_cache_groups(vc, dict(layers))
-    kcc = get_kv_cache_config_from_groups(vc, groups, KV_CACHE_MEMORY_BYTES)
+    budget = KV_CACHE_MEMORY_OVERRIDES.get(base, KV_CACHE_MEMORY_BYTES)
+    kcc = get_kv_cache_config_from_groups(vc, groups, budget)
     concurrency = get_max_concurrency_for_kv_cache_config(vc, kcc)
     bs_sched = math.lcm(*(g.kv_cache_spec.block_size for g in groups)) if len(groups) > 1 else block
     if mamba_kinds and not has_attn:
@@ -262,6 +315,7 @@ def build(name, kv, T, D):
         "num_blocks": kcc.num_blocks, "block_id_bytes": bytes_per_block,
         "held_bytes": sum(held) * bytes_per_block,
         "max_concurrency": concurrency, "provenance": provenance,
+        **({"kv_cache_memory_bytes": budget} if budget != KV_CACHE_MEMORY_BYTES else {}),
     }
 
 
