@@ -153,4 +153,7 @@ NEW_CONFIGS["gemma3n"] = {"model_type": "gemma3n", "text_config": {
 NEW_CONFIGS["bailing_hybrid_dense"] = {**NEW_CONFIGS["bailing_hybrid"], "first_k_dense_replace": 4}
 # run in bf16 as well: the recurrent families, whose states keep their own dtypes (no MoE: gather_mm is fp32-only)
 BF16_TOO = ("lfm2", "olmo_hybrid", "qwen3_5", "falcon_mamba", "bailing_hybrid_dense", "gemma4_text")
+# DeepSeek Sparse Attention: the latent and the indexer keys in one CacheList per layer
+EXTRA.update({"deepseek_v32": {}, "glm_moe_dsa": {**MOE, "rope_parameters": {"rope_theta": 10000.0}}})
+NEW_CONFIGS.update({name: {**NEUTRAL, **_TRANSFORMERS[name], **EXTRA[name]} for name in ("deepseek_v32", "glm_moe_dsa")})
 

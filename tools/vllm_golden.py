@@ -46,7 +46,10 @@ MODELS = {  # name: kv dtype
     "families/gpt2": "bf16", "families/qwen3_moe": "bf16", "families/glm4": "bf16", "families/gemma": "bf16",
     "families/starcoder2": "bf16", "families/olmoe": "bf16", "families/zamba2": "bf16",
     "families/olmo_hybrid": "bf16", "families/qwen3_5": "bf16", "families/qwen3_5@fp8": "fp8",
+    "families/gemma3n": "bf16", "falcon-h1-0.5b": "bf16", "families/qwen3_5#ssm-fp32": "bf16",
 }
+# name#variant: the family config with these keys set in its (text) config, as real checkpoints write them
+VARIANTS = {"ssm-fp32": {"mamba_ssm_dtype": "float32"}}  # Qwen3.5 checkpoints: the GDN state kept in fp32
 # per family: the vLLM 0.33 model file whose attention and Mamba layers the layer list below transcribes
 FAMILY_FILES = {
     "families/gpt2": "models/gpt2.py GPT2Attention (MHA, head_dim = hidden / n_head)",
@@ -61,6 +64,11 @@ FAMILY_FILES = {
     "families/olmo_hybrid": "models/olmo_hybrid.py: layer_types, GDN (gated_delta_net_state_shape) or "
                             "OlmoHybridAttention (head_dim = hidden / heads)",
     "families/qwen3_5": "models/qwen3_5.py: text_config.layer_types, GDN or full attention (config.head_dim)",
+    "families/gemma3n": "models/gemma3n.py Gemma3nAttention: layer_types (sliding_window or full); the last "
+                        "num_kv_shared_layers set kv_sharing_target_layer_name, so v1/worker/gpu_model_runner.py "
+                        "get_kv_cache_spec gives them no spec",
+    "falcon-h1-0.5b": "models/falcon_h1.py: every layer attention (config.head_dim) beside a Mamba-2 mixer "
+                      "(intermediate mamba_d_ssm)",
 }
 TOKENS = (1024, 8192, 131072)
 DECODE_STEPS = (0, 100)  # P = T - D
@@ -103,6 +111,12 @@ def layer_types(name, cfg):
         return [("full", None)] * n
     if name == "families/zamba2":
         return [("full+mamba2", None) if t == "hybrid" else ("mamba2", None) for t in cfg["layers_block_type"]]
+    if name == "families/gemma3n":  # KV-shared layers (None) hold no spec
+        first_shared = n - cfg["num_kv_shared_layers"]
+        return [(None, None) if i >= first_shared else ("sliding", cfg["sliding_window"])
+                if t == "sliding_attention" else ("full", None) for i, t in enumerate(cfg["layer_types"])]
+    if name.startswith("falcon-h1"):
+        return [("full+mamba2", None)] * n
     if name in ("families/olmo_hybrid", "families/qwen3_5"):
         return [{"linear_attention": ("gdn", None), "full_attention": ("full", None)}[t] for t in cfg["layer_types"]]
     if name.startswith(("llama-3", "deepseek")):
@@ -139,6 +153,8 @@ def mamba_state(name, cfg, kind, torch, shape_calc, dtype_calc):
     """(shapes, dtypes, checkpoint alignment or None) from vLLM's own calculators."""
     mdt = torch.bfloat16
     ssm_dt = "float32" if name.startswith("nemotron") else "auto"
+    if name == "families/qwen3_5":  # Qwen3_5ForConditionalGenerationConfig: text_config.mamba_ssm_dtype, where given
+        ssm_dt = cfg.get("mamba_ssm_dtype") or "auto"
     if kind == "mamba1":
         d_inner = (cfg.get("intermediate_size") if name.startswith("falcon")
                    else cfg["mamba_expand"] * cfg["hidden_size"])
@@ -154,6 +170,10 @@ def mamba_state(name, cfg, kind, torch, shape_calc, dtype_calc):
         h, p = cfg["mamba_n_heads"], cfg["mamba_d_head"]
         args = (cfg["mamba_expand"] * cfg["hidden_size"], cfg["mamba_n_groups"], h, p, cfg["mamba_d_state"],
                 cfg["mamba_d_conv"])
+    elif name.startswith("falcon-h1"):  # falcon_h1.py get_mamba_state_shape_from_config
+        d = cfg.get("mamba_d_ssm") or int(cfg["mamba_expand"] * cfg["hidden_size"])
+        h, p = cfg["mamba_n_heads"], cfg["mamba_d_head"]
+        args = (d, cfg["mamba_n_groups"], h, p, cfg["mamba_d_state"], cfg["mamba_d_conv"])
     elif name == "families/zamba2":  # zamba2.py get_mamba_state_shape_from_config
         h, p = cfg["n_mamba_heads"], cfg["mamba_headdim"]
         args = (cfg["mamba_expand"] * cfg["hidden_size"], cfg["mamba_ngroups"], h, p, cfg["mamba_d_state"],
@@ -190,8 +210,9 @@ def build(name, kv, T, D):
     from vllm.v1.request import Request
     from vllm.sampling_params import SamplingParams
 
-    base = name.split("@")[0]
-    cfg = _cfg(base)
+    base, _, variant = name.split("@")[0].partition("#")
+    overrides = VARIANTS[variant] if variant else {}
+    cfg = {**_cfg(base), **overrides}
     types = layer_types(base, cfg)
     attn_dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
     quant = KVQuantMode.FP8_PER_TENSOR if kv == "fp8" else KVQuantMode.NONE
@@ -310,7 +331,7 @@ def build(name, kv, T, D):
                            "blocks_held": h})
     bytes_per_block = kcc.kv_cache_tensors[0].size // kcc.num_blocks if kcc.kv_cache_tensors else 0
     return {
-        "model": base, "kv_dtype": kv, "tokens": T, "prompt_tokens": P, "decode_steps": D,
+        "model": base, **({"config_overrides": overrides} if overrides else {}), "kv_dtype": kv, "tokens": T, "prompt_tokens": P, "decode_steps": D,
         "block_size_tokens": block, "kv_cache_groups": group_rows,
         "num_blocks": kcc.num_blocks, "block_id_bytes": bytes_per_block,
         "held_bytes": sum(held) * bytes_per_block,
