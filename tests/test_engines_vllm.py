@@ -85,7 +85,8 @@ def test_golden_covers_the_brief():
 def test_golden_covers_issue17_families():
     """Attention-only families and the Mamba-2 / Gated DeltaNet hybrids vLLM 0.33 runs, each at 1K/8K/128K, each
     row naming the vLLM model file its layer list transcribes."""
-    families = {"gpt2", "qwen3_moe", "glm4", "gemma", "starcoder2", "olmoe", "zamba2", "olmo_hybrid", "qwen3_5"}
+    families = {"gpt2", "qwen3_moe", "glm4", "gemma", "starcoder2", "olmoe", "zamba2", "olmo_hybrid", "qwen3_5",
+                "gemma3n"}
     rows = [r for r in GOLDEN["rows"] if r["model"].startswith("families/")]
     assert {r["model"].split("/")[1] for r in rows} == families
     for family in families:
