@@ -23,7 +23,10 @@ each value in the JSON): the hybrid block size and Mamba page padding (``vllm/pl
 ``MambaModelConfig.verify_and_update_config``), NemotronH's fp32 SSM state
 (``NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype``) and the FlashMLA 64-token block for fp8 MLA
 (``v1/attention/backends/mla/flashmla.py``). Layer specs are built from each ``data/models/*.json`` by hand
-here, not through kvsim's parser.
+here, not through kvsim's parser; for issue 17's families (``families/<type>``) FAMILY_FILES names the model file
+each layer list transcribes (it lands in the row's provenance), and a ``#variant`` sets keys a real checkpoint
+writes (VARIANTS; the row keeps them as ``config_overrides``). The SSM state dtype a model's config class sets
+(``model_executor/models/config.py``: NemotronH fp32, Qwen3.5's ``mamba_ssm_dtype``) is applied here too.
 """
 
 from __future__ import annotations
