@@ -4,7 +4,13 @@ Each keeps the per-layer geometry that decides cache bytes small but real in kin
 widths, Mamba-2 heads, Gated DeltaNet heads); at most two layers unless the layout needs more
 (llama4's every-4th global layer, gemma3_text's pattern). Mixture-of-experts blocks are avoided
 (dense first layers, mlp_only_layers, no local experts): mlx's gather_mm runs only in float32 on CPU.
+
+NEW_CONFIGS (issue 17's families) start from tests/transformers_configs.py instead and run in float32
+(MoE included), the recurrent ones in bfloat16 too (BF16_TOO).
 """
+
+from transformers_configs import CONFIGS as TRANSFORMERS_CONFIGS
+from transformers_configs import W
 
 BASE = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
         "head_dim": 16, "num_hidden_layers": 2, "rms_norm_eps": 1e-5, "vocab_size": 64,
@@ -82,8 +88,6 @@ CONFIGS.update({
 # names) plus what mlx-lm's ModelArgs requires and transformers fills in by default (NEUTRAL: no field that decides
 # the cache), plus per family the fields mlx-lm reads without a default. Windows of 8 tokens (W) below a
 # 40-token prompt, so every RotatingKVCache wraps.
-from transformers_configs import CONFIGS as _TRANSFORMERS  # noqa: E402
-from transformers_configs import W  # noqa: E402
 
 NEUTRAL = {"rope_theta": 10000.0, "attention_bias": False, "mlp_bias": False, "use_bias": False,
            "use_qkv_bias": False, "norm_topk_prob": True, "layer_norm_eps": 1e-5, "layer_norm_epsilon": 1e-5,
@@ -132,7 +136,8 @@ EXTRA = {
 # families whose tiny transformers config mlx-lm builds as it is
 EXTRA.update({name: {} for name in (
     "gptj", "dbrx", "starcoder2", "phi", "gemma", "glm", "olmoe", "smollm3", "seed_oss", "hunyuan_v1_dense",
-    "internlm3", "qwen2_moe", "glm4_moe_lite", "iquestcoder", "nanochat", "qwen3_5", "qwen3_5_moe", "mixtral", "qwen2")})
+    "internlm3", "qwen2_moe", "glm4_moe_lite", "iquestcoder", "nanochat", "qwen3_5", "qwen3_5_moe", "mixtral",
+    "qwen2")})
 EXTRA.update({
     "falcon_mamba": {"use_conv_bias": True}, "llama4_text": {},
     "mimo_v2_flash": {**MOE, "hybrid_layer_pattern": [0, 1, 1], "moe_layer_freq": [0, 0, 0],
@@ -144,10 +149,10 @@ EXTRA.update({
                       "mla_scale_q_lora": True, "mla_scale_kv_lora": True},
 })
 
-NEW_CONFIGS = {name: {**NEUTRAL, **_TRANSFORMERS[name], **extra} for name, extra in EXTRA.items()}
+NEW_CONFIGS = {name: {**NEUTRAL, **TRANSFORMERS_CONFIGS[name], **extra} for name, extra in EXTRA.items()}
 # gemma3n: mlx-lm reads the text model from text_config (gemma3n.py), as kvsim does
 NEW_CONFIGS["gemma3n"] = {"model_type": "gemma3n", "text_config": {
-    **NEUTRAL, **_TRANSFORMERS["gemma3n_text"], "rope_local_base_freq": 10000.0, "final_logit_softcapping": 30.0,
+    **NEUTRAL, **TRANSFORMERS_CONFIGS["gemma3n_text"], "rope_local_base_freq": 10000.0, "final_logit_softcapping": 30.0,
     "altup_coef_clip": 120.0, "altup_correct_scale": True, "altup_active_idx": 0}}
 # bailing_hybrid with dense MLPs only: runs in bf16, where mlx-lm's fp32 linear-attention state shows
 NEW_CONFIGS["bailing_hybrid_dense"] = {**NEW_CONFIGS["bailing_hybrid"], "first_k_dense_replace": 4}
@@ -155,5 +160,15 @@ NEW_CONFIGS["bailing_hybrid_dense"] = {**NEW_CONFIGS["bailing_hybrid"], "first_k
 BF16_TOO = ("lfm2", "olmo_hybrid", "qwen3_5", "falcon_mamba", "bailing_hybrid_dense", "gemma4_text")
 # DeepSeek Sparse Attention: the latent and the indexer keys in one CacheList per layer
 EXTRA.update({"deepseek_v32": {}, "glm_moe_dsa": {**MOE, "rope_parameters": {"rope_theta": 10000.0}}})
-NEW_CONFIGS.update({name: {**NEUTRAL, **_TRANSFORMERS[name], **EXTRA[name]} for name in ("deepseek_v32", "glm_moe_dsa")})
+NEW_CONFIGS.update({name: {**NEUTRAL, **TRANSFORMERS_CONFIGS[name], **EXTRA[name]}
+                    for name in ("deepseek_v32", "glm_moe_dsa")})
+# ministral3 slides where layer_types says; gemma3 and gemma4 nest the text model in text_config (the outer
+# vocab_size replaces the text one in mlx-lm, so it is set small too)
+NEW_CONFIGS["ministral3"] = {**NEUTRAL, **TRANSFORMERS_CONFIGS["ministral3"], "sliding_window": W,
+                             "layer_types": ["sliding_attention", "full_attention"],
+                             "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default",
+                                                 "llama_4_scaling_beta": 0.0, "original_max_position_embeddings": 256}}
+NEW_CONFIGS["gemma3"] = {"model_type": "gemma3", "vocab_size": 64,
+                         "text_config": {**CONFIGS["gemma3_text"], "sliding_window": W}}
+NEW_CONFIGS["gemma4"] = {"model_type": "gemma4", "vocab_size": 64, "text_config": NEW_CONFIGS["gemma4_text"]}
 

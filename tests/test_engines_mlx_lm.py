@@ -11,6 +11,7 @@ from pathlib import Path
 
 import mlx.core as mx
 import mlx_lm  # the test extra installs it: a missing mlx-lm fails here
+from mlx.utils import tree_map
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,7 +37,6 @@ from kvsim.calc.mlx_lm_rules import (
 from kvsim.calc.units import InputError
 from kvsim.cli import main
 from kvsim.measure.mlx_lm_bytes import cache_bytes, load_mlx_lm_model, measure, run_feeds
-from mlx.utils import tree_map
 
 GEN = generate_step_feeds(300, 2048, 20)  # a 300-token prompt + 20 decode steps, as generate_step feeds them
 FP32_ONLY = {"gpt_oss", "phimoe"}  # every layer is MoE: mlx's gather_mm runs only in float32 on CPU
@@ -61,7 +61,7 @@ def test_every_family_to_the_byte(family, tmp_path):
     assert [r.cache for r in m.measured] == [r.cache for r in m.predicted.layers]
 
 
-# ---------------------------------------------------------------- issue 17's families, built through mlx-lm's public API
+# ---------------------------------------------------------------- issue 17's families, through mlx-lm's public API
 
 NEW_FEEDS = generate_step_feeds(40, 16, 5)  # 3 prefill calls + 6 single tokens: every 8-token window wraps
 

@@ -334,7 +334,8 @@ def build(name, kv, T, D):
                            "blocks_held": h})
     bytes_per_block = kcc.kv_cache_tensors[0].size // kcc.num_blocks if kcc.kv_cache_tensors else 0
     return {
-        "model": base, **({"config_overrides": overrides} if overrides else {}), "kv_dtype": kv, "tokens": T, "prompt_tokens": P, "decode_steps": D,
+        "model": base, **({"config_overrides": overrides} if overrides else {}), "kv_dtype": kv, "tokens": T,
+        "prompt_tokens": P, "decode_steps": D,
         "block_size_tokens": block, "kv_cache_groups": group_rows,
         "num_blocks": kcc.num_blocks, "block_id_bytes": bytes_per_block,
         "held_bytes": sum(held) * bytes_per_block,

@@ -7,8 +7,9 @@ Contract
      ``SlidingWindowSpec``, chunked → ``ChunkedLocalAttentionSpec``, MLA → ``MLAAttentionSpec``
      (kv_lora_rank + qk_rope_head_dim elements, no V, one latent replicated on every TP rank),
      Mamba-1 / Mamba-2 / Gated DeltaNet → ``MambaSpec`` (conv K − 1 columns + the temporal state, both
-     in the model dtype; the SSM state fp32 for NemotronH and Qwen3.5's mamba_ssm_dtype, :func:`ssm_state_dtype`). A page is one block of one layer:
-     attention bs·n_kv·(d_k + d_v)·b, MLA bs·576·b, Mamba Σ numel·b of one request's state.
+     in the model dtype; the SSM state fp32 for NemotronH and in Qwen3.5's mamba_ssm_dtype,
+     :func:`ssm_state_dtype`). A page is one block of one layer: attention bs·n_kv·(d_k + d_v)·b, MLA
+     bs·576·b, Mamba Σ numel·b of one request's state.
   2. **Block size**: 16 (``CacheConfig.DEFAULT_BLOCK_SIZE``), 64 for fp8 MLA (FlashMLA on SM90). Hybrids
      (attention + Mamba): block = a·⌈mamba_page / (a·attn_page_1_token)⌉, a = lcm(16, prefill checkpoint
      alignment) in align mode (GDN 64, Mamba-2 1, Mamba-1 none), and the Mamba page padded to

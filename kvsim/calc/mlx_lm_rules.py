@@ -350,15 +350,16 @@ def _recurrent_gemma(spec):
 
 
 def _deepseek_v2(spec):
-    """deepseek_v2.py (and minicpm3.py) cache K = [k_nope, k_pe] and V per head: H × (d_nope + d_rope + d_v) per token."""
+    """deepseek_v2.py (and minicpm3.py) cache K = [k_nope, k_pe] and V per head: H × (d_nope + d_rope + d_v)
+    per token."""
     return [EngineCache("KVCache", spec.num_attention_heads, spec.qk_nope_head_dim + layer.qk_rope_head_dim,
                         spec.v_head_dim) for layer in spec.layers]
 
 
 def _kind_windows(spec):
-    """olmo3, afmoe, laguna, mellum, exaone_moe, gemma3n, gemma4 (their make_cache): a RotatingKVCache(window,
-    keep 0) on every sliding layer (each reads layer_types as transformers does), a KVCache elsewhere;
-    KV-shared layers get no cache."""
+    """olmo3, afmoe, laguna, mellum, exaone_moe, ministral3, gemma3n, gemma4 (their make_cache): a
+    RotatingKVCache(window, keep 0) on every sliding layer (each reads layer_types as transformers does), a
+    KVCache elsewhere; KV-shared layers get no cache."""
     return [_kv(layer, "RotatingKVCache", max_size=layer.sliding_window) if layer.kind == "sliding"
             else _plain(spec, layer) for layer in spec.layers]
 
@@ -383,7 +384,8 @@ def _mimo_v2_flash(spec):
     missing = [k for k in ("hybrid_layer_pattern", "sliding_window_size", "swa_num_key_value_heads", "swa_head_dim",
                            "swa_v_head_dim") if cfg.get(k) is None]
     if missing:
-        raise InputError(f"mlx-lm 0.32's mimo_v2_flash requires {', '.join(missing)} in the config; this one lacks them")
+        raise InputError(f"mlx-lm 0.32's mimo_v2_flash requires {', '.join(missing)} in the config; "
+                         "this one lacks them")
     pattern = cfg["hybrid_layer_pattern"]
     return [EngineCache("RotatingKVCache", cfg["swa_num_key_value_heads"], cfg["swa_head_dim"], cfg["swa_v_head_dim"],
                         max_size=_window(spec, "sliding_window_size")) if pattern[i] == 1 else _plain(spec, layer)
@@ -428,9 +430,10 @@ MLX_LM_LAYOUTS = {
     "llama": _layer_types_windows, "mistral": _layer_types_windows,
     "gemma3": _pattern_windows(6, 512), "gemma3_text": _pattern_windows(6, 512), "cohere2": _pattern_windows(4, 4096),
     "gpt_oss": _gpt_oss, "llama4": _llama4, "llama4_text": _llama4, "recurrent_gemma": _recurrent_gemma,
-    "deepseek_v2": _deepseek_v2, "minicpm3": _deepseek_v2, "exaone4": _exaone4, "bailing_hybrid": _lightning_gla, "minimax": _softmax_everywhere,
+    "deepseek_v2": _deepseek_v2, "minicpm3": _deepseek_v2, "exaone4": _exaone4, "bailing_hybrid": _lightning_gla,
+    "minimax": _softmax_everywhere,
     "mimo_v2_flash": _mimo_v2_flash, "longcat_flash": _longcat_flash, "deepseek_v32": _dsa, "glm_moe_dsa": _dsa,
-    **{t: _kind_windows for t in ("olmo3", "afmoe", "laguna", "mellum", "exaone_moe", "gemma3n",
+    **{t: _kind_windows for t in ("olmo3", "afmoe", "laguna", "mellum", "exaone_moe", "ministral3", "gemma3n",
                                   "gemma3n_text", "gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text")},
 }
 
