@@ -2,6 +2,7 @@
 caches (tiny random models, tests/mlx_lm_configs.py), the issue's table, generate_step itself, kv_bits,
 the growth rules against mlx-lm's cache classes, and `kvsim measure`."""
 
+import importlib
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import mlx.core as mx
 import mlx_lm  # the test extra installs it: a missing mlx-lm fails here
+from mlx.utils import tree_map
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +23,8 @@ from mlx_lm.models.cache import (
     RotatingKVCache,
     make_prompt_cache,
 )
-from mlx_lm_configs import BASE, CONFIGS, MAMBA2
+from mlx_lm.utils import MODEL_REMAPPING
+from mlx_lm_configs import BASE, BF16_TOO, CONFIGS, MAMBA2, NEW_CONFIGS
 
 from kvsim.calc.engines import kvsim_bytes, mlx_lm_bytes
 from kvsim.calc.hf_config import from_hf_config
@@ -56,6 +59,43 @@ def test_every_family_to_the_byte(family, tmp_path):
     measured, predicted = _per_layer(m)
     assert measured == predicted and m.measured_bytes == m.predicted.total_bytes > 0
     assert [r.cache for r in m.measured] == [r.cache for r in m.predicted.layers]
+
+
+# ---------------------------------------------------------------- issue 17's families, through mlx-lm's public API
+
+NEW_FEEDS = generate_step_feeds(40, 16, 5)  # 3 prefill calls + 6 single tokens: every 8-token window wraps
+
+
+def _public_build(cfg, dtype):
+    """mlx-lm's model for ``cfg`` as mlx_lm.models.<type>.Model(ModelArgs.from_dict(cfg)), cast to ``dtype``."""
+    module = importlib.import_module(f"mlx_lm.models.{MODEL_REMAPPING.get(cfg['model_type'], cfg['model_type'])}")
+    model = module.Model(module.ModelArgs.from_dict(cfg))
+    model.update(tree_map(lambda p: p.astype(getattr(mx, dtype)), model.parameters()))
+    return model
+
+
+@pytest.mark.parametrize("family, dtype", [(f, "float32") for f in sorted(NEW_CONFIGS)]
+                         + [(f, "bfloat16") for f in BF16_TOO])
+def test_issue17_family_to_the_byte(family, dtype):
+    cfg = NEW_CONFIGS[family]
+    cache = run_feeds(_public_build(cfg, dtype), NEW_FEEDS)
+    predicted = mlx_lm_bytes(from_hf_config(cfg), NEW_FEEDS, {"float32": "fp32", "bfloat16": "bf16"}[dtype])
+    holders = [r for r in predicted.layers if r.cache]  # layers whose cache lives in another layer's hold none
+    assert [(type(c).__name__, *cache_bytes(c)) for c in cache] == [(r.cache, r.kv_bytes, r.state_bytes)
+                                                                     for r in holders]
+    assert predicted.total_bytes > 0
+
+
+def test_mlx_lm_refuses_what_it_cannot_build():
+    with pytest.raises(InputError, match="string such as 'LLLG'"):  # exaone4.py takes len() of the pattern
+        mlx_lm_bytes(from_hf_config({**NEW_CONFIGS["exaone4"], "sliding_window_pattern": 3}), NEW_FEEDS)
+    with pytest.raises(TypeError):
+        _public_build({**NEW_CONFIGS["exaone4"], "sliding_window_pattern": 3}, "float32")
+    lacking = {k: v for k, v in NEW_CONFIGS["mimo_v2_flash"].items() if not k.startswith("swa_")}
+    with pytest.raises(InputError, match="swa_num_key_value_heads"):
+        mlx_lm_bytes(from_hf_config(lacking), NEW_FEEDS)
+    with pytest.raises(TypeError, match="swa_"):
+        _public_build(lacking, "float32")
 
 
 # ---------------------------------------------------------------- the issue's table

@@ -29,6 +29,7 @@ from kvsim.calc.engines_vllm import (
     vllm_plan,
 )
 from kvsim.calc.engines_all import vllm_summary
+from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.registry import load_model
 from kvsim.calc.units import InputError
 
@@ -37,9 +38,20 @@ GOLDEN = json.loads((ROOT / "tests" / "data" / "vllm_golden.json").read_text())
 KV_CACHE = GOLDEN["kv_cache_memory_bytes"]
 
 
+def _spec(row):
+    """A registry model, or one of issue 17's family configs (``families/<type>``: data/models/families/<type>.json)
+    with the row's config_overrides set in its (text) config."""
+    if not row["model"].startswith("families/"):
+        return load_model(row["model"])
+    cfg = json.loads((ROOT / "data" / "models" / f"{row['model']}.json").read_text())
+    cfg.get("text_config", cfg).update(row.get("config_overrides", {}))
+    return from_hf_config(cfg)
+
+
 def _kvsim(row):
-    return vllm_plan(load_model(row["model"]), row["prompt_tokens"], row["decode_steps"], row["kv_dtype"],
-                     max_num_batched_tokens=GOLDEN["max_num_batched_tokens"], kv_cache_memory_bytes=KV_CACHE)
+    return vllm_plan(_spec(row), row["prompt_tokens"], row["decode_steps"], row["kv_dtype"],
+                     max_num_batched_tokens=GOLDEN["max_num_batched_tokens"],
+                     kv_cache_memory_bytes=row.get("kv_cache_memory_bytes", KV_CACHE))
 
 
 def _ids(row):
@@ -68,6 +80,32 @@ def test_golden_covers_the_brief():
                      "MambaSpec"}
     assert {"fp8", "bf16"} <= {r["kv_dtype"] for r in GOLDEN["rows"]}
     assert GOLDEN["vllm_version"] == "0.33.0" and GOLDEN["functions"]
+
+
+def test_golden_covers_issue17_families():
+    """Attention-only families and the Mamba-2 / Gated DeltaNet hybrids vLLM 0.33 runs, each at 1K/8K/128K, each
+    row naming the vLLM model file its layer list transcribes."""
+    families = {"gpt2", "qwen3_moe", "glm4", "gemma", "starcoder2", "olmoe", "zamba2", "olmo_hybrid", "qwen3_5",
+                "gemma3n"}
+    rows = [r for r in GOLDEN["rows"] if r["model"].startswith("families/")]
+    assert {r["model"].split("/")[1] for r in rows} == families
+    for family in families:
+        mine = [r for r in rows if r["model"] == f"families/{family}"]
+        assert {r["tokens"] for r in mine} == {1024, 8192, 131072}
+        assert all(r["provenance"]["layers"].startswith("models/") for r in mine)
+    hybrids = [r for r in rows if r["model"] in ("families/zamba2", "families/olmo_hybrid", "families/qwen3_5")]
+    assert all({g["spec"] for g in r["kv_cache_groups"]} == {"MambaSpec", "FullAttentionSpec"} for r in hybrids)
+
+
+def test_qwen3_5_ssm_state_follows_mamba_ssm_dtype():
+    """Qwen3.5 checkpoints write mamba_ssm_dtype float32: vLLM keeps the GDN state in fp32, the conv state bf16."""
+    row = {"model": "families/qwen3_5"}
+    states = {x.state for x in layer_specs(_spec(row)) if x.spec == "mamba"}
+    assert {b for s in states for n, _, b in s} == {2}
+    row["config_overrides"] = {"mamba_ssm_dtype": "float32"}
+    assert {(n, b) for s in {x.state for x in layer_specs(_spec(row)) if x.spec == "mamba"} for n, _, b in s} == {
+        ("conv", 2), ("ssm", 4)}
+    assert any(r.get("config_overrides") == row["config_overrides"] for r in GOLDEN["rows"])
 
 
 def test_fp8_mla_is_576_bytes_in_64_token_blocks():
@@ -153,6 +191,7 @@ def test_live_vllm_reproduces_golden():
     import vllm_golden
 
     for row in [r for r in GOLDEN["rows"] if r["tokens"] == 8192][::3]:
-        name = row["model"] + ("@fp8" if row["kv_dtype"] == "fp8" else "")
+        variant = [k for k, v in vllm_golden.VARIANTS.items() if v == row.get("config_overrides")]
+        name = row["model"] + "".join(f"#{k}" for k in variant) + ("@fp8" if row["kv_dtype"] == "fp8" else "")
         live = vllm_golden.build(name, row["kv_dtype"], row["tokens"], row["decode_steps"])
         assert live == row

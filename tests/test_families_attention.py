@@ -63,7 +63,8 @@ def test_glm_moe_dsa_index_topk_pattern_and_bad_values():
 @pytest.mark.parametrize("engine", ["vllm", "mlx-lm"])
 def test_engines_without_a_dsa_indexer_rule_refuse_in_one_line(engine, capsys):
     from kvsim.calc.engines import engine_bytes
-    spec = load_config(FAMILY_DIR / "deepseek_v32.json")
+    name = "deepseek_v32" if engine == "vllm" else "axk2"  # mlx-lm's own DSA models are measured (test_engines_mlx_lm)
+    spec = load_config(FAMILY_DIR / f"{name}.json")
     if engine == "vllm":
         from kvsim.calc.engines_vllm import vllm_plan
         with pytest.raises(InputError, match="indexer"):
@@ -71,7 +72,7 @@ def test_engines_without_a_dsa_indexer_rule_refuse_in_one_line(engine, capsys):
     else:
         with pytest.raises(InputError, match="indexer"):
             engine_bytes(spec, "mlx-lm", prompt_tokens=100, decode_steps=0)
-    rc = main(["calc", str(FAMILY_DIR / "deepseek_v32.json"), "--engine", engine, "--prompt-tokens", "100"])
+    rc = main(["calc", str(FAMILY_DIR / f"{name}.json"), "--engine", engine, "--prompt-tokens", "100"])
     err = capsys.readouterr().err
     assert rc == 2 and "indexer" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 

@@ -23,7 +23,10 @@ each value in the JSON): the hybrid block size and Mamba page padding (``vllm/pl
 ``MambaModelConfig.verify_and_update_config``), NemotronH's fp32 SSM state
 (``NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype``) and the FlashMLA 64-token block for fp8 MLA
 (``v1/attention/backends/mla/flashmla.py``). Layer specs are built from each ``data/models/*.json`` by hand
-here, not through kvsim's parser.
+here, not through kvsim's parser; for issue 17's families (``families/<type>``) FAMILY_FILES names the model file
+each layer list transcribes (it lands in the row's provenance), and a ``#variant`` sets keys a real checkpoint
+writes (VARIANTS; the row keeps them as ``config_overrides``). The SSM state dtype a model's config class sets
+(``model_executor/models/config.py``: NemotronH fp32, Qwen3.5's ``mamba_ssm_dtype``) is applied here too.
 """
 
 from __future__ import annotations
@@ -42,11 +45,40 @@ MODELS = {  # name: kv dtype
     "gpt-oss-20b": "bf16", "llama-4-scout": "bf16", "deepseek-v3": "bf16", "deepseek-v3@fp8": "fp8",
     "jamba-v0.1": "bf16", "granite-4.0-h-small": "bf16", "nemotron-h-8b": "bf16", "qwen3-next-80b-a3b": "bf16",
     "mamba2-2.7b": "bf16", "falcon-mamba-7b": "bf16",
+    # issue 17's families (data/models/families/*.json): attention-only, and Mamba-2 / Gated DeltaNet hybrids
+    "families/gpt2": "bf16", "families/qwen3_moe": "bf16", "families/glm4": "bf16", "families/gemma": "bf16",
+    "families/starcoder2": "bf16", "families/olmoe": "bf16", "families/zamba2": "bf16",
+    "families/olmo_hybrid": "bf16", "families/qwen3_5": "bf16", "families/qwen3_5@fp8": "fp8",
+    "families/gemma3n": "bf16", "falcon-h1-0.5b": "bf16", "families/qwen3_5#ssm-fp32": "bf16",
+}
+# name#variant: the family config with these keys set in its (text) config, as real checkpoints write them
+VARIANTS = {"ssm-fp32": {"mamba_ssm_dtype": "float32"}}  # Qwen3.5 checkpoints: the GDN state kept in fp32
+# per family: the vLLM 0.33 model file whose attention and Mamba layers the layer list below transcribes
+FAMILY_FILES = {
+    "families/gpt2": "models/gpt2.py GPT2Attention (MHA, head_dim = hidden / n_head)",
+    "families/qwen3_moe": "models/qwen3_moe.py Qwen3MoeAttention (head_dim = config.head_dim or hidden / heads)",
+    "families/glm4": "models/glm4.py Glm4Attention (head_dim = config.head_dim or hidden / heads)",
+    "families/gemma": "models/gemma.py GemmaAttention (head_dim = config.head_dim)",
+    "families/starcoder2": "models/transformers/base.py (Starcoder2ForCausalLM runs on the Transformers backend; "
+                           "sliding_window null: full)",
+    "families/olmoe": "models/olmoe.py OlmoeAttention (head_dim = hidden / heads)",
+    "families/zamba2": "models/zamba2.py Zamba2Model: every layer a Mamba-2 mixer, each 'hybrid' layer also an "
+                       "Attention(num_attention_heads, attention_head_dim) with its own KV cache",
+    "families/olmo_hybrid": "models/olmo_hybrid.py: layer_types, GDN (gated_delta_net_state_shape) or "
+                            "OlmoHybridAttention (head_dim = hidden / heads)",
+    "families/qwen3_5": "models/qwen3_5.py: text_config.layer_types, GDN or full attention (config.head_dim)",
+    "families/gemma3n": "models/gemma3n.py Gemma3nAttention: layer_types (sliding_window or full); the last "
+                        "num_kv_shared_layers set kv_sharing_target_layer_name, so v1/worker/gpu_model_runner.py "
+                        "get_kv_cache_spec gives them no spec",
+    "falcon-h1-0.5b": "models/falcon_h1.py: every layer attention (config.head_dim) beside a Mamba-2 mixer "
+                      "(intermediate mamba_d_ssm)",
 }
 TOKENS = (1024, 8192, 131072)
 DECODE_STEPS = (0, 100)  # P = T - D
 MAX_NUM_BATCHED_TOKENS = 8192  # engine/arg_utils.py get_batch_defaults: API server, H100/H200
 KV_CACHE_MEMORY_BYTES = 40 * 2**30
+# a larger budget where one 128K request needs more than 40 GiB (the row records it): gemma-7b's 16 KV heads of 256
+KV_CACHE_MEMORY_OVERRIDES = {"families/gemma": 100 * 2**30}
 BLOCK = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
 FLASHMLA_BLOCK = 64  # v1/attention/backends/mla/flashmla.py (fp8 MLA on SM90)
 GDN_CHECKPOINT_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
@@ -57,9 +89,39 @@ def _cfg(name):
     return cfg.get("text_config", cfg)
 
 
+def attention_geometry(name, cfg):
+    """(num_kv_heads, head_size) of the attention layers, as vLLM's model file computes them."""
+    if name == "families/gpt2":
+        return cfg["n_head"], cfg["n_embd"] // cfg["n_head"]
+    if name == "families/zamba2":
+        return cfg["num_attention_heads"], cfg["attention_head_dim"]
+    if name in ("families/olmoe", "families/olmo_hybrid"):
+        return cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    d = (cfg.get("head_dim") or cfg.get("attention_head_dim")
+         or cfg.get("hidden_size", 1) // cfg.get("num_attention_heads", 1))
+    return cfg.get("num_key_value_heads"), d
+
+
 def layer_types(name, cfg):
-    """Per-layer (type, arg) as vLLM's model file builds them: full, sliding W, chunked C, mla, mamba1/2, gdn."""
+    """Per-layer (type, arg) as vLLM's model file builds them: full, sliding W, chunked C, mla, mamba1/2, gdn,
+    full+mamba2 (an attention layer beside a Mamba-2 mixer)."""
     n = cfg.get("num_hidden_layers") or cfg.get("n_layer")
+    if name in ("families/gpt2", "families/qwen3_moe", "families/glm4", "families/gemma", "families/olmoe"):
+        assert not cfg.get("use_sliding_window") and not cfg.get("sliding_window")
+        return [("full", None)] * n
+    if name == "families/starcoder2":
+        assert cfg.get("sliding_window") is None and "layer_types" not in cfg
+        return [("full", None)] * n
+    if name == "families/zamba2":
+        return [("full+mamba2", None) if t == "hybrid" else ("mamba2", None) for t in cfg["layers_block_type"]]
+    if name == "families/gemma3n":  # KV-shared layers (None) hold no spec
+        first_shared = n - cfg["num_kv_shared_layers"]
+        return [(None, None) if i >= first_shared else ("sliding", cfg["sliding_window"])
+                if t == "sliding_attention" else ("full", None) for i, t in enumerate(cfg["layer_types"])]
+    if name.startswith("falcon-h1"):
+        return [("full+mamba2", None)] * n
+    if name in ("families/olmo_hybrid", "families/qwen3_5"):
+        return [{"linear_attention": ("gdn", None), "full_attention": ("full", None)}[t] for t in cfg["layer_types"]]
     if name.startswith(("llama-3", "deepseek")):
         return [("mla" if "deepseek" in name else "full", None)] * n
     if name.startswith("mistral"):  # CacheConfig.sliding_window = HF sliding_window: every layer
@@ -94,6 +156,8 @@ def mamba_state(name, cfg, kind, torch, shape_calc, dtype_calc):
     """(shapes, dtypes, checkpoint alignment or None) from vLLM's own calculators."""
     mdt = torch.bfloat16
     ssm_dt = "float32" if name.startswith("nemotron") else "auto"
+    if name == "families/qwen3_5":  # Qwen3_5ForConditionalGenerationConfig: text_config.mamba_ssm_dtype, where given
+        ssm_dt = cfg.get("mamba_ssm_dtype") or "auto"
     if kind == "mamba1":
         d_inner = (cfg.get("intermediate_size") if name.startswith("falcon")
                    else cfg["mamba_expand"] * cfg["hidden_size"])
@@ -108,6 +172,14 @@ def mamba_state(name, cfg, kind, torch, shape_calc, dtype_calc):
     if name.startswith("granite"):
         h, p = cfg["mamba_n_heads"], cfg["mamba_d_head"]
         args = (cfg["mamba_expand"] * cfg["hidden_size"], cfg["mamba_n_groups"], h, p, cfg["mamba_d_state"],
+                cfg["mamba_d_conv"])
+    elif name.startswith("falcon-h1"):  # falcon_h1.py get_mamba_state_shape_from_config
+        d = cfg.get("mamba_d_ssm") or int(cfg["mamba_expand"] * cfg["hidden_size"])
+        h, p = cfg["mamba_n_heads"], cfg["mamba_d_head"]
+        args = (d, cfg["mamba_n_groups"], h, p, cfg["mamba_d_state"], cfg["mamba_d_conv"])
+    elif name == "families/zamba2":  # zamba2.py get_mamba_state_shape_from_config
+        h, p = cfg["n_mamba_heads"], cfg["mamba_headdim"]
+        args = (cfg["mamba_expand"] * cfg["hidden_size"], cfg["mamba_ngroups"], h, p, cfg["mamba_d_state"],
                 cfg["mamba_d_conv"])
     elif name.startswith("nemotron"):
         h, p = cfg["mamba_num_heads"], cfg["mamba_head_dim"]
@@ -141,17 +213,16 @@ def build(name, kv, T, D):
     from vllm.v1.request import Request
     from vllm.sampling_params import SamplingParams
 
-    base = name.split("@")[0]
-    cfg = _cfg(base)
+    base, _, variant = name.split("@")[0].partition("#")
+    overrides = VARIANTS[variant] if variant else {}
+    cfg = {**_cfg(base), **overrides}
     types = layer_types(base, cfg)
     attn_dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
     quant = KVQuantMode.FP8_PER_TENSOR if kv == "fp8" else KVQuantMode.NONE
-    n_kv = cfg.get("num_key_value_heads")
-    d = (cfg.get("head_dim") or cfg.get("attention_head_dim")
-         or cfg.get("hidden_size", 1) // cfg.get("num_attention_heads", 1))
+    n_kv, d = attention_geometry(base, cfg)
     mla = any(t == "mla" for t, _ in types)
-    has_attn = any(t in ("full", "sliding", "chunked", "mla") for t, _ in types)
-    mamba_kinds = [t for t, _ in types if t in ("mamba1", "mamba2", "gdn")]
+    has_attn = any(t in ("full", "sliding", "chunked", "mla", "full+mamba2") for t, _ in types)
+    mamba_kinds = [t.split("+")[-1] for t, _ in types if t and t.split("+")[-1] in ("mamba1", "mamba2", "gdn")]
     L = T
     prefix_caching = has_attn  # ModelConfig.is_prefix_caching_supported: off for attention-free models
     mode = ("align" if prefix_caching else "none") if mamba_kinds else None
@@ -176,9 +247,14 @@ def build(name, kv, T, D):
             provenance["hybrid_block_size"] = "platforms/interface.py Platform._align_hybrid_block_size (derived)"
         mamba_block = block if mode == "align" else L  # MambaModelConfig.verify_and_update_config
     layers = {}
+    if base in FAMILY_FILES:
+        provenance["layers"] = FAMILY_FILES[base]
     for i, (t, arg) in enumerate(types):
         key = f"model.layers.{i}"
         common = dict(block_size=block, num_kv_heads=n_kv, head_size=d, dtype=attn_dtype, kv_quant_mode=quant)
+        if t == "full+mamba2":  # zamba2: the hybrid layer's attention, then its Mamba-2 mixer below
+            layers[key + ".attn"] = FullAttentionSpec(**common)
+            key, t = key + ".mamba", "mamba2"
         if t == "full":
             layers[key] = FullAttentionSpec(**common)
         elif t == "sliding":
@@ -210,7 +286,8 @@ def build(name, kv, T, D):
     vc.model_config = type("M", (), {"max_model_len": L})()  # the only ModelConfig field the specs read
 
     groups = get_kv_cache_groups(vc, dict(layers))
-    kcc = get_kv_cache_config_from_groups(vc, groups, KV_CACHE_MEMORY_BYTES)
+    budget = KV_CACHE_MEMORY_OVERRIDES.get(base, KV_CACHE_MEMORY_BYTES)
+    kcc = get_kv_cache_config_from_groups(vc, groups, budget)
     concurrency = get_max_concurrency_for_kv_cache_config(vc, kcc)
     bs_sched = math.lcm(*(g.kv_cache_spec.block_size for g in groups)) if len(groups) > 1 else block
     if mamba_kinds and not has_attn:
@@ -257,11 +334,13 @@ def build(name, kv, T, D):
                            "blocks_held": h})
     bytes_per_block = kcc.kv_cache_tensors[0].size // kcc.num_blocks if kcc.kv_cache_tensors else 0
     return {
-        "model": base, "kv_dtype": kv, "tokens": T, "prompt_tokens": P, "decode_steps": D,
+        "model": base, **({"config_overrides": overrides} if overrides else {}), "kv_dtype": kv, "tokens": T,
+        "prompt_tokens": P, "decode_steps": D,
         "block_size_tokens": block, "kv_cache_groups": group_rows,
         "num_blocks": kcc.num_blocks, "block_id_bytes": bytes_per_block,
         "held_bytes": sum(held) * bytes_per_block,
         "max_concurrency": concurrency, "provenance": provenance,
+        **({"kv_cache_memory_bytes": budget} if budget != KV_CACHE_MEMORY_BYTES else {}),
     }
 
 

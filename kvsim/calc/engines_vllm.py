@@ -7,8 +7,9 @@ Contract
      ``SlidingWindowSpec``, chunked → ``ChunkedLocalAttentionSpec``, MLA → ``MLAAttentionSpec``
      (kv_lora_rank + qk_rope_head_dim elements, no V, one latent replicated on every TP rank),
      Mamba-1 / Mamba-2 / Gated DeltaNet → ``MambaSpec`` (conv K − 1 columns + the temporal state, both
-     in the model dtype; NemotronH's SSM state fp32). A page is one block of one layer:
-     attention bs·n_kv·(d_k + d_v)·b, MLA bs·576·b, Mamba Σ numel·b of one request's state.
+     in the model dtype; the SSM state fp32 for NemotronH and in Qwen3.5's mamba_ssm_dtype,
+     :func:`ssm_state_dtype`). A page is one block of one layer: attention bs·n_kv·(d_k + d_v)·b, MLA
+     bs·576·b, Mamba Σ numel·b of one request's state.
   2. **Block size**: 16 (``CacheConfig.DEFAULT_BLOCK_SIZE``), 64 for fp8 MLA (FlashMLA on SM90). Hybrids
      (attention + Mamba): block = a·⌈mamba_page / (a·attn_page_1_token)⌉, a = lcm(16, prefill checkpoint
      alignment) in align mode (GDN 64, Mamba-2 1, Mamba-1 none), and the Mamba page padded to
@@ -60,8 +61,12 @@ VLLM_MAX_NUM_BATCHED_TOKENS = 8192
 ASYNC_CONCURRENT_BATCHES = 2  # config/vllm.py VllmConfig.max_concurrent_batches, async scheduling, PP = 1
 # model_executor/layers/mamba/*: get_prefill_checkpoint_alignment (GDN with FlashInfer prefill on SM90: 64)
 PREFILL_CHECKPOINT_ALIGNMENT = {"mamba": None, "mamba2": 1, "gated_deltanet": 64}
-# model_executor/models/config.py NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE
-FP32_SSM_MODEL_TYPES = ("nemotron_h",)
+# model_executor/models/config.py: the SSM state dtype a model's config sets when --mamba-ssm-cache-dtype is "auto":
+# NemotronHForCausalLMConfig (its config's mamba_ssm_cache_dtype, else DEFAULT_MAMBA_SSM_CACHE_DTYPE float32) and
+# Qwen3_5ForConditionalGenerationConfig (text_config.mamba_ssm_dtype where given: Qwen3.5 checkpoints write float32)
+SSM_DTYPE_KEYS = {"nemotron_h": ("mamba_ssm_cache_dtype", "fp32"),
+                  **{t: ("mamba_ssm_dtype", None) for t in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                                                              "qwen3_5_moe_text")}}
 SPEC_CLASSES = {"full": "FullAttentionSpec", "sliding": "SlidingWindowSpec", "chunked": "ChunkedLocalAttentionSpec",
                 "mla": "MLAAttentionSpec", "mamba": "MambaSpec"}
 
@@ -143,6 +148,19 @@ def _mamba_state(layer: LayerSpec, tp: int, model_b: int, ssm_b: int):
     raise InputError(f"vLLM {VLLM_VERSION} has no model with {fam} layers (RecurrentGemma is not supported)")
 
 
+def ssm_state_dtype(spec: ModelSpec, model_dtype: str) -> str:
+    """The dtype vLLM keeps Mamba / GDN temporal states in: the model's, unless the model's config class sets
+    one (:data:`SSM_DTYPE_KEYS`: NemotronH fp32 by default, Qwen3.5 its mamba_ssm_dtype)."""
+    key, default = SSM_DTYPE_KEYS.get(spec.model_type, (None, None))
+    value = spec.config.get(key) if key else None
+    if value is None:
+        return default or model_dtype
+    name = dtype_key(value)
+    if name not in FLOAT_DTYPES:
+        raise InputError(f"{key} must be one of float32, bfloat16, float16; got {value!r}")
+    return name
+
+
 def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLayer, ...]:
     """The per-layer KV-cache specs vLLM builds on one rank (an attention layer with a parallel Mamba
     mixer, as in Falcon-H1, gives two specs)."""
@@ -161,7 +179,7 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
                          "of their own that kvsim does not model; use --engine kvsim or transformers")
     b = DTYPE_BYTES[kv]
     model_b = DTYPE_BYTES[_model_dtype(spec, kv)]
-    ssm_b = DTYPE_BYTES["fp32"] if spec.model_type in FP32_SSM_MODEL_TYPES else model_b
+    ssm_b = DTYPE_BYTES[ssm_state_dtype(spec, _model_dtype(spec, kv))]
     out = []
     for i, layer in enumerate(spec.layers):
         if layer.has_kv_heads:

@@ -9,8 +9,11 @@ Contract
   drives it); each returns the token slots the cache's arrays have after the feeds.
 - Layout: :func:`mlx_lm_caches` is the :class:`EngineCache` each layer of a spec gets from
   ``make_prompt_cache`` (each model file's ``make_cache``): the windows mlx-lm applies and those it
-  ignores, MLA's latent (deepseek_v3, kimi_k2) or DeepSeek-V2's expanded per-head K/V, ArraysCache for
-  recurrent layers, CacheList for a layer with both (falcon_h1).
+  ignores, MLA's latent (deepseek_v3, kimi_k2) or DeepSeek-V2's (and MiniCPM3's) expanded per-head K/V,
+  ArraysCache for recurrent layers, CacheList for a layer with both (falcon_h1), for DSA's latent + indexer
+  keys (deepseek_v32, glm_moe_dsa) and for LongCat-Flash's two MLA blocks. Where mlx-lm builds a family
+  otherwise than transformers: bailing_hybrid's linear layers keep one fp32 GLA state, minimax.py builds
+  every MiniMax-Text-01 layer as softmax attention, mimo_v2_flash reads swa_* heads and sliding_window_size.
 - Dtypes: :func:`state_in_fp32` (Mamba-2 / Gated DeltaNet ssm state), :func:`quantized_vector_bytes`
   (kv_bits packing, and where a QuantizedKVCache cannot hold 5 or 6 bits: InputError, one line).
 - Checked against mlx-lm 0.32.2's measured ``nbytes`` in tests/test_engines_mlx_lm.py; docs/engines.md.
@@ -347,16 +350,91 @@ def _recurrent_gemma(spec):
 
 
 def _deepseek_v2(spec):
-    """deepseek_v2.py caches K = [k_nope, k_pe] and V per head: H × (d_nope + d_rope + d_v) per token."""
+    """deepseek_v2.py (and minicpm3.py) cache K = [k_nope, k_pe] and V per head: H × (d_nope + d_rope + d_v)
+    per token."""
     return [EngineCache("KVCache", spec.num_attention_heads, spec.qk_nope_head_dim + layer.qk_rope_head_dim,
                         spec.v_head_dim) for layer in spec.layers]
+
+
+def _kind_windows(spec):
+    """olmo3, afmoe, laguna, mellum, exaone_moe, ministral3, gemma3n, gemma4 (their make_cache): a
+    RotatingKVCache(window, keep 0) on every sliding layer (each reads layer_types as transformers does), a
+    KVCache elsewhere; KV-shared layers get no cache."""
+    return [_kv(layer, "RotatingKVCache", max_size=layer.sliding_window) if layer.kind == "sliding"
+            else _plain(spec, layer) for layer in spec.layers]
+
+
+def _exaone4(spec):
+    """exaone4.py: layer i is local (RotatingKVCache(sliding_window)) where the string sliding_window_pattern
+    ("LLLG") has "L" at i % len; layer_types is not read; no pattern: no windows."""
+    pattern = spec.config.get("sliding_window_pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        raise InputError(f"mlx-lm 0.32's exaone4 reads sliding_window_pattern as a string such as 'LLLG' "
+                         f"(L local, G global); got {pattern!r}, on which it raises TypeError")
+    w = _window(spec, "sliding_window") if pattern and "L" in pattern else None
+    return [_kv(layer, "RotatingKVCache", max_size=w) if pattern and pattern[i % len(pattern)] == "L"
+            else _plain(spec, layer) for i, layer in enumerate(spec.layers)]
+
+
+def _mimo_v2_flash(spec):
+    """mimo_v2_flash.py: layer i slides where hybrid_layer_pattern[i] is 1, in a RotatingKVCache(sliding_window_size)
+    of swa_num_key_value_heads heads, K of swa_head_dim, V of swa_v_head_dim (fields it requires); others a
+    KVCache of the full layer's heads (transformers' window is sliding_window_size + 1: kvsim's spec)."""
+    cfg = spec.config
+    missing = [k for k in ("hybrid_layer_pattern", "sliding_window_size", "swa_num_key_value_heads", "swa_head_dim",
+                           "swa_v_head_dim") if cfg.get(k) is None]
+    if missing:
+        raise InputError(f"mlx-lm 0.32's mimo_v2_flash requires {', '.join(missing)} in the config; "
+                         "this one lacks them")
+    pattern = cfg["hybrid_layer_pattern"]
+    return [EngineCache("RotatingKVCache", cfg["swa_num_key_value_heads"], cfg["swa_head_dim"], cfg["swa_v_head_dim"],
+                        max_size=_window(spec, "sliding_window_size")) if pattern[i] == 1 else _plain(spec, layer)
+            for i, layer in enumerate(spec.layers)]
+
+
+def _longcat_flash(spec):
+    """longcat_flash.py: one CacheList(KVCache, KVCache) per decoder layer holds both of its MLA blocks' latents;
+    kvsim's spec lists the two blocks as consecutive layers, so the first carries the CacheList, the second none."""
+    return [EngineCache("CacheList", parts=(_plain(spec, layer), _plain(spec, spec.layers[i + 1]))) if i % 2 == 0
+            else None for i, layer in enumerate(spec.layers)]
+
+
+def _dsa(spec):
+    """deepseek_v32.py (glm_moe_dsa.py subclasses it): every layer a CacheList(latent KVCache, indexer KVCache);
+    the indexer caches its one-head keys of index_head_dim as keys and again as values (it stores k for both,
+    then zeros of the keys' shape), on every layer, glm_moe_dsa's skipped-indexer layers included."""
+    d_i = positive_int("index_head_dim", spec.config.get("index_head_dim"))
+    return [EngineCache("CacheList", parts=(_plain(spec, layer), EngineCache("KVCache", 1, d_i, d_i)))
+            for layer in spec.layers]
+
+
+def _lightning_gla(spec):
+    """bailing_hybrid.py: its linear layers run gated linear attention, not KDA: one ArraysCache array of
+    (num_attention_heads, d, d) in fp32 (d = head_dim or hidden / heads), no conv state."""
+    heads = spec.config["num_attention_heads"]
+    d = spec.config.get("head_dim") or spec.config["hidden_size"] // heads
+    return [EngineCache("ArraysCache", state=((heads * d * d, True),)) if layer.kind == "recurrent"
+            else _plain(spec, layer) for layer in spec.layers]
+
+
+def _softmax_everywhere(spec):
+    """minimax.py is MiniMax-M2's model: it builds every layer of a MiniMax-Text-01 config as softmax
+    attention (num_key_value_heads heads of head_dim or hidden / heads), lightning layers included."""
+    heads = spec.config["num_attention_heads"]
+    d = spec.config.get("head_dim") or spec.config["hidden_size"] // heads
+    kv = spec.config.get("num_key_value_heads") or heads
+    return [EngineCache("KVCache", kv, d, d) for _ in spec.layers]
 
 
 MLX_LM_LAYOUTS = {
     "llama": _layer_types_windows, "mistral": _layer_types_windows,
     "gemma3": _pattern_windows(6, 512), "gemma3_text": _pattern_windows(6, 512), "cohere2": _pattern_windows(4, 4096),
     "gpt_oss": _gpt_oss, "llama4": _llama4, "llama4_text": _llama4, "recurrent_gemma": _recurrent_gemma,
-    "deepseek_v2": _deepseek_v2,
+    "deepseek_v2": _deepseek_v2, "minicpm3": _deepseek_v2, "exaone4": _exaone4, "bailing_hybrid": _lightning_gla,
+    "minimax": _softmax_everywhere,
+    "mimo_v2_flash": _mimo_v2_flash, "longcat_flash": _longcat_flash, "deepseek_v32": _dsa, "glm_moe_dsa": _dsa,
+    **{t: _kind_windows for t in ("olmo3", "afmoe", "laguna", "mellum", "exaone_moe", "ministral3", "gemma3n",
+                                  "gemma3n_text", "gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text")},
 }
 
 
@@ -366,9 +444,9 @@ def mlx_lm_caches(spec: ModelSpec) -> tuple[EngineCache | None, ...]:
     Families not in MLX_LM_LAYOUTS (phi3, gemma2, qwen2/3, mixtral, llama4_text, jamba, qwen3_next, ...)
     get no window: a KVCache per attention layer, whatever sliding_window their config sets.
     """
-    if any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
-        raise InputError(f"mlx-lm keeps {spec.model_type}'s DSA indexer keys in a CacheList kvsim does not model; "
-                         "use --engine kvsim or transformers")
+    if spec.model_type not in MLX_LM_LAYOUTS and any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
+        raise InputError(f"kvsim has no mlx-lm rule for {spec.model_type}'s DSA indexer keys (it models mlx-lm's "
+                         "deepseek_v32 and glm_moe_dsa); use --engine kvsim or transformers")
     return tuple(MLX_LM_LAYOUTS.get(spec.model_type, lambda s: [_plain(s, x) for x in s.layers])(spec))
 
 
