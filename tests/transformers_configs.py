@@ -206,6 +206,14 @@ CONFIGS = {
     "deepseek_v32": {**BASE, **MLA, "model_type": "deepseek_v32", "n_routed_experts": 2, "num_experts_per_tok": 1,
                      "moe_intermediate_size": 32, "first_k_dense_replace": 2, "n_group": 1, "topk_group": 1,
                      "index_head_dim": 8, "index_n_heads": 2, "index_topk": 4, "q_lora_rank": 16},
+    # DeepSeek-V4 with the checkpoint's legacy keys: compress_ratios 0 / 4 / 128 per layer (the trailing 0 is the
+    # MTP layer, not built), compress_rate_hca 8 so that T = 14 closes an HCA window; K = V on one head of 32
+    "deepseek_v4": {**GPT, "model_type": "deepseek_v4", "hidden_size": 64, "moe_intermediate_size": 32,
+                    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32, "qk_rope_head_dim": 8,
+                    "q_lora_rank": 32, "num_hidden_layers": 3, "compress_ratios": [0, 4, 128, 0],
+                    "compress_rate_hca": 8, "sliding_window": W, "n_routed_experts": 2, "num_experts_per_tok": 1,
+                    "n_shared_experts": 1, "num_hash_layers": 1, "o_groups": 2, "o_lora_rank": 16, "hc_mult": 2,
+                    "index_n_heads": 2, "index_head_dim": 16, "index_topk": 4, "max_position_embeddings": 256},
     "glm_moe_dsa": {**BASE, **MLA, "model_type": "glm_moe_dsa", "num_hidden_layers": 4, "n_routed_experts": 2,
                     "num_experts_per_tok": 1, "moe_intermediate_size": 32, "first_k_dense_replace": 4,
                     "n_group": 1, "topk_group": 1, "index_head_dim": 8, "index_n_heads": 2, "index_topk": 4,

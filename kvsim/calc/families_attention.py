@@ -174,6 +174,60 @@ def gemma4(cfg):
     return out
 
 
+# DeepseekV4Config: a legacy compress_ratios entry -> the layer type (configuration_deepseek_v4.py)
+DEEPSEEK_V4_RATIO_TYPES = {0: "sliding_attention", 4: "compressed_sparse_attention",
+                           128: "heavily_compressed_attention"}
+DEEPSEEK_V4_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}  # default_compress_rates
+
+
+def _deepseek_v4_types(cfg, n):
+    """layer_types, else the checkpoint's compress_ratios (0 / 4 / 128 per layer, MTP layers past n dropped),
+    else the class default: 2 HCA layers, then CSA at odd i − 2 and HCA at even (DeepseekV4Config.__post_init__)."""
+    types, ratios = cfg.get("layer_types"), cfg.get("compress_ratios")
+    if types is None and ratios is not None:
+        if (not isinstance(ratios, SEQUENCE) or len(ratios) < n
+                or any(isinstance(r, bool) or r not in DEEPSEEK_V4_RATIO_TYPES for r in ratios)):
+            raise ConfigError(f"compress_ratios must list at least {n} entries (num_hidden_layers), each 0, 4 or 128")
+        types = [DEEPSEEK_V4_RATIO_TYPES[r] for r in ratios]
+    if types is None:
+        types = (["heavily_compressed_attention"] * min(n, 2)
+                 + ["compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(n - 2)])
+    if not isinstance(types, SEQUENCE) or len(types) < n or set(types[:n]) - set(DEEPSEEK_V4_RATES) - {
+            "sliding_attention"}:
+        raise ConfigError(f"layer_types must list {n} entries (num_hidden_layers) among sliding_attention, "
+                          "compressed_sparse_attention, heavily_compressed_attention")
+    return list(types[:n])
+
+
+def _deepseek_v4_rates(cfg):
+    """Entries per compressed token: compress_rates, with the legacy compress_rate_csa / compress_rate_hca folded in."""
+    rates = cfg.get("compress_rates") or {}
+    if not hasattr(rates, "get"):
+        raise ConfigError(f"compress_rates must map compressed_sparse_attention / heavily_compressed_attention to a "
+                          f"positive integer, got {rates!r}")
+    out = {t: config_int(rates, t, default=m) for t, m in DEEPSEEK_V4_RATES.items()}
+    for t, legacy in (("compressed_sparse_attention", "compress_rate_csa"),
+                      ("heavily_compressed_attention", "compress_rate_hca")):
+        out[t] = config_int(cfg, legacy, default=out[t])
+    return out
+
+
+def deepseek_v4(cfg):
+    """DeepSeek-V4 (DeepseekV4Config, modeling_deepseek_v4.py): every layer caches one K = V tensor of head_dim
+    (shared-KV MQA: kv_proj has one head) over a sliding_window; by layer type (layer_types, or the checkpoint's
+    compress_ratios 0 / 4 / 128) a layer also keeps ⌊T/m⌋ compressed entries: CSA (m = 4) of head_dim + the
+    indexer's index_head_dim, HCA (m = 128) of head_dim; sliding_attention layers keep the window only."""
+    n = config_int(cfg, "num_hidden_layers")
+    d, w = config_int(cfg, "head_dim", default=512), config_int(cfg, "sliding_window", default=128)
+    d_i, rates = config_int(cfg, "index_head_dim", default=128), _deepseek_v4_rates(cfg)
+    out = []
+    for t in _deepseek_v4_types(cfg, n):
+        m = rates.get(t, 0)
+        out.append(LayerSpec(kind="sliding", num_key_value_heads=1, head_dim=d, sliding_window=w, k_eq_v=True,
+                             compress_ratio=m, index_head_dim=d_i if t == "compressed_sparse_attention" else 0))
+    return out
+
+
 def longcat_flash(cfg):
     """LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (num_hidden_layers =
     2 × num_layers, as LongcatFlashConfig derives it)."""
@@ -236,6 +290,7 @@ FAMILIES = {
     **dict.fromkeys(_LLAMA_LIKE, window_every_layer),
     **dict.fromkeys(("youtu", "sarvam_mla", "axk1"), mla),  # DeepSeek-V3 MLA: transformers caches the latent
     "deepseek_v32": dsa(), "axk2": dsa(), "glm_moe_dsa": dsa(_glm_moe_dsa_indexers), "hy_v4": dsa(_hy_v4_indexers),
+    "deepseek_v4": deepseek_v4,
     "mimo_v2_flash": mimo_v2_flash, "gemma4_text": gemma4, "gemma4_unified_text": gemma4, "longcat_flash": longcat_flash,
     # multimodal wrappers: a config.json nests the language model in text_config (read through it); these
     # entries read a flattened one
@@ -264,6 +319,8 @@ FAMILY_DEFAULTS = {
     "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "dory": {"sliding_window": 1024}, "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024}, "cohere_compass_text": {"sliding_window": 4096},
     "mimo_v2_flash": {"sliding_window": 129, "v_head_dim": 128, "head_dim": 192},
+    "deepseek_v4": {"sliding_window": 128, "head_dim": 512, "num_key_value_heads": 1, "num_attention_heads": 64,
+                    "vocab_size": 129280, "index_head_dim": 128},
     "gemma4_unified_text": {"sliding_window": 1024, "head_dim": 256, "num_key_value_heads": 4,
                             "num_attention_heads": 8, "vocab_size": 262144},
     "gemma4_text": {"sliding_window": 512, "head_dim": 256, "num_key_value_heads": 4, "num_attention_heads": 8,
@@ -304,6 +361,12 @@ def notes(model_type: str, cfg) -> list[str]:
     if model_type == "dory":
         out.append("Dory: with recurrent_kv_cache_mode per_loop, each loop of the recurrent layers after the first "
                    "keeps its own copy of their cache (appended after the model's layers)")
+    if model_type == "deepseek_v4":
+        out.append("DeepSeek-V4: one K = V tensor per layer (shared-KV MQA, one head); CSA layers add ⌊T/4⌋ "
+                   "compressed entries of head_dim + index_head_dim, HCA layers ⌊T/128⌋ of head_dim "
+                   "(compress_rates); sliding_attention layers keep the window only. transformers also keeps each "
+                   "compressor's buffer (the T mod m tokens not yet compressed) and CSA's overlap state; MoE, hash "
+                   "routing, attention sinks and mHC do not change the cache")
     if model_type == "longcat_flash":
         out.append("LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (2 × num_layers)")
     if cfg.get("attention_k_eq_v"):
