@@ -206,3 +206,17 @@ def test_engines_without_a_deepseek_v4_rule_refuse_in_one_line(engine, capsys):
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     with pytest.raises(InputError, match="DeepSeek-V4"):
         transformers_rows(load_config(FAMILY_DIR / "deepseek_v4.json"), 100, 0, cache="static")
+
+
+def test_last_decoder_families_derive_their_layer_types_and_windows():
+    """Kolibri1: full every 5th; Beam: full every 6th and the last; ModernBERT decoder: full every 3rd from 0, the
+    window local_attention // 2; GPT-SW3 writes GPT-2's keys (n_layer, n_head, n_embd)."""
+    kolibri = load_config(FAMILY_DIR / "kolibri1.json")
+    assert [x.kind for x in kolibri.layers[:5]] == ["sliding"] * 4 + ["full"] and kolibri.layers[0].sliding_window == 513
+    beam = load_config(FAMILY_DIR / "beam.json")
+    assert beam.layers[5].kind == beam.layers[-1].kind == "full" and beam.layers[6].sliding_window == 512
+    plain = {k: v for k, v in CONFIGS["modernbert-decoder"].items()}
+    layers = from_hf_config({**plain, "num_hidden_layers": 4, "global_attn_every_n_layers": 2}).layers
+    assert [x.kind for x in layers] == ["full", "sliding", "full", "sliding"] and layers[1].sliding_window == 8
+    sw3 = load_config(FAMILY_DIR / "gpt-sw3.json")
+    assert (sw3.num_hidden_layers, sw3.layers[0].num_key_value_heads, sw3.layers[0].head_dim) == (12, 12, 64)

@@ -342,3 +342,20 @@ def transformers_config(name: str) -> dict:
     cfg = dict(CONFIGS[name])
     cfg["model_type"] = TRANSFORMERS_MODEL_TYPE.get(cfg["model_type"], cfg["model_type"])
     return cfg
+
+
+# ------------------------------------------------------------ h23-families: the last decoder families read
+SW_FULL = ["sliding_attention", "full_attention"]
+NEW_CONFIGS = {
+    "gpt-sw3": {**GPT, "model_type": "gpt-sw3", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 256},
+    "kolibri1": {**BASE, "model_type": "kolibri1", "sliding_window": W, "layer_types": SW_FULL, "num_experts": 2,
+                 "num_experts_per_tok": 1, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32},
+    "beam": {**BASE, "model_type": "beam", "sliding_window": W, "layer_types": SW_FULL, "num_experts": 2,
+             "num_experts_per_tok": 1, "moe_intermediate_size": 32, "mlp_layer_types": ["dense", "sparse"],
+             "n_group": 1, "topk_group": 1},
+    # ModernBERT decoder: layer 0 full, layer 1 sliding (global every 3rd); window local_attention // 2 = 8
+    "modernbert-decoder": {**GPT, "model_type": "modernbert-decoder", "hidden_size": 64, "intermediate_size": 128,
+                           "num_hidden_layers": 2, "num_attention_heads": 4, "local_attention": 2 * W,
+                           "max_position_embeddings": 256},
+}
+CONFIGS.update(NEW_CONFIGS)

@@ -228,6 +228,18 @@ def deepseek_v4(cfg):
     return out
 
 
+def modernbert_decoder(cfg):
+    """ModernBERT decoder (ModernBertDecoderConfig): layer_types, else sliding where i % global_attn_every_n_layers
+    (default 3) != 0; the window is always local_attention // 2 (default 128 // 2 = 64: the config class
+    overwrites sliding_window with it)."""
+    n = config_int(cfg, "num_hidden_layers")
+    local = config_int(cfg, "local_attention", default=128)
+    w = local // 2 or None
+    every = config_int(cfg, "global_attn_every_n_layers", default=3)
+    return typed_layers({**cfg, "sliding_window": w}, n, w,
+                        lambda i: "sliding_attention" if w and i % every != 0 else "full_attention")
+
+
 def longcat_flash(cfg):
     """LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (num_hidden_layers =
     2 × num_layers, as LongcatFlashConfig derives it)."""
@@ -300,6 +312,9 @@ FAMILIES = {
     "gpt_neox_japanese": standard_decoder,
     # config classes that derive layer_types in __post_init__ (True = sliding)
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
+    "kolibri1": derived(lambda cfg, i, n: (i + 1) % 5 != 0),  # Kolibri1Config: full every 5th (NoPE there)
+    "beam": derived(lambda cfg, i, n: (i + 1) % 6 != 0 and i != n - 1),  # BeamConfig: full every 6th and last
+    "modernbert-decoder": modernbert_decoder,
     "mellum": derived(lambda cfg, i, n: False),  # MellumConfig: every layer full_attention
     "cohere_compass_text": derived(lambda cfg, i, n: False),  # CohereCompassTextConfig: every layer full
     "flint": derived(lambda cfg, i, n: not (i < 2 or i % 4 == 1 or i == n - 1)),  # FlintConfig
@@ -317,6 +332,7 @@ FAMILY_DEFAULTS = {
     "flint": {"sliding_window": 513}, "granitemoe_swa": {"sliding_window": 128},
     "cohere2_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
+    "kolibri1": {"sliding_window": 513}, "beam": {"sliding_window": 512},
     "dory": {"sliding_window": 1024}, "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024}, "cohere_compass_text": {"sliding_window": 4096},
     "mimo_v2_flash": {"sliding_window": 129, "v_head_dim": 128, "head_dim": 192},
     "deepseek_v4": {"sliding_window": 128, "head_dim": 512, "num_key_value_heads": 1, "num_attention_heads": 64,
