@@ -359,3 +359,8 @@ NEW_CONFIGS = {
                            "max_position_embeddings": 256},
 }
 CONFIGS.update(NEW_CONFIGS)
+NEW_CONFIGS["lara_mini"] = {**HYBRID, **GDN, "model_type": "lara_mini", "num_hidden_layers": 3, "head_dim": 16,
+                            "sliding_window": W, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32,
+                            "shared_expert_intermediate_size": 32,
+                            "layer_types": ["linear_attention", "sliding_attention", "full_attention"]}
+CONFIGS.update(NEW_CONFIGS)

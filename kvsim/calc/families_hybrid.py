@@ -214,6 +214,25 @@ def qwen3_5(cfg):
     return [attention_layer(cfg) if t == "full_attention" else gdn for t in types]
 
 
+def lara_mini(cfg):
+    """Lara-Mini (LaraMiniConfig): layer_types, else the released period-5 pattern linear, sliding, linear, full,
+    sliding; Gated DeltaNet on linear layers (defaults 8 key / 16 value heads of 128, kernel 4), sliding_window
+    (default 512) on sliding ones."""
+    n = config_int(cfg, "num_hidden_layers")
+    pattern = ("linear_attention", "sliding_attention", "linear_attention", "full_attention", "sliding_attention")
+    types = _types(cfg, n, lambda i: pattern[i % 5], ("linear_attention", "sliding_attention", "full_attention"),
+                   "layer_types")
+    gdn = gated_deltanet_layer(config_int(cfg, "linear_num_key_heads", default=8),
+                               config_int(cfg, "linear_num_value_heads", default=16),
+                               config_int(cfg, "linear_key_head_dim", default=128),
+                               config_int(cfg, "linear_value_head_dim", default=128),
+                               config_int(cfg, "linear_conv_kernel_dim", default=4))
+    w = sliding_window(cfg)
+    return [gdn if t == "linear_attention" else
+            attention_layer(cfg, "sliding", window=w) if t == "sliding_attention" and w else attention_layer(cfg)
+            for t in types]
+
+
 # ---------------------------------------------------------------- KDA beside MLA
 
 
@@ -428,5 +447,5 @@ FAMILIES = {
     "olmo_hybrid": olmo_hybrid,
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), qwen3_5),
     "kimi_linear": kimi_linear, "bailing_hybrid": bailing_hybrid, "minimax": minimax,
-    "lfm3": lfm3, "zaya": zaya, "rwkv": rwkv,
+    "lfm3": lfm3, "zaya": zaya, "lara_mini": lara_mini, "rwkv": rwkv,
 }
