@@ -73,7 +73,7 @@ def test_prefill_only_sliding_view_pins_the_whole_prompt(name):
     assert any(held > view for _, view, held in got)
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma2", "deepseek_v3", "qwen3_next", "mamba2"])
+@pytest.mark.parametrize("name", ["llama", "gemma2", "deepseek_v3", "qwen3_next", "mamba2", "minimax_m3_vl_text"])
 def test_static_cache_bytes_equal_transformers(name):
     got = measured(name, "bf16", PROMPT, STEPS, "static", 24)
     assert got == predicted(name, "bf16", PROMPT, STEPS, "static", 24)

@@ -220,3 +220,21 @@ def test_last_decoder_families_derive_their_layer_types_and_windows():
     assert [x.kind for x in layers] == ["full", "sliding", "full", "sliding"] and layers[1].sliding_window == 8
     sw3 = load_config(FAMILY_DIR / "gpt-sw3.json")
     assert (sw3.num_hidden_layers, sw3.layers[0].num_key_value_heads, sw3.layers[0].head_dim) == (12, 12, 64)
+
+
+def test_minimax_m3_sparse_layers_cache_an_indexer_key_beside_kv_in_every_view():
+    """sparse_attention_config (the checkpoint's keys): a sparse layer adds index_head_dim per token."""
+    from kvsim.calc.explain import explain
+    from kvsim.calc.memory import layer_token_bytes
+    spec = from_hf_config(CONFIGS["minimax_m3_vl_text"])
+    full, sparse = spec.layers
+    assert layer_token_bytes(sparse, "bf16") - layer_token_bytes(full, "bf16") == 16 * 2
+    assert bytes_per_token(spec, "bf16") == (2 * (2 * 2 * 16) + 16) * 2  # 2 layers × 2 heads × (K + V) + indexer
+    assert "indexer key 16 × 2 B" in explain(spec, 100).text
+    rows = transformers_rows(spec, 10, 2, "bf16")
+    assert [r.cache for r in rows] == ["DynamicLayer", "MiniMaxM3VLSparseCacheLayer"]
+    assert rows[1].kv_bytes == 12 * (2 * 2 * 16 + 16) * 2
+    modern = {k: v for k, v in CONFIGS["minimax_m3_vl_text"].items() if k != "sparse_attention_config"}
+    again = from_hf_config({**modern, "layer_types": ["full_attention", "minimax_m3_sparse"], "index_head_dim": 16})
+    assert again.layers == spec.layers
+    assert load_config(FAMILY_DIR / "minimax_m3_vl_text.json").kinds == {"full": 60}  # class defaults: no sparse

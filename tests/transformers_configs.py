@@ -364,3 +364,9 @@ NEW_CONFIGS["lara_mini"] = {**HYBRID, **GDN, "model_type": "lara_mini", "num_hid
                             "shared_expert_intermediate_size": 32,
                             "layer_types": ["linear_attention", "sliding_attention", "full_attention"]}
 CONFIGS.update(NEW_CONFIGS)
+# MiniMax-M3 with the checkpoint's sparse_attention_config: layer 0 full, layer 1 sparse (K/V + a 16-wide indexer key)
+NEW_CONFIGS["minimax_m3_vl_text"] = {
+    **BASE, "model_type": "minimax_m3_vl_text", "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32,
+    "shared_intermediate_size": 32, "index_n_heads": 2, "index_block_size": 4, "index_topk_blocks": 2,
+    "sparse_attention_config": {"sparse_attention_freq": [0, 1], "sparse_index_dim": 16}}
+CONFIGS.update(NEW_CONFIGS)

@@ -168,6 +168,8 @@ def _class_name(layer: LayerSpec, cache: str, indexed: bool = False, empty_atten
         return LIGHTNING_CACHE  # MiniMax keeps it beside the cache layers
     if layer.kind == "recurrent" and layer.recurrent_family == "rwkv":
         return RWKV_STATE  # generate carries it in its model kwargs
+    if layer.has_kv_heads and layer.index_head_dim:  # MiniMax-M3: K/V + idx_keys (B, 1, T, index_head_dim)
+        return "MiniMaxM3VLSparse" + ("Static" if static else "") + "CacheLayer"
     if indexed:  # DSA: the MLA latent plus indexer_keys (B, T, index_head_dim) on layers that run the indexer
         return ("Static" if static else "Dynamic") + "IndexedLayer"
     if layer.kind == "recurrent":

@@ -161,7 +161,7 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
                          "MLAAttentionSpec pages for the window and the compressed entries, SlidingWindowMLASpec for "
                          "the compressor state); use --engine kvsim or transformers")
     if any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
-        raise InputError(f"vLLM {VLLM_VERSION} keeps {spec.model_type}'s DSA indexer keys (index_head_dim) in a cache "
+        raise InputError(f"vLLM {VLLM_VERSION} keeps {spec.model_type}'s indexer keys (index_head_dim: DSA, MiniMax-M3) in a cache "
                          "of their own that kvsim does not model; use --engine kvsim or transformers")
     b = DTYPE_BYTES[kv]
     model_b = DTYPE_BYTES[_model_dtype(spec, kv)]

@@ -75,6 +75,10 @@ def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: i
             vt, vx = _elem(dt, layer.v_head_dim)
             text = f"{count} {what} layers × {heads} KV heads{replicated} × ({kt} + {vt})"
             tex = f"{count} \\times {heads} \\times ({kx} + {vx})"
+        if layer.index_head_dim and not layer.compress_ratio:  # MiniMax-M3's sparse layers
+            it, ix = _elem(dt, layer.index_head_dim)
+            text += f" + indexer key {it}"
+            tex += f" + {ix}"
     elif layer.kind == "mla":
         rt, rx = _elem(dt, layer.kv_lora_rank)
         pt, px = _elem(dt, layer.qk_rope_head_dim)

@@ -16,6 +16,8 @@ Contract
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .config import ConfigError, LayerSpec, config_int
 from .families_decoder import FAMILY_DEFAULTS as DECODER_DEFAULTS
 from .families_decoder import gemma3n, standard_decoder, window_every_layer
@@ -228,6 +230,29 @@ def deepseek_v4(cfg):
     return out
 
 
+def minimax_m3(cfg):
+    """MiniMax-M3 text (MiniMaxM3VLTextConfig): full attention on every layer; layer_types, else the checkpoint's
+    sparse_attention_config.sparse_attention_freq (1 = "minimax_m3_sparse"), else all full. A sparse layer also
+    caches its lightning indexer's key, one head of index_head_dim (sparse_index_dim in sparse_attention_config
+    wins, as the config class folds it in; default 128), per token beside its K/V."""
+    n = config_int(cfg, "num_hidden_layers")
+    sparse = cfg.get("sparse_attention_config") or {}
+    if not hasattr(sparse, "get"):
+        raise ConfigError(f"sparse_attention_config must be an object, got {sparse!r}")
+    types, freq = cfg.get("layer_types"), sparse.get("sparse_attention_freq")
+    if types is None and freq is not None:
+        if not isinstance(freq, SEQUENCE) or len(freq) < n:
+            raise ConfigError(f"sparse_attention_config.sparse_attention_freq must list {n} entries (num_hidden_layers)")
+        types = ["minimax_m3_sparse" if f else "full_attention" for f in freq]
+    types = ["full_attention"] * n if types is None else types
+    if not isinstance(types, SEQUENCE) or len(types) < n or set(types[:n]) - {"full_attention", "minimax_m3_sparse"}:
+        raise ConfigError(f"layer_types must list {n} entries (num_hidden_layers), each full_attention or "
+                          "minimax_m3_sparse")
+    d_i = config_int(sparse, "sparse_index_dim", default=None) or config_int(cfg, "index_head_dim", default=128)
+    full = attention_layer(cfg)
+    return [replace(full, index_head_dim=d_i) if t == "minimax_m3_sparse" else full for t in types[:n]]
+
+
 def modernbert_decoder(cfg):
     """ModernBERT decoder (ModernBertDecoderConfig): layer_types, else sliding where i % global_attn_every_n_layers
     (default 3) != 0; the window is always local_attention // 2 (default 128 // 2 = 64: the config class
@@ -314,7 +339,7 @@ FAMILIES = {
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
     "kolibri1": derived(lambda cfg, i, n: (i + 1) % 5 != 0),  # Kolibri1Config: full every 5th (NoPE there)
     "beam": derived(lambda cfg, i, n: (i + 1) % 6 != 0 and i != n - 1),  # BeamConfig: full every 6th and last
-    "modernbert-decoder": modernbert_decoder,
+    "modernbert-decoder": modernbert_decoder, "minimax_m3_vl_text": minimax_m3,
     "mellum": derived(lambda cfg, i, n: False),  # MellumConfig: every layer full_attention
     "cohere_compass_text": derived(lambda cfg, i, n: False),  # CohereCompassTextConfig: every layer full
     "flint": derived(lambda cfg, i, n: not (i < 2 or i % 4 == 1 or i == n - 1)),  # FlintConfig
@@ -372,6 +397,9 @@ def notes(model_type: str, cfg) -> list[str]:
                    "given: text-only they keep nothing")
     if model_type == "mimo_v2_flash":
         out.append("MiMo-V2-Flash: sliding layers hold 2 × num_key_value_heads; K is head_dim wide, V v_head_dim")
+    if model_type == "minimax_m3_vl_text":
+        out.append("MiniMax-M3: sparse layers (minimax_m3_sparse) also cache one index_head_dim indexer key per "
+                   "token; attention reads only the blocks the indexer picks, yet keeps every token")
     if model_type in INDEXED_MODEL_TYPES:
         out.append("DSA: layers that run their indexer also cache index_head_dim elements of indexer key per token")
     if model_type == "dory":

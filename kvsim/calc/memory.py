@@ -207,7 +207,9 @@ def layer_token_bytes(layer: LayerSpec, kv_dtype="bf16", tp: int = 1, full_preci
     vec = dt.full_vector_bytes if full_precision else dt.vector_bytes
     if layer.has_kv_heads:
         v = 0 if layer.k_eq_v else vec(layer.v_head_dim, "v_head_dim")
-        return heads_per_rank(layer, tp) * (vec(layer.head_dim) + v)
+        # MiniMax-M3's sparse layers: one indexer key per token, replicated on every rank (V4's is per entry)
+        indexer = vec(layer.index_head_dim, "index_head_dim") if layer.index_head_dim and not layer.compress_ratio else 0
+        return heads_per_rank(layer, tp) * (vec(layer.head_dim) + v) + indexer
     if layer.kind == "mla":
         indexer = vec(layer.index_head_dim, "index_head_dim") if layer.index_head_dim else 0
         return vec(layer.kv_lora_rank, "kv_lora_rank") + vec(layer.qk_rope_head_dim, "qk_rope_head_dim") + indexer

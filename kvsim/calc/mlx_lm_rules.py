@@ -370,7 +370,7 @@ def mlx_lm_caches(spec: ModelSpec) -> tuple[EngineCache | None, ...]:
         raise InputError(f"mlx-lm 0.32 has no {spec.model_type} model (its deepseek_v41 is another model type with "
                          "a LayerCache of its own); use --engine kvsim or transformers")
     if any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
-        raise InputError(f"mlx-lm keeps {spec.model_type}'s DSA indexer keys in a CacheList kvsim does not model; "
+        raise InputError(f"mlx-lm keeps {spec.model_type}'s indexer keys (DSA, MiniMax-M3) in a CacheList kvsim does not model; "
                          "use --engine kvsim or transformers")
     return tuple(MLX_LM_LAYOUTS.get(spec.model_type, lambda s: [_plain(s, x) for x in s.layers])(spec))
 

@@ -27,8 +27,9 @@ def _layer_dims(layer: LayerSpec) -> list[tuple[int, str]]:
     """(dim, field) of every vector one token stores in one layer per KV head (MLA: per layer)."""
     if layer.has_kv_heads and layer.k_eq_v:  # DeepSeek-V4: one tensor is both K and V
         return [(layer.head_dim, "head_dim")] * layer.num_key_value_heads
-    if layer.has_kv_heads:
-        return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads
+    if layer.has_kv_heads:  # (+ MiniMax-M3's per-token indexer key)
+        return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads + (
+            [(layer.index_head_dim, "index_head_dim")] if layer.index_head_dim else [])
     if layer.kind == "mla":
         return [(layer.kv_lora_rank, "kv_lora_rank"), (layer.qk_rope_head_dim, "qk_rope_head_dim")] + (
             [(layer.index_head_dim, "index_head_dim")] if layer.index_head_dim else [])

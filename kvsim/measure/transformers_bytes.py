@@ -10,7 +10,7 @@ Contract
   passed in, and returns the model's cache (None when
   the config says ``use_cache: false``).
 - :func:`layer_bytes` sums numel × element_size over the tensors one cache layer holds (``keys``,
-  ``values``, ``indexer_keys``, every ``conv_states`` / ``recurrent_states`` entry, and DeepSeek-V4's
+  ``values``, ``indexer_keys`` (``idx_keys`` on MiniMax-M3), every ``conv_states`` / ``recurrent_states`` entry, and DeepSeek-V4's
   compressor dicts ``buffer_kv`` / ``buffer_gate`` / ``compressed_kv`` / ``overlap_kv`` / ``overlap_gate``);
   a tensor held twice (V4's ``values`` *is* its ``keys``) counts once; 0-dim bookkeeping scalars are not cache data. :func:`layer_storage_bytes` sums the storages those
   tensors pin (a sliding slice is a view over a larger concatenation). RecurrentGemma keeps its
@@ -26,7 +26,7 @@ Contract
 
 from __future__ import annotations
 
-TENSOR_FIELDS = ("keys", "values", "indexer_keys")
+TENSOR_FIELDS = ("keys", "values", "indexer_keys", "idx_keys")  # idx_keys: MiniMax-M3's sparse layers
 STATE_FIELDS = ("conv_states", "recurrent_states",
                 # DeepSeek-V4's DeepseekV4HCACache / DeepseekV4CSACache: one tensor per compressor ("compressor",
                 # "indexer") in each dict
