@@ -370,3 +370,7 @@ NEW_CONFIGS["minimax_m3_vl_text"] = {
     "shared_intermediate_size": 32, "index_n_heads": 2, "index_block_size": 4, "index_topk_blocks": 2,
     "sparse_attention_config": {"sparse_attention_freq": [0, 1], "sparse_index_dim": 16}}
 CONFIGS.update(NEW_CONFIGS)
+# Whisper's causal LM is its decoder alone (decoder_layers, decoder_attention_heads, d_model)
+NEW_CONFIGS["whisper"] = {**SEQ2SEQ, "model_type": "whisper", "max_target_positions": 256, "max_source_positions": 64,
+                          "num_mel_bins": 8}
+CONFIGS.update(NEW_CONFIGS)

@@ -387,7 +387,7 @@ BERT_STYLE = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text
               "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta",
               "xlm-roberta-xl", "xmod")
 SEQ2SEQ_DECODERS = ("bart", "bigbird_pegasus", "blenderbot", "blenderbot-small", "marian", "mbart", "mvp",
-                    "pegasus", "plbart", "trocr", "prophetnet")
+                    "pegasus", "plbart", "trocr", "prophetnet", "whisper")
 # decoder keys first: an encoder-decoder config's num_hidden_layers / num_attention_heads name the encoder's
 _DECODER_KEYS = {"num_hidden_layers": ("decoder_layers", "num_decoder_layers"),
                  "num_attention_heads": ("decoder_attention_heads", "num_decoder_attention_heads"),
