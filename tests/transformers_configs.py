@@ -374,3 +374,17 @@ CONFIGS.update(NEW_CONFIGS)
 NEW_CONFIGS["whisper"] = {**SEQ2SEQ, "model_type": "whisper", "max_target_positions": 256, "max_source_positions": 64,
                           "num_mel_bins": 8}
 CONFIGS.update(NEW_CONFIGS)
+# multimodal wrappers, text-only: the language model nested in text_config, the other towers tiny
+NEW_CONFIGS["got_ocr2"] = {"model_type": "got_ocr2", "text_config": {**BASE, "model_type": "qwen2"},
+                           "vision_config": {"hidden_size": 32, "output_channels": 16, "num_hidden_layers": 1,
+                                             "num_attention_heads": 2, "image_size": 64, "patch_size": 16,
+                                             "global_attn_indexes": [0], "mlp_dim": 64}}
+NEW_CONFIGS["moss_transcribe_diarize"] = {
+    "model_type": "moss_transcribe_diarize", "text_config": {**BASE, "model_type": "qwen3"}, "audio_token_id": 63,
+    "audio_config": {"num_mel_bins": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
+                     "hidden_size": 16, "max_source_positions": 16}}
+NEW_CONFIGS["fuyu"] = {"model_type": "fuyu", "hidden_size": 64, "vocab_size": 64, "num_attention_heads": 4,
+                       "num_hidden_layers": 2, "intermediate_size": 128, "patch_size": 4, "num_channels": 3,
+                       "text_config": {**{k: v for k, v in BASE.items() if k not in ("num_key_value_heads", "head_dim")},
+                                       "model_type": "persimmon"}}
+CONFIGS.update(NEW_CONFIGS)
