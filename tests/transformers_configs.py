@@ -388,3 +388,16 @@ NEW_CONFIGS["fuyu"] = {"model_type": "fuyu", "hidden_size": 64, "vocab_size": 64
                        "text_config": {**{k: v for k, v in BASE.items() if k not in ("num_key_value_heads", "head_dim")},
                                        "model_type": "persimmon"}}
 CONFIGS.update(NEW_CONFIGS)
+NEW_CONFIGS["phi4_multimodal"] = {
+    **BASE, "model_type": "phi4_multimodal",
+    "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                      "image_size": 32, "patch_size": 8, "crop_size": 32},
+    "audio_config": {"hidden_size": 32, "intermediate_size": 64, "num_blocks": 1, "num_attention_heads": 2,
+                     "nemo_conv_channels": 8, "input_size": 16}}
+NEW_CONFIGS["moshi"] = {**BASE, "model_type": "moshi", "sliding_window": W, "num_codebooks": 2, "audio_vocab_size": 16,
+                        "depth_decoder_config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}}
+NEW_CONFIGS["git"] = {**GPT, "model_type": "git", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                      "intermediate_size": 128, "max_position_embeddings": 256,
+                      "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                                        "num_attention_heads": 2, "image_size": 32, "patch_size": 8}}
+CONFIGS.update(NEW_CONFIGS)

@@ -421,7 +421,9 @@ def self_attention_decoder(cfg):
 # model types read here that vLLM's model registry (vllm/model_executor/models/registry.py,
 # _TEXT_GENERATION_MODELS) does not run as generative models: BERT-style models are embedding / classification
 # models there (no KV cache), encoder-decoder decoders and Zamba (v1) are not registered
-VLLM_NOT_GENERATIVE = BERT_STYLE + SEQ2SEQ_DECODERS + ("zamba", "rwkv")
+VLLM_NOT_GENERATIVE = BERT_STYLE + SEQ2SEQ_DECODERS + ("zamba", "rwkv",
+                                                       # h23-families: not in vLLM 0.33's registry at all
+                                                       "git", "moshi", "modernbert-decoder", "lara_mini")
 
 # causal-LM model types kvsim refuses, each with the reason (transformers 5.24, torch path)
 REFUSED = {
@@ -436,6 +438,11 @@ REFUSED = {
                 "decoder layers); kvsim does not model the cycles yet",
     **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "Qwen4-Exp mixes linear attention with QSA layers "
                     "(block-compressed indexer keys); kvsim does not model them yet"),
+    **dict.fromkeys(("musicgen", "musicgen_melody"), "MusicGen's causal LM is built from its decoder config "
+                    "(musicgen_decoder, nested under decoder) and generate feeds num_codebooks delayed streams per "
+                    "sequence; kvsim does not model that feed yet"),
+    **dict.fromkeys(("dots3_note", "dots3_note_text"), "dots.3-note mixes sliding-window MLA layers (their own swa_* "
+                    "ranks) with DSA indexed MLA layers; kvsim has no sliding MLA layer yet"),
     "blt": "BLT caches a local encoder, a global transformer over patches and a local decoder over bytes; "
            "kvsim does not model it",
 }
