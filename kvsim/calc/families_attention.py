@@ -408,7 +408,9 @@ def notes(model_type: str, cfg) -> list[str]:
     if model_type == "deepseek_v4":
         out.append("DeepSeek-V4: one K = V tensor per layer (shared-KV MQA, one head); CSA layers add ⌊T/4⌋ "
                    "compressed entries of head_dim + index_head_dim, HCA layers ⌊T/128⌋ of head_dim "
-                   "(compress_rates); sliding_attention layers keep the window only. transformers also keeps each "
+                   "(compress_rates); sliding_attention layers keep the window only. M_token counts the window's "
+                   "K = V; past the window a token adds (d + d_I)·b / m per CSA layer and d·b / m per HCA layer "
+                   "through the compressed entries. transformers also keeps each "
                    "compressor's buffer (the T mod m tokens not yet compressed) and CSA's overlap state; MoE, hash "
                    "routing, attention sinks and mHC do not change the cache")
     if model_type == "longcat_flash":
