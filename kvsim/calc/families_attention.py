@@ -397,6 +397,9 @@ def notes(model_type: str, cfg) -> list[str]:
                    "given: text-only they keep nothing")
     if model_type == "mimo_v2_flash":
         out.append("MiMo-V2-Flash: sliding layers hold 2 × num_key_value_heads; K is head_dim wide, V v_head_dim")
+    if model_type == "git":
+        out.append("GIT: with an image, its projected patch tokens are prepended to the text and cached too; "
+                   "text-only (as sized here), the text tokens")
     if model_type == "minimax_m3_vl_text":
         out.append("MiniMax-M3: sparse layers (minimax_m3_sparse) also cache one index_head_dim indexer key per "
                    "token; attention reads only the blocks the indexer picks, yet keeps every token")
