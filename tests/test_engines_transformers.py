@@ -66,17 +66,23 @@ def test_dynamic_cache_bytes_equal_transformers_per_layer(name, dtype):
     assert any(b for _, b, _ in got)  # the cache holds something: the comparison can fail
 
 
-@pytest.mark.parametrize("name", ["gemma2", "mistral", "llama4_text"])
+@pytest.mark.parametrize("name", ["gemma2", "mistral", "llama4_text", "deepseek_v4"])
 def test_prefill_only_sliding_view_pins_the_whole_prompt(name):
     got, want = measured(name, "fp32", PROMPT, 0), predicted(name, "fp32", PROMPT, 0)
     assert got == want
     assert any(held > view for _, view, held in got)
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma2", "deepseek_v3", "qwen3_next", "mamba2"])
+@pytest.mark.parametrize("name", ["llama", "gemma2", "deepseek_v3", "qwen3_next", "mamba2", "minimax_m3_vl_text"])
 def test_static_cache_bytes_equal_transformers(name):
     got = measured(name, "bf16", PROMPT, STEPS, "static", 24)
     assert got == predicted(name, "bf16", PROMPT, STEPS, "static", 24)
+
+
+@pytest.mark.parametrize("prompt, steps", [(13, 3), (5, 0)])
+def test_deepseek_v4_buffers_and_entries_at_other_lengths(prompt, steps):
+    """T = 16 closes every window (empty buffers pinning the last concatenation); T = 5 < the HCA rate (no entry)."""
+    assert measured("deepseek_v4", "bf16", prompt, steps) == predicted("deepseek_v4", "bf16", prompt, steps)
 
 
 def test_engine_bytes_sums_the_transformers_rows():
@@ -120,7 +126,9 @@ def test_real_config_layer_classes_and_windows_equal_the_dynamic_cache_transform
     got = [(type(x).__name__, getattr(x, "sliding_window", None)) for x in cache.layers]
     rows = transformers_rows(spec, 8, 0)
     layers = [transformers_layer(spec, x, i) for i, x in enumerate(spec.layers)]
-    want = [(r.cache, x.window_tokens if r.cache.endswith("SlidingWindowLayer") else None) for r, x in zip(rows, layers)]
+    # DeepSeek-V4's DeepseekV4CSACache / DeepseekV4HCACache subclass DynamicSlidingWindowLayer: windowed too
+    windowed = ("SlidingWindowLayer", "DeepseekV4CSACache", "DeepseekV4HCACache")
+    want = [(r.cache, x.window_tokens if r.cache.endswith(windowed) else None) for r, x in zip(rows, layers)]
     if spec.model_type == "dory":  # per_loop: DoryModel.forward appends the later loops' copies of the recurrent layers
         n_in = spec.config["n_input_layers"]
         assert want[len(got):] == got[n_in:n_in + spec.config["n_recurrent_layers"]] * (spec.config["n_recurrent_loops"] - 1)

@@ -145,3 +145,97 @@ def test_dory_per_loop_cache_copies_the_recurrent_layers():
     spec = load_config(FAMILY_DIR / "dory.json")  # released layout: (attention, mlp) pairs, halved
     n, n_rec = spec.config["num_hidden_layers"] // 2, spec.config["n_recurrent_layers"] // 2
     assert len(spec.layers) == n + n_rec * (spec.config["n_recurrent_loops"] - 1)
+
+
+# ---------------------------------------------------------------- DeepSeek-V4: K = V, compressed entries
+
+
+def test_deepseek_v4_reads_the_checkpoints_compress_ratios_and_the_modern_layer_types_alike():
+    """compress_ratios 0 / 4 / 128 (the MTP entry past num_hidden_layers dropped) = layer_types + compress_rates."""
+    spec = load_config(FAMILY_DIR / "deepseek_v4.json")  # DeepSeek-V4-Flash-Base: 43 layers, 3 HCA then CSA/HCA
+    ratios = list(spec.config["compress_ratios"])
+    assert len(ratios) == 44 and spec.num_hidden_layers == 43
+    assert [x.compress_ratio for x in spec.layers] == ratios[:43]
+    assert [x.index_head_dim for x in spec.layers] == [128 if r == 4 else 0 for r in ratios[:43]]
+    assert all(x.k_eq_v and x.num_key_value_heads == 1 and x.head_dim == 512 and x.sliding_window == 128
+               for x in spec.layers)
+    tiny = CONFIGS["deepseek_v4"]
+    modern = {k: v for k, v in tiny.items() if k not in ("compress_ratios", "compress_rate_hca")}
+    modern["layer_types"] = ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
+    modern["compress_rates"] = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}
+    assert from_hf_config(modern).layers == from_hf_config(tiny).layers
+    default = from_hf_config({k: v for k, v in modern.items() if k not in ("layer_types", "compress_rates")})
+    assert [x.compress_ratio for x in default.layers] == [128, 128, 128]  # DeepseekV4Config: 2 HCA, then HCA at i − 2 = 0
+    with pytest.raises(ConfigError, match="compress_ratios"):
+        from_hf_config({**tiny, "compress_ratios": [0, 4, 8]})
+
+
+def test_deepseek_v4_kvsim_views_count_one_kv_tensor_plus_the_compressed_entries():
+    """theoretical: min(T, W)·d·b + ⌊T/m⌋·(d + d_I)·b; allocated: step growth of both; paged: blocks of both."""
+    from kvsim.calc.memory import layer_kv_bytes
+    from kvsim.calc.quant_bytes import sequence_bytes_split
+    spec = load_config(FAMILY_DIR / "deepseek_v4.json")
+    hca, csa, t = spec.layers[0], spec.layers[3], 100_000
+    assert layer_kv_bytes(hca, t) == 128 * 512 * 2 + t // 128 * 512 * 2
+    assert layer_kv_bytes(csa, t) == 128 * 512 * 2 + t // 4 * (512 + 128) * 2
+    assert layer_kv_bytes(csa, t, view="allocated", step=256) == 128 * 1024 + -(-(t // 4) // 256) * 256 * 1280
+    assert layer_kv_bytes(csa, t, view="allocated", block_size=64) == (
+        (-(-t // 64) - (t - 128) // 64) * 64 * 1024 + -(-(t // 4) // 64) * 64 * 1280)
+    assert sum(sequence_bytes_split(spec, t, "q8").values()) == sum(
+        layer_kv_bytes(x, t, "q8") for x in spec.layers)
+
+
+def test_deepseek_v4_transformers_rows_hold_window_entries_buffers_and_overlap():
+    """Tiny config (d = 32, d_I = 16, W = 8, CSA m = 4, HCA m = 8), P = 13 + 3 steps, T = 16 (fp32): the sliding
+    layer stores K = V twice; CSA / HCA once, plus ⌊T/m⌋ entries; every buffer empty, yet pinning the last
+    concatenation of (T − 1) mod m + 1 tokens; CSA's overlap m·(d + d_I)·(4 + 4)."""
+    spec = from_hf_config(CONFIGS["deepseek_v4"])
+    sliding, csa, hca = transformers_rows(spec, 13, 3, "fp32")
+    assert (sliding.cache, sliding.kv_bytes) == ("DynamicSlidingWindowLayer", 2 * 7 * 32 * 4)
+    assert (csa.cache, csa.kv_bytes) == ("DeepseekV4CSACache", 7 * 32 * 4 + 4 * (32 + 16) * 4)
+    assert csa.state_bytes == 4 * (32 + 16) * 8
+    assert csa.storage_bytes == 8 * 32 * 4 + 4 * (32 + 16) * 4 + 2 * 4 * (64 + 32) * 4 + 4 * (32 + 16) * 8
+    assert (hca.cache, hca.kv_bytes, hca.state_bytes) == ("DeepseekV4HCACache", 7 * 32 * 4 + 2 * 32 * 4, 0)
+    assert hca.storage_bytes == 8 * 32 * 4 + 2 * 32 * 4 + 2 * 8 * 32 * 4
+
+
+@pytest.mark.parametrize("engine", ["vllm", "mlx-lm"])
+def test_engines_without_a_deepseek_v4_rule_refuse_in_one_line(engine, capsys):
+    rc = main(["calc", str(FAMILY_DIR / "deepseek_v4.json"), "--engine", engine, "--prompt-tokens", "100"])
+    err = capsys.readouterr().err
+    assert rc == 2 and ("DeepSeek-V4" in err or "deepseek_v4" in err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(InputError, match="DeepSeek-V4"):
+        transformers_rows(load_config(FAMILY_DIR / "deepseek_v4.json"), 100, 0, cache="static")
+
+
+def test_last_decoder_families_derive_their_layer_types_and_windows():
+    """Kolibri1: full every 5th; Beam: full every 6th and the last; ModernBERT decoder: full every 3rd from 0, the
+    window local_attention // 2; GPT-SW3 writes GPT-2's keys (n_layer, n_head, n_embd)."""
+    kolibri = load_config(FAMILY_DIR / "kolibri1.json")
+    assert [x.kind for x in kolibri.layers[:5]] == ["sliding"] * 4 + ["full"] and kolibri.layers[0].sliding_window == 513
+    beam = load_config(FAMILY_DIR / "beam.json")
+    assert beam.layers[5].kind == beam.layers[-1].kind == "full" and beam.layers[6].sliding_window == 512
+    plain = {k: v for k, v in CONFIGS["modernbert-decoder"].items()}
+    layers = from_hf_config({**plain, "num_hidden_layers": 4, "global_attn_every_n_layers": 2}).layers
+    assert [x.kind for x in layers] == ["full", "sliding", "full", "sliding"] and layers[1].sliding_window == 8
+    sw3 = load_config(FAMILY_DIR / "gpt-sw3.json")
+    assert (sw3.num_hidden_layers, sw3.layers[0].num_key_value_heads, sw3.layers[0].head_dim) == (12, 12, 64)
+
+
+def test_minimax_m3_sparse_layers_cache_an_indexer_key_beside_kv_in_every_view():
+    """sparse_attention_config (the checkpoint's keys): a sparse layer adds index_head_dim per token."""
+    from kvsim.calc.explain import explain
+    from kvsim.calc.memory import layer_token_bytes
+    spec = from_hf_config(CONFIGS["minimax_m3_vl_text"])
+    full, sparse = spec.layers
+    assert layer_token_bytes(sparse, "bf16") - layer_token_bytes(full, "bf16") == 16 * 2
+    assert bytes_per_token(spec, "bf16") == (2 * (2 * 2 * 16) + 16) * 2  # 2 layers × 2 heads × (K + V) + indexer
+    assert "indexer key 16 × 2 B" in explain(spec, 100).text
+    rows = transformers_rows(spec, 10, 2, "bf16")
+    assert [r.cache for r in rows] == ["DynamicLayer", "MiniMaxM3VLSparseCacheLayer"]
+    assert rows[1].kv_bytes == 12 * (2 * 2 * 16 + 16) * 2
+    modern = {k: v for k, v in CONFIGS["minimax_m3_vl_text"].items() if k != "sparse_attention_config"}
+    again = from_hf_config({**modern, "layer_types": ["full_attention", "minimax_m3_sparse"], "index_head_dim": 16})
+    assert again.layers == spec.layers
+    assert load_config(FAMILY_DIR / "minimax_m3_vl_text.json").kinds == {"full": 60}  # class defaults: no sparse

@@ -206,6 +206,14 @@ CONFIGS = {
     "deepseek_v32": {**BASE, **MLA, "model_type": "deepseek_v32", "n_routed_experts": 2, "num_experts_per_tok": 1,
                      "moe_intermediate_size": 32, "first_k_dense_replace": 2, "n_group": 1, "topk_group": 1,
                      "index_head_dim": 8, "index_n_heads": 2, "index_topk": 4, "q_lora_rank": 16},
+    # DeepSeek-V4 with the checkpoint's legacy keys: compress_ratios 0 / 4 / 128 per layer (the trailing 0 is the
+    # MTP layer, not built), compress_rate_hca 8 so that T = 14 closes an HCA window; K = V on one head of 32
+    "deepseek_v4": {**GPT, "model_type": "deepseek_v4", "hidden_size": 64, "moe_intermediate_size": 32,
+                    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32, "qk_rope_head_dim": 8,
+                    "q_lora_rank": 32, "num_hidden_layers": 3, "compress_ratios": [0, 4, 128, 0],
+                    "compress_rate_hca": 8, "sliding_window": W, "n_routed_experts": 2, "num_experts_per_tok": 1,
+                    "n_shared_experts": 1, "num_hash_layers": 1, "o_groups": 2, "o_lora_rank": 16, "hc_mult": 2,
+                    "index_n_heads": 2, "index_head_dim": 16, "index_topk": 4, "max_position_embeddings": 256},
     "glm_moe_dsa": {**BASE, **MLA, "model_type": "glm_moe_dsa", "num_hidden_layers": 4, "n_routed_experts": 2,
                     "num_experts_per_tok": 1, "moe_intermediate_size": 32, "first_k_dense_replace": 4,
                     "n_group": 1, "topk_group": 1, "index_head_dim": 8, "index_n_heads": 2, "index_topk": 4,
@@ -334,3 +342,62 @@ def transformers_config(name: str) -> dict:
     cfg = dict(CONFIGS[name])
     cfg["model_type"] = TRANSFORMERS_MODEL_TYPE.get(cfg["model_type"], cfg["model_type"])
     return cfg
+
+
+# ------------------------------------------------------------ h23-families: the last decoder families read
+SW_FULL = ["sliding_attention", "full_attention"]
+NEW_CONFIGS = {
+    "gpt-sw3": {**GPT, "model_type": "gpt-sw3", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 256},
+    "kolibri1": {**BASE, "model_type": "kolibri1", "sliding_window": W, "layer_types": SW_FULL, "num_experts": 2,
+                 "num_experts_per_tok": 1, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32},
+    "beam": {**BASE, "model_type": "beam", "sliding_window": W, "layer_types": SW_FULL, "num_experts": 2,
+             "num_experts_per_tok": 1, "moe_intermediate_size": 32, "mlp_layer_types": ["dense", "sparse"],
+             "n_group": 1, "topk_group": 1},
+    # ModernBERT decoder: layer 0 full, layer 1 sliding (global every 3rd); window local_attention // 2 = 8
+    "modernbert-decoder": {**GPT, "model_type": "modernbert-decoder", "hidden_size": 64, "intermediate_size": 128,
+                           "num_hidden_layers": 2, "num_attention_heads": 4, "local_attention": 2 * W,
+                           "max_position_embeddings": 256},
+}
+CONFIGS.update(NEW_CONFIGS)
+NEW_CONFIGS["lara_mini"] = {**HYBRID, **GDN, "model_type": "lara_mini", "num_hidden_layers": 3, "head_dim": 16,
+                            "sliding_window": W, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32,
+                            "shared_expert_intermediate_size": 32,
+                            "layer_types": ["linear_attention", "sliding_attention", "full_attention"]}
+CONFIGS.update(NEW_CONFIGS)
+# MiniMax-M3 with the checkpoint's sparse_attention_config: layer 0 full, layer 1 sparse (K/V + a 16-wide indexer key)
+NEW_CONFIGS["minimax_m3_vl_text"] = {
+    **BASE, "model_type": "minimax_m3_vl_text", "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32,
+    "shared_intermediate_size": 32, "index_n_heads": 2, "index_block_size": 4, "index_topk_blocks": 2,
+    "sparse_attention_config": {"sparse_attention_freq": [0, 1], "sparse_index_dim": 16}}
+CONFIGS.update(NEW_CONFIGS)
+# Whisper's causal LM is its decoder alone (decoder_layers, decoder_attention_heads, d_model)
+NEW_CONFIGS["whisper"] = {**SEQ2SEQ, "model_type": "whisper", "max_target_positions": 256, "max_source_positions": 64,
+                          "num_mel_bins": 8}
+CONFIGS.update(NEW_CONFIGS)
+# multimodal wrappers, text-only: the language model nested in text_config, the other towers tiny
+NEW_CONFIGS["got_ocr2"] = {"model_type": "got_ocr2", "text_config": {**BASE, "model_type": "qwen2"},
+                           "vision_config": {"hidden_size": 32, "output_channels": 16, "num_hidden_layers": 1,
+                                             "num_attention_heads": 2, "image_size": 64, "patch_size": 16,
+                                             "global_attn_indexes": [0], "mlp_dim": 64}}
+NEW_CONFIGS["moss_transcribe_diarize"] = {
+    "model_type": "moss_transcribe_diarize", "text_config": {**BASE, "model_type": "qwen3"}, "audio_token_id": 63,
+    "audio_config": {"num_mel_bins": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
+                     "hidden_size": 16, "max_source_positions": 16}}
+NEW_CONFIGS["fuyu"] = {"model_type": "fuyu", "hidden_size": 64, "vocab_size": 64, "num_attention_heads": 4,
+                       "num_hidden_layers": 2, "intermediate_size": 128, "patch_size": 4, "num_channels": 3,
+                       "text_config": {**{k: v for k, v in BASE.items() if k not in ("num_key_value_heads", "head_dim")},
+                                       "model_type": "persimmon"}}
+CONFIGS.update(NEW_CONFIGS)
+NEW_CONFIGS["phi4_multimodal"] = {
+    **BASE, "model_type": "phi4_multimodal",
+    "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                      "image_size": 32, "patch_size": 8, "crop_size": 32},
+    "audio_config": {"hidden_size": 32, "intermediate_size": 64, "num_blocks": 1, "num_attention_heads": 2,
+                     "nemo_conv_channels": 8, "input_size": 16}}
+NEW_CONFIGS["moshi"] = {**BASE, "model_type": "moshi", "sliding_window": W, "num_codebooks": 2, "audio_vocab_size": 16,
+                        "depth_decoder_config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}}
+NEW_CONFIGS["git"] = {**GPT, "model_type": "git", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                      "intermediate_size": 128, "max_position_embeddings": 256,
+                      "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                                        "num_attention_heads": 2, "image_size": 32, "patch_size": 8}}
+CONFIGS.update(NEW_CONFIGS)

@@ -104,10 +104,15 @@ class LayerSpec:
     Attention kinds (full/sliding/chunked) cache K of ``head_dim`` and V of ``v_head_dim``
     for each of ``num_key_value_heads`` heads. ``mla`` caches ``kv_lora_rank +
     qk_rope_head_dim`` elements shared by all heads, plus ``index_head_dim`` elements of single-head
-    indexer key on a DeepSeek Sparse Attention layer that runs its indexer (DeepSeek-V3.2, GLM-5). ``recurrent`` keeps ``state_shapes``
+    indexer key on a DeepSeek Sparse Attention layer that runs its indexer (DeepSeek-V3.2, GLM-5); a full layer
+    with ``index_head_dim`` caches that indexer key per token beside its K/V (MiniMax-M3's sparse layers). ``recurrent`` keeps ``state_shapes``
     per sequence (no batch axis), whatever the number of tokens, each tensor in the dtype
     :meth:`state_dtypes` gives (fp32 where the family's reference implementation keeps it so);
     an attention layer with ``state_shapes`` keeps both (a parallel recurrent mixer, as in Falcon-H1).
+
+    DeepSeek-V4 (:func:`kvsim.calc.families_attention.deepseek_v4`): ``k_eq_v`` caches one tensor that is both K and V
+    (n_kv·d_k per token); ``compress_ratio`` m > 0 adds ⌊T/m⌋ compressed entries of ``head_dim`` elements
+    (+ ``index_head_dim`` of compressed indexer key) beside the sliding window, growing with T.
     """
 
     kind: str
@@ -122,6 +127,8 @@ class LayerSpec:
     state_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     use_rope: bool = True
     index_head_dim: int = 0
+    k_eq_v: bool = False
+    compress_ratio: int = 0
 
     def __post_init__(self):
         if self.kind not in Kind.ALL:
@@ -138,9 +145,14 @@ class LayerSpec:
         if self.kind == "mla":
             positive_int("kv_lora_rank", self.kv_lora_rank, ConfigError)
             positive_int("qk_rope_head_dim", self.qk_rope_head_dim, ConfigError)
+        if self.compress_ratio:
+            positive_int("compress_ratio", self.compress_ratio, ConfigError)
+            if self.kind != "sliding" or not self.k_eq_v:
+                raise ConfigError("compress_ratio (DeepSeek-V4 compressed entries) applies to sliding K=V layers")
         if self.index_head_dim:
-            if self.kind != "mla":
-                raise ConfigError(f"index_head_dim (DSA indexer keys) applies to mla layers, not {self.kind}")
+            if self.kind not in ("mla", "full") and not self.compress_ratio:
+                raise ConfigError(f"index_head_dim (indexer keys) applies to mla, full or compressed layers, "
+                                  f"not {self.kind}")
             positive_int("index_head_dim", self.index_head_dim, ConfigError)
         if self.kind == "recurrent" or self.state_shapes:
             if self.kind in (Kind.MLA, Kind.NONE):
@@ -178,12 +190,23 @@ class LayerSpec:
 
     @property
     def elements_per_token(self) -> int:
-        """Cached elements per token for one sequence: 2·n_kv·d_h, or d_c + d_h^R (+ d_I indexer keys) for MLA."""
-        if self.has_kv_heads:
-            return self.num_key_value_heads * (self.head_dim + self.v_head_dim)
+        """Cached elements per token for one sequence: 2·n_kv·d_h (n_kv·d_h when K = V), or d_c + d_h^R
+        (+ d_I indexer keys) for MLA; a compressed layer's entries are :meth:`compressed_entries` apart."""
+        if self.has_kv_heads:  # + MiniMax-M3's indexer key on its sparse full layers (not V4's: per entry)
+            indexer = 0 if self.compress_ratio else self.index_head_dim
+            return self.num_key_value_heads * (self.head_dim + (0 if self.k_eq_v else self.v_head_dim)) + indexer
         if self.kind == "mla":
             return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0
+
+    @property
+    def compressed_dim(self) -> int:
+        """Elements of one compressed entry (DeepSeek-V4): head_dim + index_head_dim; 0 on other layers."""
+        return self.head_dim + self.index_head_dim if self.compress_ratio else 0
+
+    def compressed_entries(self, tokens):
+        """Compressed entries after T tokens: ⌊T/m⌋ (0 when the layer does not compress)."""
+        return tokens // self.compress_ratio if self.compress_ratio else tokens * 0
 
     @property
     def state_elements(self) -> int:

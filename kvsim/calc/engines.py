@@ -172,6 +172,8 @@ def kvsim_bytes(spec: ModelSpec, feeds, kv_dtype="bf16", state_dtype="bf16", bat
         kv = memory.layer_kv_bytes(layer, t, dt, batch, "allocated", step, tp=tp)
         quantized = dt.quantized and layer.caches_tokens and layer.kind != Kind.CHUNKED
         cls = "QuantizedKVCache" if quantized else _KVSIM_CLASSES[layer.kind]
+        if layer.k_eq_v:  # DeepSeek-V4: the formula's one K = V tensor (+ its compressed entries)
+            cls += "(K=V)" + (" + compressed entries" if layer.compress_ratio else "")
         rows.append(LayerBytes(i, layer.kind, cls, kv, batch * memory.state_bytes(layer, state_dtype)))
     return EngineBytes("kvsim", feeds, tuple(rows), dt.quantized)
 

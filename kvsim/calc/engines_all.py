@@ -24,7 +24,8 @@ KIND_ORDER = Kind.ALL
 RULES = {
     "kvsim": {
         "full": ("⌈T/256⌉·256 slots, whatever the calls", "kvsim/calc/memory.py layer_kv_bytes"),
-        "sliding": ("min(⌈T/256⌉·256, W) slots on every layer the config windows", "kvsim/calc/memory.py"),
+        "sliding": ("min(⌈T/256⌉·256, W) slots on every layer the config windows; DeepSeek-V4: one K = V "
+                    "tensor, plus ⌊T/m⌋ compressed entries grown in 256-entry steps", "kvsim/calc/memory.py"),
         "chunked": ("the current chunk, ≤ C slots", "kvsim/calc/memory.py"),
         "mla": ("the latent, kv_lora_rank + qk_rope_head_dim elements per token (+ index_head_dim on DSA "
                 "indexer layers)", "kvsim/calc/memory.py"),
@@ -49,7 +50,9 @@ RULES = {
                  "transformers/cache_utils.py DynamicLayer, StaticLayer"),
         "sliding": ("DynamicSlidingWindowLayer keeps min(T, W − 1), only on the layers layer_types marks "
                     "sliding (sliding_window is read only without layer_types: jamba, qwen3_next, nemotron_h "
-                    "are never windowed); StaticSlidingWindowLayer keeps W",
+                    "are never windowed); StaticSlidingWindowLayer keeps W. DeepSeek-V4's CSA / HCA layers: K = V "
+                    "once, ⌊T/m⌋ compressed entries, the T mod m tokens each compressor buffers (kv + gate) and "
+                    "CSA's overlap state (gates fp32)",
                     "transformers/cache_utils.py get_layer_types_and_kwargs, DynamicSlidingWindowLayer.update"),
         "chunked": ("a sliding layer of window C: min(T, C − 1) whatever the chunk boundaries (static: C)",
                     "transformers/cache_utils.py get_layer_types_and_kwargs"),

@@ -23,6 +23,12 @@ Contract
     state in fp32 (also Mamba-1's, which kvsim and mlx-lm keep in the model dtype); MiniMax's lightning state
     (H, d, d) in the model dtype, in ``MiniMaxCache.linear_cache``.
   * layers that keep nothing (MLP / MoE blocks, KV-shared consumers): ``DummyLayer``, 0 B.
+  * DeepSeek-V4 (``DeepseekV4CSACache`` / ``DeepseekV4HCACache``, :func:`compressed_layer_bytes`): the window's
+    K = V as one tensor (values *is* keys), min(T, W − 1)·d·b, plus ⌊T/m⌋ compressed entries (d, + d_I of
+    indexer key on CSA) and, as state, each compressor's buffer of the T mod m tokens not yet compressed
+    (kv and gate, 2·width wide on CSA: 2·(T mod m)·(w_c + w_i)·b) and CSA's overlap state once a window has
+    closed (m·(d + d_I) kv in the model dtype + the same gates in fp32); sliding_attention layers are a plain
+    ``DynamicSlidingWindowLayer`` that writes K = V twice. No StaticCache (transformers' V4 refuses it).
   * family rules from the config: Jamba is never windowed (its ``layer_types`` are all full);
     Falcon's new decoder architecture expands K/V to every query head before caching;
     ``use_cache: false`` keeps no cache at all; openai-gpt's attention never writes the cache it is given.
@@ -83,6 +89,8 @@ def transformers_layer(spec: ModelSpec, layer: LayerSpec, index: int) -> LayerSp
             windowed = FAMILIES.get(spec.model_type) in WINDOW_EVERY_LAYER
         if windowed:
             return replace(layer, kind="sliding", sliding_window=window)
+    if layer.k_eq_v and not layer.compress_ratio:  # DeepSeek-V4's sliding_attention: update(kv, kv) stores two
+        return replace(layer, k_eq_v=False)
     if spec.model_type == "jamba" and layer.kind == "sliding":
         return replace(layer, kind="full", sliding_window=None)
     if (spec.model_type == "falcon" and spec.config.get("new_decoder_architecture")
@@ -120,6 +128,27 @@ def _attention_tokens(layer: LayerSpec, t: int, last: int, cache: str, max_len: 
     return min(t, window - 1), min(t - last, window - 1) + last
 
 
+FP32_BYTES = DTYPE_BYTES["fp32"]
+
+
+def compressed_layer_bytes(layer: LayerSpec, t: int, last: int, view: int, held: int, b: int) -> tuple[int, int, int]:
+    """(K/V view, state view, storage) of a DeepSeek-V4 CSA / HCA cache layer after T tokens, the last call of
+    ``last`` tokens; ``view`` / ``held`` are the window's tokens (viewed, pinned).
+
+    K/V: (view)·d·b (one K = V tensor) + E·(d + d_I)·b, E = ⌊T/m⌋. State: kv + gate buffers of r = T mod m
+    tokens, 2·r·(w_c + w_i)·b with w_c = 2d on CSA (d on HCA), w_i = 2·d_I; a buffer slices the last
+    concatenation of L = (T − last) mod m + last tokens, which its storage pins. CSA, once E ≥ 1: the overlap
+    state m·(d + d_I)·(b + 4) (kv in the model dtype, gate + fp32 position_bias in fp32).
+    """
+    m, d, d_i = layer.compress_ratio, layer.head_dim, layer.index_head_dim
+    entries = t // m * (d + d_i) * b
+    width = (2 * d + 2 * d_i) if d_i else d  # compressor (+ indexer) projections per buffered token
+    pinned = (t - last) % m + last
+    overlap = m * (d + d_i) * (b + FP32_BYTES) if d_i and t >= m else 0
+    state = 2 * (t % m) * width * b + overlap
+    return view * d * b + entries, state, held * d * b + entries + 2 * pinned * width * b + overlap
+
+
 def _indexed(spec: ModelSpec, index: int) -> bool:
     """An ``indexed_attention`` layer (DSA): its config's layer_types says so, or its family derives it."""
     types = spec.config.get("layer_types")
@@ -139,6 +168,8 @@ def _class_name(layer: LayerSpec, cache: str, indexed: bool = False, empty_atten
         return LIGHTNING_CACHE  # MiniMax keeps it beside the cache layers
     if layer.kind == "recurrent" and layer.recurrent_family == "rwkv":
         return RWKV_STATE  # generate carries it in its model kwargs
+    if layer.has_kv_heads and layer.index_head_dim:  # MiniMax-M3: K/V + idx_keys (B, 1, T, index_head_dim)
+        return "MiniMaxM3VLSparse" + ("Static" if static else "") + "CacheLayer"
     if indexed:  # DSA: the MLA latent plus indexer_keys (B, T, index_head_dim) on layers that run the indexer
         return ("Static" if static else "Dynamic") + "IndexedLayer"
     if layer.kind == "recurrent":
@@ -164,6 +195,9 @@ def transformers_rows(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0
         raise InputError(f"max_cache_len must be at least prompt + decode steps = {t}, got {max_len}")
     if cache == "dynamic" and max_cache_len is not None:
         raise InputError("max_cache_len applies to cache 'static' (a DynamicCache grows)")
+    if cache == "static" and any(x.compress_ratio for x in spec.layers):
+        raise InputError("transformers' DeepSeek-V4 keeps its compressor state on its own dynamic cache layers and "
+                         "does not support a StaticCache; use cache 'dynamic'")
     if spec.config.get("use_cache") is False:  # generate keeps no cache and re-feeds the sequence
         return tuple(TransformersLayerBytes(i, x.kind, "", 0, 0, 0) for i, x in enumerate(spec.layers))
     rows = []
@@ -172,6 +206,11 @@ def transformers_rows(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0
         per_token = layer.elements_per_token * b
         empty = not layer.caches_tokens or spec.model_type in UNCACHED_MODEL_TYPES
         view, held = (0, 0) if empty else _attention_tokens(layer, t, last, cache, max_len)
+        if layer.compress_ratio:  # DeepSeek-V4's CSA / HCA layers
+            kv, state, storage = compressed_layer_bytes(layer, t, last, view, held, b)
+            name = "DeepseekV4CSACache" if layer.index_head_dim else "DeepseekV4HCACache"
+            rows.append(TransformersLayerBytes(i, declared.kind, name, kv, state, storage))
+            continue
         state = state_bytes(layer, b)
         # RecurrentGemma's conv1d_state is a K − 1 view over K columns
         extra = (b * layer.state_shapes[0][1][1]

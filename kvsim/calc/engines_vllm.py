@@ -174,8 +174,12 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
     tp = positive_int("tp", tp)
     if spec.num_attention_heads % tp:
         raise InputError(f"tp {tp} must divide num_attention_heads {spec.num_attention_heads}")
+    if any(x.k_eq_v for x in spec.layers):  # DeepSeek-V4
+        raise InputError(f"kvsim does not model vLLM {VLLM_VERSION}'s DeepSeek-V4 caches (vllm/models/deepseek_v4: "
+                         "MLAAttentionSpec pages for the window and the compressed entries, SlidingWindowMLASpec for "
+                         "the compressor state); use --engine kvsim or transformers")
     if any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
-        raise InputError(f"vLLM {VLLM_VERSION} keeps {spec.model_type}'s DSA indexer keys (index_head_dim) in a cache "
+        raise InputError(f"vLLM {VLLM_VERSION} keeps {spec.model_type}'s indexer keys (index_head_dim: DSA, MiniMax-M3) in a cache "
                          "of their own that kvsim does not model; use --engine kvsim or transformers")
     b = DTYPE_BYTES[kv]
     model_b = DTYPE_BYTES[_model_dtype(spec, kv)]

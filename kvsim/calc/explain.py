@@ -65,13 +65,20 @@ def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: i
         what = {"full": "full-attention", "sliding": f"sliding (W={layer.sliding_window})",
                 "chunked": f"chunked (C={layer.attention_chunk_size})"}[layer.kind]
         kt, kx = _elem(dt, layer.head_dim)
-        if layer.v_head_dim == layer.head_dim:
+        if layer.k_eq_v:  # DeepSeek-V4: one tensor is both K and V
+            text = f"{count} {what} layers × 1 (K = V) × {heads} KV head{replicated} × {kt}"
+            tex = f"{count} \\times {heads} \\times {kx}"
+        elif layer.v_head_dim == layer.head_dim:
             text = f"{count} {what} layers × 2 (K,V) × {heads} KV heads{replicated} × {kt}"
             tex = f"{count} \\times 2 \\times {heads} \\times {kx}"
         else:
             vt, vx = _elem(dt, layer.v_head_dim)
             text = f"{count} {what} layers × {heads} KV heads{replicated} × ({kt} + {vt})"
             tex = f"{count} \\times {heads} \\times ({kx} + {vx})"
+        if layer.index_head_dim and not layer.compress_ratio:  # MiniMax-M3's sparse layers
+            it, ix = _elem(dt, layer.index_head_dim)
+            text += f" + indexer key {it}"
+            tex += f" + {ix}"
     elif layer.kind == "mla":
         rt, rx = _elem(dt, layer.kv_lora_rank)
         pt, px = _elem(dt, layer.qk_rope_head_dim)
@@ -84,8 +91,18 @@ def _layer_line(layer: LayerSpec, count: int, dt, tp: int, tokens: int, batch: i
     total = count * per_tok
     kept_note = "" if kept == tokens else f", keeping {_n(kept)} of {_n(tokens)} tokens"
     bytes_at_t = count * memory.layer_kv_bytes(layer, tokens, dt, batch, tp=tp)
-    text += f" = {_n(total)} B/token{kept_note} → {units.format_bytes(bytes_at_t)}"
+    text += f" = {_n(total)} B/token{kept_note}"
     tex += f" &= {_tex(total)}\\,\\text{{B/token}}"
+    if layer.compress_ratio:  # DeepSeek-V4: ⌊T/m⌋ compressed entries beside the window
+        entries = int(layer.compressed_entries(tokens))
+        et, ex = _elem(dt, layer.head_dim)
+        it, ix = _elem(dt, layer.index_head_dim) if layer.index_head_dim else ("", "")
+        text += (f"; + ⌊T/{layer.compress_ratio}⌋ = {_n(entries)} compressed entries × ({et}"
+                 + (f" + indexer key {it}" if it else "") + f") = {_n(count * memory.compressed_entry_bytes(layer, dt))}"
+                 " B/entry")
+        tex += (f" + \\lfloor T/{layer.compress_ratio}\\rfloor \\times {count} \\times ({ex}"
+                + (f" + {ix}" if ix else "") + ")")
+    text += f" → {units.format_bytes(bytes_at_t)}"
     return text, tex
 
 

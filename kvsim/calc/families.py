@@ -128,6 +128,12 @@ FAMILIES = {
     "granitemoehybrid": recurrent.granitemoehybrid, "nemotron_h": recurrent.nemotron_h,
     "falcon_h1": recurrent.falcon_h1,
     "minicpm3": _deepseek, "glm4_moe_lite": _deepseek,  # MLA: transformers caches the latent, as for V3
+    # multimodal wrappers whose config.json nests the language model in text_config (read through it: qwen2,
+    # qwen3, persimmon); these entries read a flattened one
+    "got_ocr2": _qwen, "moss_transcribe_diarize": _qwen, "fuyu": decoder.window_every_layer,
+    "phi4_multimodal": _dense,  # Phi-4-multimodal's language model: phi3's keys, flat beside its vision / audio configs
+    "moshi": decoder.window_every_layer,  # MoshiForCausalLM: the text decoder, sliding_window on every layer
+    "git": hybrid.self_attention_decoder,  # GIT's text decoder: BERT-style MHA (text-only: the text tokens)
     **decoder.FAMILIES,  # families read with their checkpoints' own key names (kvsim.calc.families_decoder)
     **hybrid.FAMILIES,  # hybrid / recurrent families of issue 17 (kvsim.calc.families_hybrid)
     # ---- h22-fam-attn: attention-decoder families added for issue 17 (kvsim.calc.families_attention)

@@ -16,6 +16,8 @@ Contract
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .config import ConfigError, LayerSpec, config_int
 from .families_decoder import FAMILY_DEFAULTS as DECODER_DEFAULTS
 from .families_decoder import gemma3n, standard_decoder, window_every_layer
@@ -174,6 +176,95 @@ def gemma4(cfg):
     return out
 
 
+# DeepseekV4Config: a legacy compress_ratios entry -> the layer type (configuration_deepseek_v4.py)
+DEEPSEEK_V4_RATIO_TYPES = {0: "sliding_attention", 4: "compressed_sparse_attention",
+                           128: "heavily_compressed_attention"}
+DEEPSEEK_V4_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}  # default_compress_rates
+
+
+def _deepseek_v4_types(cfg, n):
+    """layer_types, else the checkpoint's compress_ratios (0 / 4 / 128 per layer, MTP layers past n dropped),
+    else the class default: 2 HCA layers, then CSA at odd i − 2 and HCA at even (DeepseekV4Config.__post_init__)."""
+    types, ratios = cfg.get("layer_types"), cfg.get("compress_ratios")
+    if types is None and ratios is not None:
+        if (not isinstance(ratios, SEQUENCE) or len(ratios) < n
+                or any(isinstance(r, bool) or r not in DEEPSEEK_V4_RATIO_TYPES for r in ratios)):
+            raise ConfigError(f"compress_ratios must list at least {n} entries (num_hidden_layers), each 0, 4 or 128")
+        types = [DEEPSEEK_V4_RATIO_TYPES[r] for r in ratios]
+    if types is None:
+        types = (["heavily_compressed_attention"] * min(n, 2)
+                 + ["compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(n - 2)])
+    if not isinstance(types, SEQUENCE) or len(types) < n or set(types[:n]) - set(DEEPSEEK_V4_RATES) - {
+            "sliding_attention"}:
+        raise ConfigError(f"layer_types must list {n} entries (num_hidden_layers) among sliding_attention, "
+                          "compressed_sparse_attention, heavily_compressed_attention")
+    return list(types[:n])
+
+
+def _deepseek_v4_rates(cfg):
+    """Entries per compressed token: compress_rates, with the legacy compress_rate_csa / compress_rate_hca folded in."""
+    rates = cfg.get("compress_rates") or {}
+    if not hasattr(rates, "get"):
+        raise ConfigError(f"compress_rates must map compressed_sparse_attention / heavily_compressed_attention to a "
+                          f"positive integer, got {rates!r}")
+    out = {t: config_int(rates, t, default=m) for t, m in DEEPSEEK_V4_RATES.items()}
+    for t, legacy in (("compressed_sparse_attention", "compress_rate_csa"),
+                      ("heavily_compressed_attention", "compress_rate_hca")):
+        out[t] = config_int(cfg, legacy, default=out[t])
+    return out
+
+
+def deepseek_v4(cfg):
+    """DeepSeek-V4 (DeepseekV4Config, modeling_deepseek_v4.py): every layer caches one K = V tensor of head_dim
+    (shared-KV MQA: kv_proj has one head) over a sliding_window; by layer type (layer_types, or the checkpoint's
+    compress_ratios 0 / 4 / 128) a layer also keeps ⌊T/m⌋ compressed entries: CSA (m = 4) of head_dim + the
+    indexer's index_head_dim, HCA (m = 128) of head_dim; sliding_attention layers keep the window only."""
+    n = config_int(cfg, "num_hidden_layers")
+    d, w = config_int(cfg, "head_dim", default=512), config_int(cfg, "sliding_window", default=128)
+    d_i, rates = config_int(cfg, "index_head_dim", default=128), _deepseek_v4_rates(cfg)
+    out = []
+    for t in _deepseek_v4_types(cfg, n):
+        m = rates.get(t, 0)
+        out.append(LayerSpec(kind="sliding", num_key_value_heads=1, head_dim=d, sliding_window=w, k_eq_v=True,
+                             compress_ratio=m, index_head_dim=d_i if t == "compressed_sparse_attention" else 0))
+    return out
+
+
+def minimax_m3(cfg):
+    """MiniMax-M3 text (MiniMaxM3VLTextConfig): full attention on every layer; layer_types, else the checkpoint's
+    sparse_attention_config.sparse_attention_freq (1 = "minimax_m3_sparse"), else all full. A sparse layer also
+    caches its lightning indexer's key, one head of index_head_dim (sparse_index_dim in sparse_attention_config
+    wins, as the config class folds it in; default 128), per token beside its K/V."""
+    n = config_int(cfg, "num_hidden_layers")
+    sparse = cfg.get("sparse_attention_config") or {}
+    if not hasattr(sparse, "get"):
+        raise ConfigError(f"sparse_attention_config must be an object, got {sparse!r}")
+    types, freq = cfg.get("layer_types"), sparse.get("sparse_attention_freq")
+    if types is None and freq is not None:
+        if not isinstance(freq, SEQUENCE) or len(freq) < n:
+            raise ConfigError(f"sparse_attention_config.sparse_attention_freq must list {n} entries (num_hidden_layers)")
+        types = ["minimax_m3_sparse" if f else "full_attention" for f in freq]
+    types = ["full_attention"] * n if types is None else types
+    if not isinstance(types, SEQUENCE) or len(types) < n or set(types[:n]) - {"full_attention", "minimax_m3_sparse"}:
+        raise ConfigError(f"layer_types must list {n} entries (num_hidden_layers), each full_attention or "
+                          "minimax_m3_sparse")
+    d_i = config_int(sparse, "sparse_index_dim", default=None) or config_int(cfg, "index_head_dim", default=128)
+    full = attention_layer(cfg)
+    return [replace(full, index_head_dim=d_i) if t == "minimax_m3_sparse" else full for t in types[:n]]
+
+
+def modernbert_decoder(cfg):
+    """ModernBERT decoder (ModernBertDecoderConfig): layer_types, else sliding where i % global_attn_every_n_layers
+    (default 3) != 0; the window is always local_attention // 2 (default 128 // 2 = 64: the config class
+    overwrites sliding_window with it)."""
+    n = config_int(cfg, "num_hidden_layers")
+    local = config_int(cfg, "local_attention", default=128)
+    w = local // 2 or None
+    every = config_int(cfg, "global_attn_every_n_layers", default=3)
+    return typed_layers({**cfg, "sliding_window": w}, n, w,
+                        lambda i: "sliding_attention" if w and i % every != 0 else "full_attention")
+
+
 def longcat_flash(cfg):
     """LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (num_hidden_layers =
     2 × num_layers, as LongcatFlashConfig derives it)."""
@@ -236,6 +327,7 @@ FAMILIES = {
     **dict.fromkeys(_LLAMA_LIKE, window_every_layer),
     **dict.fromkeys(("youtu", "sarvam_mla", "axk1"), mla),  # DeepSeek-V3 MLA: transformers caches the latent
     "deepseek_v32": dsa(), "axk2": dsa(), "glm_moe_dsa": dsa(_glm_moe_dsa_indexers), "hy_v4": dsa(_hy_v4_indexers),
+    "deepseek_v4": deepseek_v4,
     "mimo_v2_flash": mimo_v2_flash, "gemma4_text": gemma4, "gemma4_unified_text": gemma4, "longcat_flash": longcat_flash,
     # multimodal wrappers: a config.json nests the language model in text_config (read through it); these
     # entries read a flattened one
@@ -245,6 +337,9 @@ FAMILIES = {
     "gpt_neox_japanese": standard_decoder,
     # config classes that derive layer_types in __post_init__ (True = sliding)
     "laguna": derived(lambda cfg, i, n: False),  # LagunaConfig: every layer full_attention
+    "kolibri1": derived(lambda cfg, i, n: (i + 1) % 5 != 0),  # Kolibri1Config: full every 5th (NoPE there)
+    "beam": derived(lambda cfg, i, n: (i + 1) % 6 != 0 and i != n - 1),  # BeamConfig: full every 6th and last
+    "modernbert-decoder": modernbert_decoder, "minimax_m3_vl_text": minimax_m3,
     "mellum": derived(lambda cfg, i, n: False),  # MellumConfig: every layer full_attention
     "cohere_compass_text": derived(lambda cfg, i, n: False),  # CohereCompassTextConfig: every layer full
     "flint": derived(lambda cfg, i, n: not (i < 2 or i % 4 == 1 or i == n - 1)),  # FlintConfig
@@ -262,8 +357,11 @@ FAMILY_DEFAULTS = {
     "flint": {"sliding_window": 513}, "granitemoe_swa": {"sliding_window": 128},
     "cohere2_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
     "exaone_moe": {"sliding_window": 4096, "sliding_window_pattern": 4},
+    "kolibri1": {"sliding_window": 513}, "beam": {"sliding_window": 512},
     "dory": {"sliding_window": 1024}, "laguna": {"sliding_window": 512}, "mellum": {"sliding_window": 1024}, "cohere_compass_text": {"sliding_window": 4096},
     "mimo_v2_flash": {"sliding_window": 129, "v_head_dim": 128, "head_dim": 192},
+    "deepseek_v4": {"sliding_window": 128, "head_dim": 512, "num_key_value_heads": 1, "num_attention_heads": 64,
+                    "vocab_size": 129280, "index_head_dim": 128},
     "gemma4_unified_text": {"sliding_window": 1024, "head_dim": 256, "num_key_value_heads": 4,
                             "num_attention_heads": 8, "vocab_size": 262144},
     "gemma4_text": {"sliding_window": 512, "head_dim": 256, "num_key_value_heads": 4, "num_attention_heads": 8,
@@ -299,11 +397,25 @@ def notes(model_type: str, cfg) -> list[str]:
                    "given: text-only they keep nothing")
     if model_type == "mimo_v2_flash":
         out.append("MiMo-V2-Flash: sliding layers hold 2 × num_key_value_heads; K is head_dim wide, V v_head_dim")
+    if model_type == "git":
+        out.append("GIT: with an image, its projected patch tokens are prepended to the text and cached too; "
+                   "text-only (as sized here), the text tokens")
+    if model_type == "minimax_m3_vl_text":
+        out.append("MiniMax-M3: sparse layers (minimax_m3_sparse) also cache one index_head_dim indexer key per "
+                   "token; attention reads only the blocks the indexer picks, yet keeps every token")
     if model_type in INDEXED_MODEL_TYPES:
         out.append("DSA: layers that run their indexer also cache index_head_dim elements of indexer key per token")
     if model_type == "dory":
         out.append("Dory: with recurrent_kv_cache_mode per_loop, each loop of the recurrent layers after the first "
                    "keeps its own copy of their cache (appended after the model's layers)")
+    if model_type == "deepseek_v4":
+        out.append("DeepSeek-V4: one K = V tensor per layer (shared-KV MQA, one head); CSA layers add ⌊T/4⌋ "
+                   "compressed entries of head_dim + index_head_dim, HCA layers ⌊T/128⌋ of head_dim "
+                   "(compress_rates); sliding_attention layers keep the window only. M_token counts the window's "
+                   "K = V; past the window a token adds (d + d_I)·b / m per CSA layer and d·b / m per HCA layer "
+                   "through the compressed entries. transformers also keeps each "
+                   "compressor's buffer (the T mod m tokens not yet compressed) and CSA's overlap state; MoE, hash "
+                   "routing, attention sinks and mHC do not change the cache")
     if model_type == "longcat_flash":
         out.append("LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (2 × num_layers)")
     if cfg.get("attention_k_eq_v"):

@@ -31,7 +31,7 @@ _MPT = {"num_hidden_layers": ("n_layers",), "num_attention_heads": ("n_heads",),
         "max_position_embeddings": ("max_seq_len",)}
 # standard key -> the family's own key names, first present wins
 ALIASES = {
-    "gpt2": _GPT, "gptj": _GPT, "codegen": _GPT, "gpt_bigcode": _GPT, "bloom": _GPT,
+    "gpt2": _GPT, "gpt-sw3": _GPT, "gptj": _GPT, "codegen": _GPT, "gpt_bigcode": _GPT, "bloom": _GPT,
     "openai-gpt": _GPT, "ctrl": _GPT,
     "xglm": {"num_hidden_layers": ("num_layers",), "num_attention_heads": ("attention_heads",),
              "hidden_size": ("d_model",)},
@@ -152,7 +152,7 @@ def gemma3n(cfg):
     return [LayerSpec(kind="none") if i >= n - shared else x for i, x in enumerate(layers)]
 
 FAMILIES = {
-    **dict.fromkeys(("gpt2", "gptj", "codegen", "gpt_bigcode", "bloom", "falcon", "gpt_neo", "mpt", "dbrx",
+    **dict.fromkeys(("gpt2", "gpt-sw3", "gptj", "codegen", "gpt_bigcode", "bloom", "falcon", "gpt_neo", "mpt", "dbrx",
                      "gpt_neox", "opt", "jetmoe", "openai-gpt", "ctrl", "xglm", "biogpt"), standard_decoder),
     **dict.fromkeys(("phi", "stablelm", "nemotron", "gemma", "glm", "glm4", "glm4_moe", "granite", "granitemoe",
                      "granitemoeshared", "olmo", "olmoe", "ernie4_5", "ernie4_5_moe", "seed_oss", "internlm3",

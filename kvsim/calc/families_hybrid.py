@@ -214,6 +214,25 @@ def qwen3_5(cfg):
     return [attention_layer(cfg) if t == "full_attention" else gdn for t in types]
 
 
+def lara_mini(cfg):
+    """Lara-Mini (LaraMiniConfig): layer_types, else the released period-5 pattern linear, sliding, linear, full,
+    sliding; Gated DeltaNet on linear layers (defaults 8 key / 16 value heads of 128, kernel 4), sliding_window
+    (default 512) on sliding ones."""
+    n = config_int(cfg, "num_hidden_layers")
+    pattern = ("linear_attention", "sliding_attention", "linear_attention", "full_attention", "sliding_attention")
+    types = _types(cfg, n, lambda i: pattern[i % 5], ("linear_attention", "sliding_attention", "full_attention"),
+                   "layer_types")
+    gdn = gated_deltanet_layer(config_int(cfg, "linear_num_key_heads", default=8),
+                               config_int(cfg, "linear_num_value_heads", default=16),
+                               config_int(cfg, "linear_key_head_dim", default=128),
+                               config_int(cfg, "linear_value_head_dim", default=128),
+                               config_int(cfg, "linear_conv_kernel_dim", default=4))
+    w = sliding_window(cfg)
+    return [gdn if t == "linear_attention" else
+            attention_layer(cfg, "sliding", window=w) if t == "sliding_attention" and w else attention_layer(cfg)
+            for t in types]
+
+
 # ---------------------------------------------------------------- KDA beside MLA
 
 
@@ -368,7 +387,7 @@ BERT_STYLE = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text
               "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta",
               "xlm-roberta-xl", "xmod")
 SEQ2SEQ_DECODERS = ("bart", "bigbird_pegasus", "blenderbot", "blenderbot-small", "marian", "mbart", "mvp",
-                    "pegasus", "plbart", "trocr", "prophetnet")
+                    "pegasus", "plbart", "trocr", "prophetnet", "whisper")
 # decoder keys first: an encoder-decoder config's num_hidden_layers / num_attention_heads name the encoder's
 _DECODER_KEYS = {"num_hidden_layers": ("decoder_layers", "num_decoder_layers"),
                  "num_attention_heads": ("decoder_attention_heads", "num_decoder_attention_heads"),
@@ -402,7 +421,9 @@ def self_attention_decoder(cfg):
 # model types read here that vLLM's model registry (vllm/model_executor/models/registry.py,
 # _TEXT_GENERATION_MODELS) does not run as generative models: BERT-style models are embedding / classification
 # models there (no KV cache), encoder-decoder decoders and Zamba (v1) are not registered
-VLLM_NOT_GENERATIVE = BERT_STYLE + SEQ2SEQ_DECODERS + ("zamba", "rwkv")
+VLLM_NOT_GENERATIVE = BERT_STYLE + SEQ2SEQ_DECODERS + ("zamba", "rwkv",
+                                                       # h23-families: not in vLLM 0.33's registry at all
+                                                       "git", "moshi", "modernbert-decoder", "lara_mini")
 
 # causal-LM model types kvsim refuses, each with the reason (transformers 5.24, torch path)
 REFUSED = {
@@ -417,6 +438,11 @@ REFUSED = {
                 "decoder layers); kvsim does not model the cycles yet",
     **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "Qwen4-Exp mixes linear attention with QSA layers "
                     "(block-compressed indexer keys); kvsim does not model them yet"),
+    **dict.fromkeys(("musicgen", "musicgen_melody"), "MusicGen's causal LM is built from its decoder config "
+                    "(musicgen_decoder, nested under decoder) and generate feeds num_codebooks delayed streams per "
+                    "sequence; kvsim does not model that feed yet"),
+    **dict.fromkeys(("dots3_note", "dots3_note_text"), "dots.3-note mixes sliding-window MLA layers (their own swa_* "
+                    "ranks) with DSA indexed MLA layers; kvsim has no sliding MLA layer yet"),
     "blt": "BLT caches a local encoder, a global transformer over patches and a local decoder over bytes; "
            "kvsim does not model it",
 }
@@ -428,5 +454,5 @@ FAMILIES = {
     "olmo_hybrid": olmo_hybrid,
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), qwen3_5),
     "kimi_linear": kimi_linear, "bailing_hybrid": bailing_hybrid, "minimax": minimax,
-    "lfm3": lfm3, "zaya": zaya, "rwkv": rwkv,
+    "lfm3": lfm3, "zaya": zaya, "lara_mini": lara_mini, "rwkv": rwkv,
 }

@@ -55,11 +55,15 @@ def text_config(cfg: Mapping) -> Mapping:
     return cfg
 
 
+# the model types read, space-separated: every one of them fits a one-line error message under 2000 characters
+_SUPPORTED = " ".join(SUPPORTED_MODEL_TYPES)
+
+
 def _model_type(cfg: Mapping):
     """``model_type``, or the family of a state-spaces ``mamba_ssm`` config (which has none)."""
     if cfg.get("model_type") is not None:
         if not isinstance(cfg["model_type"], str):
-            raise ConfigError(f"model_type must be a string, one of {', '.join(SUPPORTED_MODEL_TYPES)}; "
+            raise ConfigError(f"model_type must be a string, one of {_SUPPORTED}; "
                               f"got {show(cfg['model_type'])}")
         return cfg["model_type"]
     ssm = cfg.get("ssm_cfg")
@@ -150,7 +154,7 @@ def from_hf_config(cfg: Mapping, name: str | None = None) -> ModelSpec:
     if model_type not in FAMILIES and not (isinstance(model_type, str) and _standard_decoder_keys(cfg)):
         what = "config is missing model_type" if model_type is None else f"model_type {model_type!r} is not supported"
         raise ConfigError(f"{what}, and the config lacks the standard decoder keys ({', '.join(_STANDARD_KEYS)}); "
-                          f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+                          f"supported: {_SUPPORTED}")
     # absent fields take the transformers class defaults; present ones (even null) are kept
     cfg = standard_keys({**FAMILY_DEFAULTS.get(model_type, {}), **cfg, "model_type": model_type}, model_type)
     cfg = attention_keys(cfg, model_type)  # h22-fam-attn: key names of kvsim.calc.families_attention

@@ -201,16 +201,29 @@ def tp_note(spec: ModelSpec, tp: int = 1) -> str | None:
 
 
 def layer_token_bytes(layer: LayerSpec, kv_dtype="bf16", tp: int = 1, full_precision: bool = False) -> int:
-    """Bytes one token adds to one sequence in one layer: n_kv·(bytes(d_k)+bytes(d_v)) or MLA latent + RoPE key
-    (+ DSA indexer key: bytes(d_c) + bytes(d_R) + bytes(d_I))."""
+    """Bytes one token adds to one sequence in one layer: n_kv·(bytes(d_k)+bytes(d_v)) (n_kv·bytes(d_k) when
+    K = V) or MLA latent + RoPE key (+ DSA indexer key: bytes(d_c) + bytes(d_R) + bytes(d_I))."""
     dt = parse_kv_dtype(kv_dtype)
     vec = dt.full_vector_bytes if full_precision else dt.vector_bytes
     if layer.has_kv_heads:
-        return heads_per_rank(layer, tp) * (vec(layer.head_dim) + vec(layer.v_head_dim, "v_head_dim"))
+        v = 0 if layer.k_eq_v else vec(layer.v_head_dim, "v_head_dim")
+        # MiniMax-M3's sparse layers: one indexer key per token, replicated on every rank (V4's is per entry)
+        indexer = vec(layer.index_head_dim, "index_head_dim") if layer.index_head_dim and not layer.compress_ratio else 0
+        return heads_per_rank(layer, tp) * (vec(layer.head_dim) + v) + indexer
     if layer.kind == "mla":
         indexer = vec(layer.index_head_dim, "index_head_dim") if layer.index_head_dim else 0
         return vec(layer.kv_lora_rank, "kv_lora_rank") + vec(layer.qk_rope_head_dim, "qk_rope_head_dim") + indexer
     return 0
+
+
+def compressed_entry_bytes(layer: LayerSpec, kv_dtype="bf16") -> int:
+    """Bytes of one compressed entry of a DeepSeek-V4 layer: bytes(head_dim) + bytes(index_head_dim) (0 elsewhere).
+    The single KV head's entries are replicated on every tensor-parallel rank, as MLA's latent is."""
+    if not layer.compress_ratio:
+        return 0
+    dt = parse_kv_dtype(kv_dtype)
+    return dt.vector_bytes(layer.head_dim) + (dt.vector_bytes(layer.index_head_dim, "index_head_dim")
+                                              if layer.index_head_dim else 0)
 
 
 def kept_tokens(layer: LayerSpec, tokens):
@@ -255,7 +268,8 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
     """K/V (or latent) bytes of one layer for ``batch`` sequences of ``tokens`` tokens, in one view.
 
     theoretical/read: kept·token_bytes·B. allocated: step growth (slots = min(⌈T/S⌉·S, W or C)), or
-    paged when ``block_size`` is set (per-sequence blocks spanning the kept range).
+    paged when ``block_size`` is set (per-sequence blocks spanning the kept range). A DeepSeek-V4 compressed
+    layer adds its E = ⌊T/m⌋ entries: E·entry_bytes·B, grown in steps of S or paged in blocks as a full layer's.
     """
     if view not in VIEWS:
         raise InputError(f"view {view!r} is not one of {', '.join(VIEWS)}")
@@ -285,7 +299,20 @@ def layer_kv_bytes(layer: LayerSpec, tokens, kv_dtype="bf16", batch: int = 1, vi
             total = q_slots * q_bytes + f_slots * f_bytes
         else:
             total = allocated_slots(t, step, limit) * q_bytes
+    if layer.compress_ratio:
+        total = total + _compressed_bytes(layer, t, dt, view, step, block_size)
     return _out(np.asarray(total, dtype=np.int64) * batch, tokens)
+
+
+def _compressed_bytes(layer: LayerSpec, t, dt: KVDtype, view: str, step: int, block_size: int | None):
+    """One sequence's compressed entries in one view: E·e (theoretical, read), ⌈E/S⌉·S·e, or ⌈E/N⌉·N·e paged."""
+    entries, e = t // layer.compress_ratio, compressed_entry_bytes(layer, dt)
+    check_bytes("the compressed KV entries", (int(entries.max()) if entries.size else 0) * e)
+    if view in ("theoretical", "read"):
+        return entries * e
+    if block_size is not None:
+        return -(-entries // block_size) * block_size * e
+    return allocated_slots(entries, step) * e
 
 
 def _check_bound(layer: LayerSpec, t, token_bytes: int, batch: int, count: int, step=DEFAULT_STEP,
@@ -337,6 +364,9 @@ def model_kv_bytes(spec: ModelSpec, tokens, batch: int = 1, kv_dtype="bf16", vie
             token_bytes = max(layer_token_bytes(layer, dt, tp), layer_token_bytes(layer, dt, tp, True))
             kept = int(t.max(initial=0)) if layer.window_tokens is None else layer.window_tokens
             bound += (kept + max(step, 2 * (block_size or 1))) * token_bytes * batch * count
+            if layer.compress_ratio:  # DeepSeek-V4: ⌊T/m⌋ compressed entries beside the window
+                bound += ((int(t.max(initial=0)) // layer.compress_ratio + max(step, 2 * (block_size or 1)))
+                          * compressed_entry_bytes(layer, dt) * batch * count)
     check_bytes(f"the KV cache of {spec.name}", bound)
     total = np.zeros_like(t)
     for layer, count in layer_groups(spec):

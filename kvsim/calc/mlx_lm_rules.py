@@ -444,6 +444,9 @@ def mlx_lm_caches(spec: ModelSpec) -> tuple[EngineCache | None, ...]:
     Families not in MLX_LM_LAYOUTS (phi3, gemma2, qwen2/3, mixtral, llama4_text, jamba, qwen3_next, ...)
     get no window: a KVCache per attention layer, whatever sliding_window their config sets.
     """
+    if any(x.k_eq_v for x in spec.layers):  # DeepSeek-V4
+        raise InputError(f"mlx-lm 0.32 has no {spec.model_type} model (its deepseek_v41 is another model type with "
+                         "a LayerCache of its own); use --engine kvsim or transformers")
     if spec.model_type not in MLX_LM_LAYOUTS and any(x.index_head_dim for x in spec.layers):  # h22-fam-attn
         raise InputError(f"kvsim has no mlx-lm rule for {spec.model_type}'s DSA indexer keys (it models mlx-lm's "
                          "deepseek_v32 and glm_moe_dsa); use --engine kvsim or transformers")

@@ -25,8 +25,11 @@ SIGN_BYTES = 1  # each ±1 of a randomized Hadamard rotation is kept as one int8
 
 def _layer_dims(layer: LayerSpec) -> list[tuple[int, str]]:
     """(dim, field) of every vector one token stores in one layer per KV head (MLA: per layer)."""
-    if layer.has_kv_heads:
-        return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads
+    if layer.has_kv_heads and layer.k_eq_v:  # DeepSeek-V4: one tensor is both K and V
+        return [(layer.head_dim, "head_dim")] * layer.num_key_value_heads
+    if layer.has_kv_heads:  # (+ MiniMax-M3's per-token indexer key)
+        return [(layer.head_dim, "head_dim"), (layer.v_head_dim, "v_head_dim")] * layer.num_key_value_heads + (
+            [(layer.index_head_dim, "index_head_dim")] if layer.index_head_dim else [])
     if layer.kind == "mla":
         return [(layer.kv_lora_rank, "kv_lora_rank"), (layer.qk_rope_head_dim, "qk_rope_head_dim")] + (
             [(layer.index_head_dim, "index_head_dim")] if layer.index_head_dim else [])
@@ -64,6 +67,12 @@ def sequence_bytes_split(spec: ModelSpec, tokens: int, kv_dtype="bf16") -> dict:
             parts["packed data"] += count * (kept - recent) * d
             parts["scales + biases"] += count * (kept - recent) * (dt.vector_bytes(dim, field) - d)
             parts["full-precision recent"] += count * recent * dt.full_vector_bytes(dim, field)
+        entries = int(layer.compressed_entries(tokens))  # DeepSeek-V4's compressed entries, all quantized
+        for dim, field in ([(layer.head_dim, "head_dim")] + ([(layer.index_head_dim, "index_head_dim")]
+                                                             if layer.index_head_dim else [])) if entries else []:
+            d = dt.vector_bytes(dim, field, metadata=False)
+            parts["packed data"] += count * entries * d
+            parts["scales + biases"] += count * entries * (dt.vector_bytes(dim, field) - d)
     return parts
 
 

@@ -10,8 +10,9 @@ Contract
   passed in, and returns the model's cache (None when
   the config says ``use_cache: false``).
 - :func:`layer_bytes` sums numel × element_size over the tensors one cache layer holds (``keys``,
-  ``values``, ``indexer_keys``, every ``conv_states`` / ``recurrent_states`` entry); 0-dim
-  bookkeeping scalars are not cache data. :func:`layer_storage_bytes` sums the storages those
+  ``values``, ``indexer_keys`` (``idx_keys`` on MiniMax-M3), every ``conv_states`` / ``recurrent_states`` entry, and DeepSeek-V4's
+  compressor dicts ``buffer_kv`` / ``buffer_gate`` / ``compressed_kv`` / ``overlap_kv`` / ``overlap_gate``);
+  a tensor held twice (V4's ``values`` *is* its ``keys``) counts once; 0-dim bookkeeping scalars are not cache data. :func:`layer_storage_bytes` sums the storages those
   tensors pin (a sliding slice is a view over a larger concatenation). RecurrentGemma keeps its
   state on its modules: :func:`module_state_bytes` reads ``conv1d_state`` and ``recurrent_states``.
   MiniMax keeps its lightning-attention state beside the layers, in ``MiniMaxCache.linear_cache``, and
@@ -25,8 +26,11 @@ Contract
 
 from __future__ import annotations
 
-TENSOR_FIELDS = ("keys", "values", "indexer_keys")
-STATE_FIELDS = ("conv_states", "recurrent_states")
+TENSOR_FIELDS = ("keys", "values", "indexer_keys", "idx_keys")  # idx_keys: MiniMax-M3's sparse layers
+STATE_FIELDS = ("conv_states", "recurrent_states",
+                # DeepSeek-V4's DeepseekV4HCACache / DeepseekV4CSACache: one tensor per compressor ("compressor",
+                # "indexer") in each dict
+                "buffer_kv", "buffer_gate", "compressed_kv", "overlap_kv", "overlap_gate")
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
@@ -68,7 +72,8 @@ def layer_tensors(layer) -> list:
     for name in STATE_FIELDS:
         states = getattr(layer, name, None) or {}
         out.extend(states.values() if isinstance(states, dict) else states)
-    return [t for t in out if isinstance(t, torch.Tensor) and t.dim() > 0]
+    distinct = {id(t): t for t in out if isinstance(t, torch.Tensor) and t.dim() > 0}  # values is keys: once
+    return list(distinct.values())
 
 
 def layer_bytes(layer) -> int:
