@@ -2,7 +2,6 @@
 caches (tiny random models, tests/mlx_lm_configs.py), the issue's table, generate_step itself, kv_bits,
 the growth rules against mlx-lm's cache classes, and `kvsim measure`."""
 
-import importlib
 import json
 import os
 import subprocess
@@ -23,7 +22,6 @@ from mlx_lm.models.cache import (
     RotatingKVCache,
     make_prompt_cache,
 )
-from mlx_lm.utils import MODEL_REMAPPING
 from mlx_lm_configs import BASE, BF16_TOO, CONFIGS, MAMBA2, NEW_CONFIGS
 
 from kvsim.calc.engines import kvsim_bytes, mlx_lm_bytes
@@ -36,7 +34,7 @@ from kvsim.calc.mlx_lm_rules import (
 )
 from kvsim.calc.units import InputError
 from kvsim.cli import main
-from kvsim.measure.mlx_lm_bytes import cache_bytes, load_mlx_lm_model, measure, run_feeds
+from kvsim.measure.mlx_lm_bytes import build_mlx_lm_model, cache_bytes, load_mlx_lm_model, measure, run_feeds
 
 GEN = generate_step_feeds(300, 2048, 20)  # a 300-token prompt + 20 decode steps, as generate_step feeds them
 FP32_ONLY = {"gpt_oss", "phimoe"}  # every layer is MoE: mlx's gather_mm runs only in float32 on CPU
@@ -68,8 +66,7 @@ NEW_FEEDS = generate_step_feeds(40, 16, 5)  # 3 prefill calls + 6 single tokens:
 
 def _public_build(cfg, dtype):
     """mlx-lm's model for ``cfg`` as mlx_lm.models.<type>.Model(ModelArgs.from_dict(cfg)), cast to ``dtype``."""
-    module = importlib.import_module(f"mlx_lm.models.{MODEL_REMAPPING.get(cfg['model_type'], cfg['model_type'])}")
-    model = module.Model(module.ModelArgs.from_dict(cfg))
+    model = build_mlx_lm_model(cfg)
     model.update(tree_map(lambda p: p.astype(getattr(mx, dtype)), model.parameters()))
     return model
 

@@ -9,7 +9,6 @@ crosses them.
 """
 
 import copy
-import importlib
 
 import mlx.core as mx
 import pytest
@@ -38,6 +37,7 @@ from kvsim.cache import (
 from kvsim.cache.sdpa import quantized_sdpa
 from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.memory import fixed_state_bytes, state_bytes
+from kvsim.measure.mlx_lm_bytes import build_mlx_lm_model
 
 BASE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "head_dim": 32, "intermediate_size": 64, "vocab_size": 96, "rms_norm_eps": 1e-5,
@@ -76,7 +76,6 @@ CONFIGS = {
                    "mlp_only_layers": [], "moe_intermediate_size": 32, "partial_rotary_factor": 0.25,
                    "full_attention_interval": 2},
 }
-MODULES = {"mistral": "llama"}                    # mlx-lm's MODEL_REMAPPING
 PROMPT = [3, 17, 42, 8, 65, 23, 11, 90, 5, 31, 77, 14, 2]
 DECODE_STEPS = 10
 RECURRENT = ("mamba2", "jamba", "qwen3_next")
@@ -91,9 +90,8 @@ def build(name, dtype=mx.float32):
     """(mlx-lm model with seeded random weights in ``dtype``, kvsim's spec of the same config)."""
     if (name, dtype) not in _built:
         config = CONFIGS[name]
-        module = importlib.import_module(f"mlx_lm.models.{MODULES.get(config['model_type'], config['model_type'])}")
         mx.random.seed(SEEDS[name])
-        model = module.Model(module.ModelArgs.from_dict(config))
+        model = build_mlx_lm_model(config)
         model.update(tree_map(lambda p: p.astype(dtype), model.parameters()))
         mx.eval(model.parameters())
         _built[name, dtype] = model, from_hf_config(config)
@@ -209,8 +207,7 @@ def test_generate_step_quantizes_kvsim_caches_with_to_quantized():
 
 def test_speculative_generate_step_with_kvsim_caches():
     model, _ = build("llama")
-    module = importlib.import_module("mlx_lm.models.llama")
-    draft = module.Model(module.ModelArgs.from_dict(CONFIGS["llama"]))
+    draft = build_mlx_lm_model(CONFIGS["llama"])
     mx.random.seed(123)                          # the target's weights plus a little noise: some drafts
     draft.update(tree_map(lambda p: p + 0.01 * mx.random.normal(p.shape), model.parameters()))  # rejected
     caches = kvsim_caches("llama") + kvsim_caches("llama")

@@ -6,6 +6,8 @@ Contract
   architecture with mlx-lm's random initial weights), cast to ``dtype`` (default: the config's
   ``torch_dtype``, else bf16; a folder keeps the dtype of its weights). It returns the model, the
   config and the model dtype.
+- :func:`build_mlx_lm_model` is the one way kvsim and its tests build an mlx-lm model from a config dict
+  (mlx-lm's public ``mlx_lm.models.<type>.Model`` / ``ModelArgs.from_dict``).
 - :func:`run_feeds` makes mlx-lm's caches (``make_prompt_cache``) and calls the model once per feed, as
   ``generate_step`` does (with kv_bits: its ``maybe_quantize_kv_cache`` after every call); it returns
   the caches. :func:`cache_bytes` reads each cache's (K/V bytes, state bytes) from ``nbytes``.
@@ -19,6 +21,7 @@ Contract
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +51,28 @@ def _read_config(path: Path) -> dict:
         raise ConfigError(f"cannot read {str(path)!r} as a config.json ({str(e).splitlines()[0]})") from None
     from_hf_config(config)  # validates every field kvsim reads
     return config
+
+
+def build_mlx_lm_model(config: dict):
+    """mlx-lm's model for ``config`` with mlx-lm's random initial weights (lazy, in mlx-lm's dtypes), through
+    mlx-lm's public API: ``mlx_lm.models.<type>.Model(ModelArgs.from_dict(config))``.
+
+    ``<type>`` is ``model_type`` after mlx-lm's public remapping tables (``MODEL_ARCHITECTURE_REMAPPING`` by
+    (model_type, architecture), else ``MODEL_REMAPPING``), as ``mlx_lm.utils.load_model`` picks its module.
+    A model_type mlx-lm has no module for raises ValueError; mlx-lm's own refusals of a field propagate.
+    """
+    from mlx_lm.utils import MODEL_ARCHITECTURE_REMAPPING, MODEL_REMAPPING
+    model_type = config["model_type"]
+    architectures = config.get("architectures") or ()
+    remapped = [MODEL_ARCHITECTURE_REMAPPING[model_type, a]
+                for a in ([architectures] if isinstance(architectures, str) else architectures)
+                if (model_type, a) in MODEL_ARCHITECTURE_REMAPPING]
+    module_name = remapped[0] if remapped else MODEL_REMAPPING.get(model_type, model_type)
+    try:
+        module = importlib.import_module(f"mlx_lm.models.{module_name}")
+    except ImportError:
+        raise ValueError(f"model_type {model_type!r} is not one of mlx-lm's models") from None
+    return module.Model(module.ModelArgs.from_dict(config))
 
 
 def _mlx_lm_model(path: Path, config: dict, build):
@@ -94,9 +119,7 @@ def load_mlx_lm_model(path, dtype: str | None = None):
     key = dtype_key(dtype or config.get("torch_dtype") or config.get("dtype") or "bf16")
     if key not in FLOAT_DTYPES:
         raise ConfigError(f"dtype {key!r} is not one of {', '.join(FLOAT_DTYPES)}")
-    from mlx_lm.utils import _get_classes
-    model_cls, args_cls = _mlx_lm_model(path, config, lambda: _get_classes(config))
-    model = _mlx_lm_model(path, config, lambda: model_cls(args_cls.from_dict(config)))
+    model = _mlx_lm_model(path, config, lambda: build_mlx_lm_model(config))
     # MLX is lazy: the random weights exist only at mx.eval below, so their size is checked first
     weight_bytes = sum(p.size * mx_dtype(key).size if p.dtype in _FLOATS else p.nbytes
                        for _, p in tree_flatten(model.parameters()))
