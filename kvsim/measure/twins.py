@@ -20,6 +20,7 @@ Contract
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import sys
 import types
@@ -61,9 +62,9 @@ def mlx_lm_module(name: str):
 
 def mlx_lm_version() -> str | None:
     """Installed mlx-lm version, or None when mlx-lm is not installed."""
-    try:
-        return mlx_lm_module("_version").__version__
-    except ImportError:
+    try:  # the installed distribution's metadata: mlx_lm._version is private
+        return importlib.metadata.version("mlx-lm")
+    except importlib.metadata.PackageNotFoundError:
         return None
 
 
