@@ -8,7 +8,7 @@ import pytest
 
 from kvsim.cache import (ChunkedKVCache, KVCache, QuantizedKVCache, RotatingKVCache, attend_batched,
                          make_caches)
-from kvsim.cache.paged import PagedKVPool, cascade_read
+from kvsim.cache.paged import PagedKVPool, cascade_read, paged_caches
 from kvsim.cache.sdpa import reference_sdpa
 from kvsim.calc.paged_read import read_step_bytes, sparse_pays, sparse_read_bytes
 from kvsim.model import build_model, toy_spec
@@ -135,23 +135,12 @@ def test_sliding_pool_reads_only_the_window_pages():
 
 # ---------------------------------------------------------------- dispatch: the model never changes
 
-def paged_caches(spec, block_size=BS):
-    """One PagedKVCache per layer, each layer in its own pool of its kind."""
-    out = []
-    for layer in spec.layers:
-        pool = PagedKVPool.for_layer(layer, 1, block_size=block_size, num_blocks=32, dtype=mx.float32,
-                                     enable_prefix_caching=False)
-        pool.add_sequence(0)
-        out.append(pool.caches(0)[0])
-    return out
-
-
 @pytest.mark.parametrize("kind", ["gqa", "sliding", "chunked"])
 def test_same_model_equal_logits_on_dense_and_paged_storage(kind):
     """The same model object decodes with dense and with paged caches: equal logits; the caches chose
     different read paths (dense SDPA vs block table) behind the same ``cache.attend`` call."""
     model = build_model(toy_spec(kind))
-    dense, paged = make_caches(model.spec), paged_caches(model.spec)
+    dense, paged = make_caches(model.spec), paged_caches(model.spec, BS)
     assert {c.attention_path for c in dense} == {"dense sdpa"}
     assert {c.attention_path for c in paged} == {"paged block table"}
     assert {type(c) for c in dense} <= {KVCache, RotatingKVCache, ChunkedKVCache}

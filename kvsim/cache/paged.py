@@ -19,6 +19,8 @@ Contract
   a loop over the block table with an online softmax). ``pages=`` reads a listed subset of pages
   (sparse page indirection). All equal dense attention over the same keys (fp32 within 1e-5);
   bytes read and copied per read: :meth:`PagedKVCache.read_bytes`.
+- :func:`paged_caches`: one PagedKVCache per layer of a model spec, each layer in its own pool of its kind
+  (the paged counterpart of ``make_caches`` for one sequence).
 - :func:`cascade_read`: a group of sequences sharing whole prefix blocks (a fork, a prefix-cache hit)
   attends to the shared prefix once for the group and to each suffix per row (cascade attention).
 - Accounting: ``cache.nbytes`` = blocks this sequence holds × bytes of one block in one layer (a
@@ -70,6 +72,22 @@ class PagedKVPool(PagedKVStore):
         """A child sharing every block of the parent (parallel sampling); returns its views."""
         super().fork(parent_id, child_id)
         return self.caches(child_id)
+
+
+def paged_caches(spec, block_size: int, num_blocks: int = 32, dtype=mx.float32) -> list[PagedKVCache]:
+    """One PagedKVCache per layer of ``spec`` for sequence 0, each layer in its own :class:`PagedKVPool` of its
+    kind (full / sliding / chunked; no prefix caching).
+
+    Layer i's pool holds K (num_blocks, num_key_value_heads, block_size, head_dim) and V (num_blocks,
+    num_key_value_heads, block_size, v_head_dim) in ``dtype``; each view takes (B=1, heads, S, dim) rows.
+    """
+    out = []
+    for layer in spec.layers:
+        pool = PagedKVPool.for_layer(layer, 1, block_size=block_size, num_blocks=num_blocks, dtype=dtype,
+                                     enable_prefix_caching=False)
+        pool.add_sequence(0)
+        out.append(pool.caches(0)[0])
+    return out
 
 
 class PagedKVCache(BaseCache):

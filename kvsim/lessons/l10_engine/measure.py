@@ -26,7 +26,7 @@ from functools import lru_cache
 import mlx.core as mx
 
 from ...cache import make_caches
-from ...cache.paged import PagedKVPool
+from ...cache.paged import paged_caches
 from ...cache.pool import CachePool, PoolFullError, interleave_allocations
 from ...calc.pool_bytes import pool_allocated_bytes
 from ...decode import generate
@@ -138,23 +138,12 @@ def owned_vs_cache_rows(prompt=(4, 8, 15, 16, 23, 42), new_tokens: int = 6) -> l
 BLOCK_SIZE = 4  # tokens per page of the paged caches in dispatch_rows
 
 
-def _paged_caches(spec, block_size: int = BLOCK_SIZE) -> list:
-    """One PagedKVCache per layer, each layer in its own block pool of its kind (full / sliding / chunked)."""
-    out = []
-    for layer in spec.layers:
-        pool = PagedKVPool.for_layer(layer, 1, block_size=block_size, num_blocks=32, dtype=mx.float32,
-                                     enable_prefix_caching=False)
-        pool.add_sequence(0)
-        out.append(pool.caches(0)[0])
-    return out
-
-
 def dispatch_rows(kinds=("gqa", "sliding", "chunked"), prompt_tokens: int = 20, decode_steps: int = 11) -> list[dict]:
     """Same model object, dense vs paged storage: read paths and the largest |Δ logit| over every step."""
     rows = []
     for kind in kinds:
         model = toy_model(kind)
-        dense, paged = make_caches(model.spec, step=STEP), _paged_caches(model.spec)
+        dense, paged = make_caches(model.spec, step=STEP), paged_caches(model.spec, BLOCK_SIZE)
         tokens = _prompt(prompt_tokens, 3)
         steps = [mx.array([tokens])] + [mx.array([[t]]) for t in _prompt(decode_steps, 40)]
         diff = 0.0
