@@ -1,8 +1,8 @@
 """make_caches: one layout per layer kind; summed nbytes equal the calculator for real dtypes."""
 
 import mlx.core as mx
-import numpy as np
 import pytest
+from lockstep import random_kv
 
 from kvsim.cache import (
     ChunkedKVCache,
@@ -38,18 +38,15 @@ CONFIGS = {
 
 def _feed(caches, spec, tokens, batch, dtype, seed=0):
     """Run ``tokens`` (a list of chunk sizes) through every attention/MLA cache of the model."""
-    rng = np.random.default_rng(seed)
-
-    def arr(*shape):
-        return mx.array(rng.standard_normal(shape).astype(np.float32)).astype(dtype)
-
-    for S in tokens:
-        for layer, cache in zip(spec.layers, caches):
-            if layer.kind == "mla":
-                cache.update_and_fetch(arr(batch, 1, S, layer.kv_lora_rank), arr(batch, 1, S, layer.qk_rope_head_dim))
+    for i, S in enumerate(tokens):
+        for j, (layer, cache) in enumerate(zip(spec.layers, caches)):
+            s = seed * 10_000 + i * 100 + j  # other K/V for every call, chunk and layer
+            if layer.kind == "mla":  # latent (batch, 1, S, kv_lora_rank), rope key (batch, 1, S, qk_rope_head_dim)
+                cache.update_and_fetch(*random_kv(S, B=batch, H=1, D=layer.kv_lora_rank,
+                                                  Dv=layer.qk_rope_head_dim, dtype=dtype, seed=s))
             elif layer.has_kv_heads:
-                H = layer.num_key_value_heads
-                cache.update_and_fetch(arr(batch, H, S, layer.head_dim), arr(batch, H, S, layer.v_head_dim))
+                cache.update_and_fetch(*random_kv(S, B=batch, H=layer.num_key_value_heads, D=layer.head_dim,
+                                                  Dv=layer.v_head_dim, dtype=dtype, seed=s))
 
 
 def test_layout_per_layer_kind():

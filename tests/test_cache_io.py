@@ -2,10 +2,11 @@
 
 import json
 import struct
+from functools import partial
 
 import mlx.core as mx
-import numpy as np
 import pytest
+from lockstep import random_kv
 from reference_cache import fingerprint
 
 from kvsim.cache import (
@@ -20,12 +21,7 @@ from kvsim.cache import (
 )
 from kvsim.cache.io import load_cache, save_cache
 
-
-def _kv(S, H=2, D=32, Dv=32, dtype=mx.bfloat16, seed=0):
-    rng = np.random.default_rng(seed)
-    k = mx.array(rng.standard_normal((1, H, S, D)).astype(np.float32)).astype(dtype)
-    v = mx.array(rng.standard_normal((1, H, S, Dv)).astype(np.float32)).astype(dtype)
-    return k, v
+_kv = partial(random_kv, D=32, Dv=32, dtype=mx.bfloat16)  # seeded K, V (1, H=2, S, 32) in bf16
 
 
 def _filled_caches():

@@ -220,7 +220,7 @@ def test_fuzz_cli_arguments(argv):
 def _saved_caches():
     """A small file holding one cache of every class, the fuzzer's seed."""
     import mlx.core as mx
-    import numpy as np
+    from lockstep import random_kv
 
     from kvsim.cache import (
         ChunkedKVCache,
@@ -231,18 +231,13 @@ def _saved_caches():
         RotatingKVCache,
         save_caches,
     )
-    rng = np.random.default_rng(0)
-
-    def kv(S, H=2, D=32):
-        return (mx.array(rng.standard_normal((1, H, S, D)).astype(np.float32)),
-                mx.array(rng.standard_normal((1, H, S, D)).astype(np.float32)))
     caches = [KVCache(step=8), RotatingKVCache(8, step=4), ChunkedKVCache(8, step=4), QuantizedKVCache(4, 32, step=8),
               QuantizedKVCache(8, 32, step=8, full_precision_tokens=2), LatentCache(step=8), None,
               RecurrentStateCache([("conv", (3, 8)), ("ssm", (2, 4))])]
-    for c in caches[:6]:
+    for i, c in enumerate(caches[:6]):
         H = 1 if isinstance(c, LatentCache) else 2  # one latent shared by all heads
-        c.update_and_fetch(*kv(11, H))
-        c.update_and_fetch(*kv(1, H))
+        c.update_and_fetch(*random_kv(11, H=H, D=32, Dv=32, seed=2 * i))  # fp32 K, V (1, H, S, 32)
+        c.update_and_fetch(*random_kv(1, H=H, D=32, Dv=32, seed=2 * i + 1))
     caches[7]["ssm"] = mx.ones((1, 2, 4))
     path = _TMP / "seed.safetensors"
     save_caches(path, caches, {"note": "fuzz"})
