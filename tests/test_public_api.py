@@ -1,6 +1,6 @@
-"""kvsim and its tests use the public API of their dependencies only: no private name of matplotlib, mlx-lm,
+"""kvsim, its tests, benchmarks, tools and notebooks use the public API of their dependencies only: no private name of matplotlib, mlx-lm,
 transformers or vLLM, and no kvsim attribute stored on a matplotlib object (issue 16). Checked on the syntax
-tree of every file under kvsim/ and tests/.
+tree of every .py file under kvsim/, tests/, benchmarks/, tools/ and notebooks/.
 
 What counts as a private name of a library: any ``_name`` (not a ``__dunder__``, not IPython's ``_repr_*_``
 display protocol) that the installed library defines or uses: every such identifier in its sources (and, for
@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("kvsim", "tests")
+SCANNED = ("kvsim", "tests", "benchmarks", "tools", "notebooks")  # notebooks: their jupytext .py files
 # top-level import name -> the library it belongs to
 LIBRARIES = {"matplotlib": "matplotlib", "mpl_toolkits": "matplotlib", "mlx_lm": "mlx_lm",
              "transformers": "transformers", "vllm": "vllm"}
@@ -145,11 +145,13 @@ def _python_files():
         yield from sorted((ROOT / folder).rglob("*.py"))
 
 
-def test_no_private_name_of_a_dependency_in_kvsim_or_its_tests():
+def test_no_private_name_of_a_dependency_in_kvsim_its_tests_benchmarks_tools_or_notebooks():
     private = all_private_names()
-    uses = {f"{path.relative_to(ROOT)}:{line}": name for path in _python_files()
+    files = list(_python_files())
+    uses = {f"{path.relative_to(ROOT)}:{line}": name for path in files
             for line, name in private_uses(path.read_text(encoding="utf-8"), private)}
     assert uses == {}
+    assert len(files) > 200 and all(private[lib] for lib in ("matplotlib", "mlx_lm", "transformers"))  # it read
 
 
 def test_the_check_finds_what_the_old_renderer_used():
