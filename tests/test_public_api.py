@@ -1,6 +1,6 @@
-"""kvsim, its tests, benchmarks, tools and notebooks use the public API of their dependencies only: no private name of matplotlib, mlx-lm,
-transformers or vLLM, and no kvsim attribute stored on a matplotlib object (issue 16). Checked on the syntax
-tree of every .py file under kvsim/, tests/, benchmarks/, tools/ and notebooks/.
+"""kvsim, its tests, benchmarks, tools and notebooks use the public API of their dependencies only: no private
+name of matplotlib, mlx-lm, transformers or vLLM, and no kvsim attribute stored on a matplotlib object (issue 16).
+Checked on the syntax tree of every .py file under kvsim/, tests/, benchmarks/, tools/ and notebooks/.
 
 What counts as a private name of a library: any ``_name`` (not a ``__dunder__``, not IPython's ``_repr_*_``
 display protocol) that the installed library defines or uses: every such identifier in its sources (and, for
