@@ -245,10 +245,6 @@ class CompiledStep:
             offsets[key] = mx.array(list(key) if type(key) is tuple else key)
         return (*self.in_weights[i][absorbed], offsets[key])
 
-    def _absorbs(self, i: int, cache, query_tokens: int) -> bool:
-        """Does MLA block i take the absorbed decode path this step (then its pieces do W_uk and W_uv)?"""
-        return self.mla[i] and self.mixers[i].absorbs_step(cache, query_tokens, self.dtype_bytes[i])
-
     def _covered(self, i: int, cache) -> bool:
         """Does block i run compiled with this cache? (not for recurrent mixers, no cache, MLA over Rows)"""
         return (self.weights[i] is not None and cache is not None
@@ -267,11 +263,11 @@ class CompiledStep:
                 x, pending = m["blocks"][i](x, cache, kv_dtype), None
                 continue
             if pending is None:                                   # block i's input part, on its own
-                ab = self._absorbs(i, cache, L)
+                ab = self.mla[i] and self.mixers[i].absorbs_step(cache, L, self.dtype_bytes[i])
                 pending = self.in_fns[i][ab](x, *self._in_args(i, cache, offsets, ab))
             attn = self._attend(self.mixers[i], cache, pending, kv_dtype, ab)   # eager: the cache grows
             if self.chain and i + 1 < n and self._covered(i + 1, caches[i + 1]):
-                nab = self._absorbs(i + 1, caches[i + 1], L)
+                nab = self.mla[i + 1] and self.mixers[i + 1].absorbs_step(caches[i + 1], L, self.dtype_bytes[i + 1])
                 x, *pending = self.out_in_fns[i][ab][nab](
                     x, attn, *self.out_weights[i][ab], *self._in_args(i + 1, caches[i + 1], offsets, nab))
                 ab = nab

@@ -181,8 +181,12 @@ class MLA(nn.Module):
         itself around :meth:`attend_absorbed_step`."""
         if query_tokens != 1 or type(cache) is not self.fast_cache or self.split_kv > 1:
             return False
-        path = self.path if self.path != "auto" else self.choose_path(1, cache.offset, dtype_bytes)
-        return path == "absorbed"
+        if self.path != "auto":
+            return self.path == "absorbed"
+        machine = self.machine
+        if machine is None or type(machine) is tuple:         # choose_path's memo, called directly (host time)
+            return _use_absorbed_memo(self.dims_key, 1, cache.offset, dtype_bytes, machine)
+        return self.choose_path(1, cache.offset, dtype_bytes) == "absorbed"
 
     def attend_absorbed_step(self, q_lat, q_pe_scaled, latent, k_pe, cache, kv_dtype=None):
         """The part of :meth:`attend_roped_step`'s absorbed path whose shapes grow with the cache, for a
