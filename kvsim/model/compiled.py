@@ -12,7 +12,10 @@ Contract
   with the LM head. ``chain``: block i's output part and block i+1's input part run as one compiled
   call (one trace per pair of layer shapes). What stays eager: the cache update and attention (their shapes grow every
   step) — the same :func:`~kvsim.model.layers.attend_cached` and MLA absorbed/materialized code the
-  eager model runs.
+  eager model runs. An MLA decode step on the absorbed path (:meth:`MLA.absorbs_step`) moves its
+  fixed-shape attention work into the pieces too: the input part forms q_lat = q_nope·W_uk and
+  q_pe·scale, the output part applies W_uv, so only the latent cache update, the RoPE scores and the
+  SDPA call run eagerly (:meth:`MLA.attend_absorbed_step`), the ops mlx-lm's deepseek_v3 runs there.
 - ``fuse_projections``: the query, key and value weights of a layer are stored as row views of one
   (H·D + 2·H_kv·D, hidden) matrix, and the FFN's gate and up as views of one (2·I, hidden) matrix,
   so a step runs 4 weight products per layer instead of 7. The model's own ``wq``/``wk``/``wv``/
