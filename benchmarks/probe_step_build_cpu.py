@@ -186,6 +186,9 @@ def _md(rows: list, before: list | None, meta: dict) -> str:
         for side in SIDES:
             cells = []
             for key, _, fmt, is_before in cols:
+                if is_before and not o:                  # a variant the earlier run did not probe
+                    cells.append("—")
+                    continue
                 src = o[side] if is_before else r[side]
                 cells.append(format(src[key], fmt) if (o or not is_before) and key in src else "—")
             ratios = []
