@@ -96,12 +96,19 @@ class MLA(nn.Module):
         self.wo = init.linear(hidden_size, H * self.v_head_dim)
 
     def _w_uk_uv(self):
-        """W_uk (H, nope, r) and W_uv (H, v, r) from kv_b: views of it, sliced once per kv_b array (kept
-        beside the module, not in its parameters; a new kv_b, e.g. after ``update`` or ``set_dtype``,
-        is sliced again)."""
+        """W_uk (H, nope, r) and W_uv (H, v, r) from kv_b, made once per kv_b array (kept beside the
+        module, not in its parameters; a new kv_b, e.g. after ``update`` or ``set_dtype``, is split again).
+
+        W_uv is a view of kv_b. W_uk holds the same numbers stored as (H, r, nope) rows (one copy, half
+        of kv_b's bytes, made once): a decode query's q_nope (B,H,1,nope) @ W_uk is then a matrix-vector
+        product over a transposed operand, which MLX's CUDA backend runs as its GEMV kernel (it takes
+        that kernel only for M = 1 with the right operand transposed; the row-major view of kv_b went to
+        a batched cuBLAS GEMM instead), the layout mlx-lm's deepseek_v3 keeps its ``embed_q`` in."""
         kv_b, memo = self["wkv_b"], self.__dict__.get("_uk_uv")
         if memo is None or memo[0] is not kv_b:
-            memo = (kv_b, *self.split_kv_b(kv_b))
+            w_uk, w_uv = self.split_kv_b(kv_b)
+            w_uk = mx.contiguous(w_uk.swapaxes(-1, -2)).swapaxes(-1, -2)   # (H, nope, r), column-major rows
+            memo = (kv_b, w_uk, w_uv)
             self.__dict__["_uk_uv"] = memo                     # a plain attribute: never a parameter
         return memo[1], memo[2]
 
