@@ -19,17 +19,26 @@ Per-layer figures divide the step's totals by the layer count (the per-step part
 embedding and head, is spread over the layers; with 32 layers it is a small share).
 Then the best-of-5 µs of the model-level checks one step runs before any layer (check_tokens on a
 (1, 1) id, check_caches over every layer's filled cache), which change nothing and so can be timed alone.
+``ops_by_kind``: the same graph's nodes counted by MLX primitive (one layer's share, step totals / layers), so
+two sides can be compared op by op (on this CPU the ``mx.fast`` calls show as their fallback primitives:
+RMSNorm as Square/Sum/Rsqrt/Multiply, RoPE as Cos/Sin/..., SDPA as Matmul/Softmax; on a GPU each is one kernel).
+``cache_copy``: whether a step makes an extra pass over the whole cache (a slice update that cannot write in
+place copies the buffer): at ``--copy-context`` tokens (2 layers), the step's peak memory above the memory held
+before it, over the bytes of its caches; a full copy would put it at >= 1, writing in place keeps it far below.
 ``--json PATH`` writes the numbers; ``--before PATH`` (an earlier ``--json``) adds a before/after
 markdown table, written to ``--md PATH``.
 """
 
 import argparse
+import collections
 import io
 import json
 import platform
 import statistics
 import sys
 import time
+
+import re
 
 import mlx.core as mx
 
@@ -39,6 +48,7 @@ from kvsim.model import build_model, toy_spec
 from kvsim.model.cache_checks import check_caches, check_tokens
 
 VARIANTS = {"GQA": "gqa", "sliding": "sliding", "MLA": "mla"}
+_NODE = re.compile(r'label ="([^"]+)", shape=rectangle')   # one MLX op in export_to_dot's output
 SIDES = ("kvsim", "kvsim-compiled", "mlx-lm")
 
 
@@ -72,6 +82,7 @@ def count_calls(fn) -> dict:
     dot = io.StringIO()
     mx.export_to_dot(dot, out)                         # the step's lazy graph: one rectangle per MLX op
     counts["ops"] = dot.getvalue().count("shape=rectangle")
+    counts["by_kind"] = collections.Counter(_NODE.findall(dot.getvalue()))
     mx.eval(out)
     return counts
 
@@ -109,7 +120,29 @@ def check_times(model, context: int, loops: int = 300) -> dict:
     return best
 
 
-def probe(label: str, layers: int, context: int, repeats: int) -> dict:
+def cache_copy(label: str, context: int, layers: int = 2) -> dict:
+    """Per side: peak bytes one step allocates above what is held before it, over its caches' bytes."""
+    model = build_model(toy_spec(VARIANTS[label], num_hidden_layers=layers))
+    tw, tok = twin(model), mx.array([[1]])
+    held = {"kvsim": model.make_caches(), "kvsim-compiled": model.make_caches(), "mlx-lm": tw.make_caches(None)}
+    step = model.compiled_step()
+    fns = {"kvsim": lambda c: model(tok, c), "kvsim-compiled": lambda c: step(tok, c),
+           "mlx-lm": lambda c: tw.model(tok, cache=c)}
+    out = {}
+    for name, caches in held.items():
+        fill_caches(model, caches, context)
+        for _ in range(2):                                  # warm-up (the compiled step traces here)
+            mx.eval(fns[name](caches))
+        cache_bytes = sum(a.nbytes for c in caches for a in (c.keys, c.values))
+        mx.reset_peak_memory()
+        before = mx.get_active_memory()
+        mx.eval(fns[name](caches))
+        extra = mx.get_peak_memory() - before
+        out[name] = {"cache_bytes": cache_bytes, "step_peak_extra_bytes": extra, "over_cache": extra / cache_bytes}
+    return out
+
+
+def probe(label: str, layers: int, context: int, repeats: int, copy_context: int = 16384) -> dict:
     model = build_model(toy_spec(VARIANTS[label], num_hidden_layers=layers))
     sides = _sides(model, context)
     t = build_times(sides, repeats)
@@ -120,8 +153,10 @@ def probe(label: str, layers: int, context: int, repeats: int) -> dict:
                      "build_us_min": 1e6 * t[name][1], "build_us_min_per_layer": 1e6 * t[name][1] / layers,
                      "py_calls": c["py"], "c_calls": c["c"], "ops": c["ops"], "ops_per_layer": c["ops"] / layers,
                      "calls_per_layer": (c["py"] + c["c"]) / layers,
-                     "py_calls_per_layer": c["py"] / layers}
+                     "py_calls_per_layer": c["py"] / layers,
+                     "ops_by_kind": {k: n / layers for k, n in sorted(c["by_kind"].items())}}
     row["checks_us"] = check_times(model, context)
+    row["cache_copy"] = {"context": copy_context, **cache_copy(label, copy_context)}
     return row
 
 
@@ -151,6 +186,9 @@ def _md(rows: list, before: list | None, meta: dict) -> str:
         for side in SIDES:
             cells = []
             for key, _, fmt, is_before in cols:
+                if is_before and not o:                  # a variant the earlier run did not probe
+                    cells.append("—")
+                    continue
                 src = o[side] if is_before else r[side]
                 cells.append(format(src[key], fmt) if (o or not is_before) and key in src else "—")
             ratios = []
@@ -162,7 +200,19 @@ def _md(rows: list, before: list | None, meta: dict) -> str:
     lines += ["", "Model-level checks per step (µs, best of 5): " + "; ".join(
         f"{r['variant']}: check_tokens {r['checks_us']['check_tokens']:.1f}, check_caches "
         f"{r['checks_us']['check_caches']:.1f}" for r in rows), ""]
-    return "\n".join(lines)
+    lines += ["Extra pass over the cache? A step's peak memory above what it held, over its caches' bytes "
+              "(>= 1 would mean a full copy; in-place writes keep it far below):", ""]
+    lines += [f"- {r['variant']} @ {r['cache_copy']['context']} tokens: " + ", ".join(
+        f"{side} {r['cache_copy'][side]['over_cache']:.3f}" for side in SIDES) for r in rows if "cache_copy" in r]
+    for r in rows:
+        kinds = sorted(set().union(*(r[side].get("ops_by_kind", {}) for side in SIDES)))
+        if not kinds:
+            continue
+        lines += ["", f"{r['variant']}: MLX ops per layer by primitive (this CPU's graph)", "",
+                  "| op | " + " | ".join(SIDES) + " |", "|---|" + "---|" * len(SIDES)]
+        lines += [f"| {k} | " + " | ".join(f"{r[side].get('ops_by_kind', {}).get(k, 0):.2f}" for side in SIDES) + " |"
+                  for k in kinds]
+    return "\n".join(lines + [""])
 
 
 def main():
@@ -171,6 +221,7 @@ def main():
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--only", default="GQA,sliding,MLA")
+    ap.add_argument("--copy-context", type=int, default=16384, help="context of the full-cache-copy check")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--before", default=None, help="an earlier --json: the md table shows before and after")
     ap.add_argument("--md", default=None, help="write the markdown table here")
@@ -179,7 +230,7 @@ def main():
     for label in VARIANTS:
         if label not in args.only.split(","):
             continue
-        r = probe(label, args.layers, args.context, args.repeats)
+        r = probe(label, args.layers, args.context, args.repeats, args.copy_context)
         rows.append(r)
         for side in SIDES:
             s = r[side]
@@ -188,6 +239,8 @@ def main():
                   f"min {s['build_us_min_per_layer']:.1f} µs/layer, build {s['build_us']:.0f} µs "
                   f"({s['build_us_per_layer']:.1f}/layer), / mlx-lm {s['build_us'] / r['mlx-lm']['build_us']:.2f}",
                   flush=True)
+        print(f"  peak over cache bytes @ {args.copy_context}: " + ", ".join(
+            f"{side} {r['cache_copy'][side]['over_cache']:.3f}" for side in SIDES), flush=True)
         c = r["checks_us"]
         print(f"  checks: check_tokens {c['check_tokens']:.1f} µs, check_caches {c['check_caches']:.1f} µs "
               f"({c['check_caches'] / args.layers:.2f}/layer)", flush=True)

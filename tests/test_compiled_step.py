@@ -144,3 +144,35 @@ def test_compiled_step_equals_the_eager_reference_path(kind):
     got_tokens, got = greedy(compiled_step(model), model, 10)
     assert got_tokens == want_tokens
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("split_kv", [1, 3])
+def test_compiled_mla_absorbed_pieces_equal_eager(split_kv):
+    """The compiled MLA step does W_uk and W_uv in its compiled pieces on the absorbed path (split_kv 1) and
+    falls back to the eager attention code otherwise (split_kv 3): both equal the eager model."""
+    def built():
+        m = build_model(toy_spec("mla"), seed=8)
+        m.mla_path = "absorbed"
+        for b in m.blocks:
+            b.mixer.split_kv = split_kv
+        return m
+    eager_model = built()
+    want_tokens, want = greedy(lambda t, c: eager_model(t, c), eager_model, 6)
+    model = built()
+    step = compiled_step(model)
+    got_tokens, got = greedy(step, model, 6)
+    assert got_tokens == want_tokens
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    caches = model.make_caches()
+    step(mx.array([PROMPT]), caches)
+    assert all(step.mixers[i].absorbs_step(c, 1, 4) == (split_kv == 1) for i, c in enumerate(caches))
+
+
+def test_compiled_mla_absorbed_pieces_with_a_stored_dtype():
+    """kv_dtype fp16 on the absorbed MLA path: the latent is stored as fp16 by both steps alike."""
+    eager_model, model = (build_model(toy_spec("mla"), seed=9) for _ in range(2))
+    want_tokens, want = greedy(lambda t, c: eager_model(t, c, mx.float16), eager_model, 5)
+    step = compiled_step(model)
+    got_tokens, got = greedy(lambda t, c: step(t, c, mx.float16), model, 5)
+    assert got_tokens == want_tokens
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -109,3 +109,56 @@ def test_split_kv_over_the_latent_equals_the_unsplit_absorbed_path(splits):
                                  [model(tokens[:, i:i + 1], caches) for i in range(9, 16)], axis=1)
     assert mla.split_kv == splits
     np.testing.assert_allclose(np.array(outs[splits]), np.array(outs[1]), rtol=1e-5, atol=1e-5)
+
+
+def _step_inputs(mla, seed: int, r=None):
+    """One decode token's (q_nope, q_pe, latent, k_pe) for ``mla``, RoPE already applied (random, fp32)."""
+    H, r = mla.n_heads, r or mla.kv_lora_rank
+    shapes = [(1, H, 1, mla.nope_dim), (1, H, 1, mla.rope_dim), (1, 1, 1, r), (1, 1, 1, mla.rope_dim)]
+    return [mx.random.normal(s, key=mx.random.key(seed + i)) for i, s in enumerate(shapes)]
+
+
+def test_the_absorbed_step_with_the_queries_absorbed_outside_equals_the_fast_path():
+    """What the compiled step does (q_nope·W_uk and q_pe·scale in its input part, W_uv in its output part,
+    :meth:`MLA.attend_absorbed_step` between) equals :meth:`MLA.attend_roped_step`: outputs, caches, path;
+    a latent of the wrong width is refused alike by both, and neither cache changes."""
+    model = build_model(toy_spec("mla"), seed=7)
+    mla = model.blocks[0].mixer
+    fast, split = make_caches(model.spec)[0], make_caches(model.spec)[0]
+    prompt = _step_inputs(mla, 0)
+    for c in (fast, split):                                   # a few cached tokens first, the reference way
+        mla.attend_roped(*prompt, c)
+    w_uk, w_uv = mla._w_uk_uv()
+    for step in range(4):
+        q_nope, q_pe, latent, k_pe = _step_inputs(mla, 10 * (step + 1))
+        assert mla.absorbs_step(split, 1, 4) and not mla.absorbs_step(split, 2, 4)
+        want = mla.attend_roped_step(q_nope, q_pe, latent, k_pe, fast)
+        mla.last_path = None
+        got = mla.attend_absorbed_step(q_nope @ w_uk, q_pe * mla.scale, latent, k_pe, split) @ w_uv.swapaxes(-1, -2)
+        assert mla.last_path == "absorbed"
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5, atol=1e-6)
+        assert split.offset == fast.offset
+        np.testing.assert_array_equal(np.array(split.latent), np.array(fast.latent))
+    q_nope, q_pe, latent, k_pe = _step_inputs(mla, 99, r=mla.kv_lora_rank + 1)   # one element too wide
+    errors = []
+    for fn, c in ((lambda c: mla.attend_roped_step(q_nope, q_pe, latent, k_pe, c), fast),
+                  (lambda c: mla.attend_absorbed_step(q_nope @ w_uk, q_pe * mla.scale, latent, k_pe, c), split)):
+        before = c.offset
+        with pytest.raises(ValueError, match="kv_lora_rank") as err:
+            fn(c)
+        errors.append(str(err.value))
+        assert c.offset == before
+    assert errors[0] == errors[1]
+
+
+def test_absorbs_step_follows_the_path_split_kv_and_the_cache_class():
+    model = build_model(toy_spec("mla"))
+    mla, cache = model.blocks[0].mixer, make_caches(model.spec)[0]
+    assert mla.absorbs_step(cache, 1, 4) == (mla.choose_path(1, cache.offset, 4) == "absorbed")
+    mla.path = "materialized"
+    assert not mla.absorbs_step(cache, 1, 4)
+    mla.path, mla.split_kv = "absorbed", 2
+    assert not mla.absorbs_step(cache, 1, 4)                  # split-KV: attend_roped_step's reference path
+    mla.split_kv = 1
+    assert mla.absorbs_step(cache, 1, 4) and not mla.absorbs_step(None, 1, 4)
+    assert not mla.absorbs_step(make_caches(model.spec, kv_dtype="q8")[0], 1, 4)   # not the fast cache class

@@ -96,12 +96,19 @@ class MLA(nn.Module):
         self.wo = init.linear(hidden_size, H * self.v_head_dim)
 
     def _w_uk_uv(self):
-        """W_uk (H, nope, r) and W_uv (H, v, r) from kv_b: views of it, sliced once per kv_b array (kept
-        beside the module, not in its parameters; a new kv_b, e.g. after ``update`` or ``set_dtype``,
-        is sliced again)."""
+        """W_uk (H, nope, r) and W_uv (H, v, r) from kv_b, made once per kv_b array (kept beside the
+        module, not in its parameters; a new kv_b, e.g. after ``update`` or ``set_dtype``, is split again).
+
+        W_uv is a view of kv_b. W_uk holds the same numbers stored as (H, r, nope) rows (one copy, half
+        of kv_b's bytes, made once): a decode query's q_nope (B,H,1,nope) @ W_uk is then a matrix-vector
+        product over a transposed operand, which MLX's CUDA backend runs as its GEMV kernel (it takes
+        that kernel only for M = 1 with the right operand transposed; the row-major view of kv_b went to
+        a batched cuBLAS GEMM instead), the layout mlx-lm's deepseek_v3 keeps its ``embed_q`` in."""
         kv_b, memo = self["wkv_b"], self.__dict__.get("_uk_uv")
         if memo is None or memo[0] is not kv_b:
-            memo = (kv_b, *self.split_kv_b(kv_b))
+            w_uk, w_uv = self.split_kv_b(kv_b)
+            w_uk = mx.contiguous(w_uk.swapaxes(-1, -2)).swapaxes(-1, -2)   # (H, nope, r), column-major rows
+            memo = (kv_b, w_uk, w_uv)
             self.__dict__["_uk_uv"] = memo                     # a plain attribute: never a parameter
         return memo[1], memo[2]
 
@@ -171,8 +178,33 @@ class MLA(nn.Module):
         if kv_dtype is not None:
             latent, k_pe = latent.astype(kv_dtype), k_pe.astype(kv_dtype)
         latents, k_pes, mask = cache.update_step(latent, k_pe)         # (B,1,T,r), (B,1,T,rope), None
-        w_uk, w_uv = self._w_uk_uv()
-        return self._absorbed_fused(q_nope, q_pe, latents, k_pes, mask, w_uk, w_uv)
+        w_uk, w_uv = self._w_uk_uv()                                    # _absorbed_fused, one call less:
+        out_lat = self._absorbed_latent(q_nope @ w_uk, q_pe * self.scale, latents, k_pes, mask)
+        return out_lat @ w_uv.swapaxes(-1, -2)                          # (B,H,1,r) @ (H,r,v) -> (B,H,1,v)
+
+    def absorbs_step(self, cache, query_tokens: int, dtype_bytes: int) -> bool:
+        """Would :meth:`attend_roped_step` take its absorbed one-token path for this cache? (L = 1, the
+        cache exactly ``fast_cache``, no split, the absorbed path chosen): then the query's W_uk product,
+        the RoPE query's scale and the output's W_uv product are fixed-shape work a compiled step may do
+        itself around :meth:`attend_absorbed_step`."""
+        if query_tokens != 1 or type(cache) is not self.fast_cache or self.split_kv > 1:
+            return False
+        if self.path != "auto":
+            return self.path == "absorbed"
+        machine = self.machine
+        if machine is None or type(machine) is tuple:         # choose_path's memo, called directly (host time)
+            return _use_absorbed_memo(self.dims_key, 1, cache.offset, dtype_bytes, machine)
+        return self.choose_path(1, cache.offset, dtype_bytes) == "absorbed"
+
+    def attend_absorbed_step(self, q_lat, q_pe_scaled, latent, k_pe, cache, kv_dtype=None):
+        """The part of :meth:`attend_roped_step`'s absorbed path whose shapes grow with the cache, for a
+        caller that already has q_lat = q_nope·W_uk (B,H,1,r) and q_pe·scale (B,H,1,rope): store the
+        token, attend over the latent; returns Σ p·latent (B,H,1,r), before W_uv (:meth:`absorbs_step`)."""
+        self.last_path = "absorbed"
+        if kv_dtype is not None:
+            latent, k_pe = latent.astype(kv_dtype), k_pe.astype(kv_dtype)
+        latents, k_pes, mask = cache.update_step(latent, k_pe)         # (B,1,T,r), (B,1,T,rope), None
+        return self._absorbed_latent(q_lat, q_pe_scaled, latents, k_pes, mask)
 
     def _attend(self, q_nope, q_pe, latent, k_pe, cache, kv_dtype):
         offset = 0 if cache is None else cache.offset
@@ -286,14 +318,19 @@ class MLA(nn.Module):
         the RoPE scores q_pe·k_peᵀ (with -inf where the mask hides a key) go in as an additive mask.
         Measured on an H200 (benchmarks/results/roofline_cuda.md, "MLA absorbed decode attention"):
         1-6 % faster than the explicit matmuls above at 1K-128K; the same on a CPU."""
-        q_lat = q_nope @ w_uk                                 # (B,H,L,r)
-        pe = (q_pe * self.scale) @ k_pe.astype(q_pe.dtype).swapaxes(-1, -2)   # (B,H,L,T)
-        mask = as_mask(mask, q_nope.shape[2], pe.shape[-1])
+        out_lat = self._absorbed_latent(q_nope @ w_uk, q_pe * self.scale, latent, k_pe, mask)   # (B,H,L,r)
+        return out_lat @ w_uv.swapaxes(-1, -2)               # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+
+    def _absorbed_latent(self, q_lat, q_pe_scaled, latent, k_pe, mask):
+        """softmax(scale·q_lat·latentᵀ + scale·q_pe·k_peᵀ) · latent, (B,H,L,r): the SDPA call of
+        :meth:`_absorbed_fused` with the RoPE scores (already scaled through the query) as its mask."""
+        pe = q_pe_scaled @ k_pe.astype(q_pe_scaled.dtype).swapaxes(-1, -2)   # (B,H,L,T)
+        if mask is not None:                                   # None (a decode step): nothing hidden
+            mask = as_mask(mask, q_lat.shape[2], pe.shape[-1])
         if mask is not None:
             pe = mx.where(mask, pe, mx.finfo(pe.dtype).min)
         lat = latent.astype(q_lat.dtype)
-        out_lat = mx.fast.scaled_dot_product_attention(q_lat, lat, lat, scale=self.scale, mask=pe)
-        return out_lat @ w_uv.swapaxes(-1, -2)               # (B,H,L,r) @ (H,r,v) -> (B,H,L,v)
+        return mx.fast.scaled_dot_product_attention(q_lat, lat, lat, scale=self.scale, mask=pe)
 
 
 @lru_cache(maxsize=256)
