@@ -243,3 +243,20 @@ def test_predicted_rotated_nbytes_is_what_a_real_turboquant_cache_holds():
     cache.update_and_fetch(k, k)
     assert cache.nbytes == EXERCISES["06.3"].solve().value == 590_080
     assert verdict_for("06.3", cache.nbytes).ok
+
+
+@pytest.mark.parametrize("bits, group_size, head, tokens", [(2, 64, 0, 64), (4, 128, 1, 16), (3, 32, 3, 40)])
+def test_key_error_map_equals_the_maps_of_the_whole_quantized_keys(bits, group_size, head, tokens):
+    # key_error_map quantizes only the head and the leading groups it shows: the same K̂ as the whole array
+    qkv = quant_error.synthetic_qkv(tokens=256, queries=4)
+    maps = key_error_map(qkv, bits, group_size, head, tokens)
+    k = qkv.k
+    assert np.array_equal(maps["|K|"], np.abs(np.array(k[0, head, :tokens])))
+    for axis in ("token", "channel"):
+        whole = np.array(mx.abs(fake_quantize(k, bits, group_size, axis) - k)[0, head, :tokens])
+        assert np.array_equal(maps[f"error, per {axis}"], whole)
+
+
+def test_scheme_errors_take_the_exact_attention_they_are_given():
+    qkv = quant_error.synthetic_qkv(tokens=256, queries=4)
+    assert scheme_errors(qkv, 2, 64, quant_error.exact_attention(qkv)) == scheme_errors(qkv, 2, 64)
