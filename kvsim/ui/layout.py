@@ -170,7 +170,11 @@ class FrozenLayout:
         self.structure = None  # structure() the current layout was made for
         self.shown = None      # shown() at the last render
         self.reaching = None   # reaching() when the current layout was made
+        self.keeping = False   # the render under way keeps the layout through a shown() change
         self.gaps = None       # gaps() of the first render after it
+        self.kept_score = 0    # renders that kept the layout through a shown() change without drifting, minus
+        #                        those that drifted: below 0, such a change lays out first (a picture that
+        #                        moves wholesale with its controls would otherwise render twice)
 
     def relayout(self, renderer):
         for _ in range(MAX_PASSES):
@@ -190,7 +194,10 @@ class FrozenLayout:
         if now == self.shown:
             return False
         self.shown = now
-        return reaching(self.fig, renderer) != self.reaching
+        if self.kept_score < 0:
+            return True
+        self.keeping = reaching(self.fig, renderer) == self.reaching
+        return not self.keeping
 
     def drifted(self, now) -> bool:
         """Whether the ink came closer to an edge than PAD_PX and than the layout left it, or has SLACK_PX more
@@ -203,6 +210,7 @@ class FrozenLayout:
         """Draw the figure on its canvas, laid out; returns the number of renders (1, or 2 after a late relayout)."""
         canvas = self.fig.canvas
         renderer = canvas.get_renderer()
+        self.keeping = False  # set by changed(): the layout is kept through a shown() change
         fresh = self.structure is None or self.changed(renderer)
         if fresh:
             self.relayout(renderer)
@@ -211,7 +219,10 @@ class FrozenLayout:
         canvas.draw()
         now = gaps(self.fig)
         renders = 1
-        if not fresh and self.drifted(now):
+        drifted = not fresh and self.drifted(now)
+        if self.keeping:
+            self.kept_score += -1 if drifted else 1
+        if drifted:
             self.relayout(renderer)
             canvas.draw()
             now = gaps(self.fig)
