@@ -10,6 +10,10 @@ Contract
   depend on the previous call: a redraw and a fresh draw give the same picture (tests/test_widgets.py).
   The kept artists live in a :class:`Kept` artist added to the Axes (invisible, outside the layout): it
   goes when the Axes is cleared, as the artists it names do.
+- :func:`add_legend` / :class:`FrozenLegend`: every plot's legend (of an Axes or a Figure). It lays out its
+  entries only when what places them changed (texts, visibility, anchor, the parent's box); otherwise it draws
+  its frame and entries where the last layout put them: the same pixels without the offset-box layout, which
+  measured every text again on every draw (a third of a render with a legend).
 - :class:`Pool` / :class:`Sketch`: for pictures whose number of cells, labels or connectors follows the
   data, artists of one kind made on first need and re-styled on later calls; those a call does not use are
   hidden.
