@@ -11,7 +11,8 @@ Contract
 - :func:`freeze` runs the constrained layout engine once (``fig.get_layout_engine().execute(fig)``) and then
   leaves the figure without a layout engine (``"none"``), so the renders that follow cost no layout pass.
 - :class:`FrozenLayout` renders a figure and lays it out again only when it must: when its structure changed
-  (:func:`structure`: which decorations and unclipped artists each Axes has, not its data), or when what the render inked
+  (:func:`structure`: which decorations each Axes has, not its data; :func:`reaching`: which of its legend and
+  unclipped artists reach beyond it, measured when one was shown or hidden), or when what the render inked
   (:class:`kvsim.widgets.render.FrameRenderer` records it) came closer than PAD_PX to an edge of the figure,
   nearer than the layout left it, or left SLACK_PX more room on a side than the layout left (labels grew or
   shrank with the data). Most slider moves keep the layout and cost one render.
@@ -24,6 +25,9 @@ import textwrap
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 from .render import FrameRenderer
@@ -94,16 +98,51 @@ def wrap_titles(fig: Figure, renderer) -> bool:
 
 def structure(fig: Figure) -> tuple:
     """What a layout depends on besides the sizes of texts: per Axes, whether it and its frame show, which of
-    its labels and titles have text, its legend's number of entries, and the type and visibility of every
-    artist not clipped to it (texts, annotations, unclipped patches: what may reach beyond the Axes)."""
+    its labels and titles have text, and its tick positions; the numbers of figure texts and legends. What
+    may reach beyond an Axes (its legend, artists not clipped to it) is in :func:`reaching`."""
     def axes(ax):
-        legend = ax.get_legend()
         return (ax.get_visible(), ax.axison, bool(ax.get_xlabel()), bool(ax.get_ylabel()),
                 tuple(bool(t.get_text()) for t in (ax.title, *titles(ax))),
-                ax.xaxis.get_ticks_position(), ax.yaxis.get_ticks_position(),
-                None if legend is None else (legend.get_visible(), len(legend.texts)),
-                tuple((type(a).__name__, a.get_visible()) for a in ax.get_children() if not a.get_clip_on()))
+                ax.xaxis.get_ticks_position(), ax.yaxis.get_ticks_position())
     return tuple(axes(ax) for ax in fig.axes) + (len(fig.texts), len(fig.legends))
+
+
+def _loose(ax) -> list:
+    """The Axes' legend and the artists not clipped to it, that take part in a layout."""
+    legend, fixed = ax.get_legend(), {ax.patch, ax.title, *titles(ax)}  # titles: in structure()
+    return ([legend] if legend is not None else []) + [
+        a for a in ax.get_children()
+        if not a.get_clip_on() and a.get_in_layout() and a is not legend and a not in fixed]
+
+
+def shown(fig: Figure) -> tuple:
+    """Per Axes, the type and visibility of each of its :func:`_loose` artists and its legend's number of
+    entries: when this is unchanged, so is :func:`reaching` (cheap to compare on every render)."""
+    def axes(ax):
+        legend = ax.get_legend()
+        return (None if legend is None else (legend.get_visible(), len(legend.texts)),
+                tuple((type(a).__name__, a.get_visible()) for a in _loose(ax)))
+    return tuple(axes(ax) for ax in fig.axes)
+
+
+MEASURED = (Text, Patch, Line2D, Legend)  # artists whose extent is measured; of others only visibility counts
+
+
+def reaching(fig: Figure, renderer) -> tuple:
+    """Per Axes, the visible :func:`_loose` artists that reach beyond the Axes' box (by more than half a
+    pixel), as (type, index among the loose artists, and the legend's entries); artists other than texts,
+    patches, lines and legends count when visible. Artists within the box leave a constrained layout as it is
+    (it places each Axes by the union of its box and what sticks out), so showing or hiding them needs none."""
+    def out(a, box):
+        if not isinstance(a, MEASURED):
+            return True
+        e = a.get_window_extent(renderer)
+        return not (e.x0 >= box.x0 - 0.5 and e.y0 >= box.y0 - 0.5 and e.x1 <= box.x1 + 0.5 and e.y1 <= box.y1 + 0.5)
+
+    def axes(ax):
+        return tuple((type(a).__name__, i, len(a.texts) if isinstance(a, Legend) else None)
+                     for i, a in enumerate(_loose(ax)) if a.get_visible() and out(a, ax.bbox))
+    return tuple(axes(ax) for ax in fig.axes)
 
 
 def freeze(fig: Figure):
@@ -129,7 +168,13 @@ class FrozenLayout:
     def __init__(self, fig: Figure):
         self.fig = fig
         self.structure = None  # structure() the current layout was made for
+        self.shown = None      # shown() at the last render
+        self.reaching = None   # reaching() when the current layout was made
+        self.keeping = False   # the render under way keeps the layout through a shown() change
         self.gaps = None       # gaps() of the first render after it
+        self.kept_score = 0    # renders that kept the layout through a shown() change without drifting, minus
+        #                        those that drifted: below 0, such a change lays out first (a picture that
+        #                        moves wholesale with its controls would otherwise render twice)
 
     def relayout(self, renderer):
         for _ in range(MAX_PASSES):
@@ -137,7 +182,22 @@ class FrozenLayout:
             freeze(self.fig)
             if not wrap_titles(self.fig, renderer):  # the new width needs no other wrap: done
                 break
-        self.structure = structure(self.fig)
+        self.structure, self.shown = structure(self.fig), shown(self.fig)
+        self.reaching = reaching(self.fig, renderer)
+
+    def changed(self, renderer) -> bool:
+        """Whether the figure's structure changed since the layout was made: its decorations, or which of its
+        loose artists reach beyond their Axes (measured only when some were shown or hidden)."""
+        if structure(self.fig) != self.structure:
+            return True
+        now = shown(self.fig)
+        if now == self.shown:
+            return False
+        self.shown = now
+        if self.kept_score < 0:
+            return True
+        self.keeping = reaching(self.fig, renderer) == self.reaching
+        return not self.keeping
 
     def drifted(self, now) -> bool:
         """Whether the ink came closer to an edge than PAD_PX and than the layout left it, or has SLACK_PX more
@@ -150,7 +210,8 @@ class FrozenLayout:
         """Draw the figure on its canvas, laid out; returns the number of renders (1, or 2 after a late relayout)."""
         canvas = self.fig.canvas
         renderer = canvas.get_renderer()
-        fresh = structure(self.fig) != self.structure
+        self.keeping = False  # set by changed(): the layout is kept through a shown() change
+        fresh = self.structure is None or self.changed(renderer)
         if fresh:
             self.relayout(renderer)
         else:
@@ -158,7 +219,10 @@ class FrozenLayout:
         canvas.draw()
         now = gaps(self.fig)
         renders = 1
-        if not fresh and self.drifted(now):
+        drifted = not fresh and self.drifted(now)
+        if self.keeping:
+            self.kept_score += -1 if drifted else 1
+        if drifted:
             self.relayout(renderer)
             canvas.draw()
             now = gaps(self.fig)

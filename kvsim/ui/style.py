@@ -10,6 +10,10 @@ Contract
   depend on the previous call: a redraw and a fresh draw give the same picture (tests/test_widgets.py).
   The kept artists live in a :class:`Kept` artist added to the Axes (invisible, outside the layout): it
   goes when the Axes is cleared, as the artists it names do.
+- :func:`add_legend` / :class:`FrozenLegend`: every plot's legend (of an Axes or a Figure). It lays out its
+  entries only when what places them changed (texts, visibility, anchor, the parent's box); otherwise it draws
+  its frame and entries where the last layout put them: the same pixels without the offset-box layout, which
+  measured every text again on every draw (a third of a render with a legend).
 - :class:`Pool` / :class:`Sketch`: for pictures whose number of cells, labels or connectors follows the
   data, artists of one kind made on first need and re-styled on later calls; those a call does not use are
   hidden.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.legend import Legend
+from matplotlib.offsetbox import DrawingArea, HPacker, OffsetBox, TextArea, VPacker
 from matplotlib.ticker import LogLocator, NullFormatter
 from matplotlib.transforms import ScaledTranslation
 
@@ -212,6 +217,101 @@ def label_level(note, level: float, curves=()):
     note.xyann = (-4 if ha == "right" else 4, -4 if va == "top" else 4)
 
 
+class FrozenLegend(Legend):
+    """A Legend that lays out its entries (offset boxes: every text measured again) only when something that
+    places them changed since its last draw; otherwise it draws its frame and its entries' artists where the
+    last layout put them, which is what a full draw would do again (tests/test_widgets.py compares a redrawn
+    view with a fresh one pixel by pixel).
+
+    What places the entries, the key: each entry text's string, size and visibility, the visibility of every
+    box and handle, the anchor box, the parent's box and the dpi. Legends placed "best" (a search over the
+    data), in "expand" mode or with a shadow always lay out, as do boxes of kinds other than packers, text
+    areas and drawing areas.
+    """
+
+    frozen_key = None    # the key of the last full draw
+    frozen_parts = None  # [frame, leaf artists in drawing order] of that draw
+
+    def __init__(self, parent, handles, labels, **kwargs):
+        super().__init__(parent, handles, labels, **kwargs)
+        self.fixed_place = kwargs.get("loc") not in (None, "best", 0) and kwargs.get("mode") != "expand"
+
+    def parts(self) -> list | None:
+        """The frame and the artists the entry boxes draw, in drawing order, and every node's visibility; None
+        if a box is of a kind this legend does not know to draw."""
+        leaves, seen = [], []
+
+        def walk(box):
+            for child in box.get_children():
+                seen.append(child.get_visible())
+                if not child.get_visible():
+                    continue
+                if isinstance(child, (HPacker, VPacker)):
+                    if not walk(child):
+                        return False
+                elif isinstance(child, (TextArea, DrawingArea)):
+                    leaves.extend(child.get_children())
+                    seen.extend(a.get_visible() for a in child.get_children())
+                else:
+                    return False
+            return True
+
+        boxes = [c for c in self.get_children() if isinstance(c, OffsetBox)]
+        if len(boxes) != 1 or not walk(boxes[0]) or not boxes[0].get_visible():
+            return None
+        return [self.get_frame(), *leaves], tuple(seen)
+
+    def key(self, renderer, seen) -> tuple:
+        parent = self.axes if self.axes is not None else self.get_figure()
+        return (seen, tuple((t.get_text(), t.get_fontsize()) for t in self.get_texts()),
+                tuple(self.get_bbox_to_anchor().bounds), tuple(parent.bbox.bounds), renderer.points_to_pixels(1.0),
+                renderer)
+
+    def draw(self, renderer):
+        if not self.get_visible():
+            return
+        parts = self.parts() if self.fixed_place and not self.shadow else None
+        key = None if parts is None else self.key(renderer, parts[1])
+        if key is None or key != self.frozen_key:
+            super().draw(renderer)  # lays the entries out and places the frame
+            self.frozen_key, self.frozen_parts = key, None if parts is None else parts[0]
+            return
+        renderer.open_group("legend", gid=self.get_gid())
+        for artist in self.frozen_parts:
+            artist.draw(renderer)
+        renderer.close_group("legend")
+        self.stale = False
+
+    def remove(self):
+        parent = self.axes
+        if parent is not None and parent.get_legend() is self:
+            parent.legend_ = None  # what Axes.legend's remover does
+        elif self.get_figure() is not None and self in self.get_figure().legends:
+            self.get_figure().legends.remove(self)
+        else:
+            raise ValueError("this legend is not on its parent")
+        (parent or self.get_figure()).stale = True
+
+
+def add_legend(parent, handles=None, labels=None, **kwargs) -> FrozenLegend:
+    """``parent.legend(...)`` (an Axes' or a Figure's) as a :class:`FrozenLegend`: of ``handles`` with
+    ``labels`` (default: the handles' own labels), or of the parent's labelled artists."""
+    if handles is None:
+        handles, found = (parent.get_legend_handles_labels() if hasattr(parent, "get_legend_handles_labels")
+                          else ([], []))
+        labels = found if labels is None else labels
+    handles = list(handles)
+    labels = [h.get_label() for h in handles] if labels is None else list(labels)
+    if hasattr(parent, "legend_"):  # an Axes: its one legend
+        made = parent.legend_ = FrozenLegend(parent, handles, labels, **kwargs)
+    else:  # a Figure: one of its legends, anchored in figure coordinates unless told (as Figure.legend does)
+        kwargs.setdefault("bbox_transform", parent.transSubfigure)
+        made = FrozenLegend(parent, handles, labels, **kwargs)
+        parent.legends.append(made)
+    parent.stale = True
+    return made
+
+
 def legend(ax, **kwargs):
     """A legend of the labelled artists; on a redraw with as many entries only its texts change."""
     _, labels = ax.get_legend_handles_labels()
@@ -220,7 +320,7 @@ def legend(ax, **kwargs):
         for text, label in zip(old.texts, labels):
             text.set_text(label)
         return old
-    return ax.legend(**kwargs)
+    return add_legend(ax, **kwargs)
 
 
 def legend_below(ax, **kwargs):

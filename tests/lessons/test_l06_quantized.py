@@ -257,3 +257,18 @@ def test_bar_notes_and_percent_worked_by_hand():
     view = quantized_kv_view(bits=2, group_size=32, recent_tokens=0, tokens=256)
     assert {"32 MiB", "6 MiB  = 18.8 % of bf16"} <= {t.get_text() for t in view.ax.texts}
     plt.close(view.figure)
+@pytest.mark.parametrize("bits, group_size, head, tokens", [(2, 64, 0, 64), (4, 128, 1, 16), (3, 32, 3, 40)])
+def test_key_error_map_equals_the_maps_of_the_whole_quantized_keys(bits, group_size, head, tokens):
+    # key_error_map quantizes only the head and the leading groups it shows: the same K̂ as the whole array
+    qkv = quant_error.synthetic_qkv(tokens=256, queries=4)
+    maps = key_error_map(qkv, bits, group_size, head, tokens)
+    k = qkv.k
+    assert np.array_equal(maps["|K|"], np.abs(np.array(k[0, head, :tokens])))
+    for axis in ("token", "channel"):
+        whole = np.array(mx.abs(fake_quantize(k, bits, group_size, axis) - k)[0, head, :tokens])
+        assert np.array_equal(maps[f"error, per {axis}"], whole)
+
+
+def test_scheme_errors_take_the_exact_attention_they_are_given():
+    qkv = quant_error.synthetic_qkv(tokens=256, queries=4)
+    assert scheme_errors(qkv, 2, 64, quant_error.exact_attention(qkv)) == scheme_errors(qkv, 2, 64)

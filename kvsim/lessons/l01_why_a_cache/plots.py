@@ -20,7 +20,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from ...ui.style import Pool, clear_for, decorate, keep, log_scale, reuse
+from ...ui.style import add_legend, Pool, clear_for, decorate, keep, log_scale, reuse
 from .data import CODE_NAMES, FUTURE, NEW, PRODUCED, READ, RECOMPUTED
 
 
@@ -50,7 +50,7 @@ def _build(ax, shape):
     ax.set_aspect("equal")
     ax.set_axis_off()
     handles = [Patch(fc=COLORS[c], ec="0.5", label=CODE_NAMES[c]) for c in (RECOMPUTED, READ, NEW, PRODUCED)]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=8, frameon=False)
+    add_legend(ax, handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=8, frameon=False)
     return keep(ax, "step_grids", shape, art)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from ...calc.units import UNIT_BYTES, format_bytes
-from ...ui.style import clear_for, keep, legend, legend_below, reuse
+from ...ui.style import add_legend, clear_for, keep, legend, legend_below, reuse
 
 STYLES = {"model": dict(color="tab:orange", ls="-", lw=2.2), "mha": dict(color="tab:red", ls="--", lw=2)}
 
@@ -140,7 +140,7 @@ def plot_engines_all(axes, tables: dict, title: str | None = None):
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
     fig = axes[0].figure
-    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=len(handles), fontsize=9)
+    add_legend(fig, handles.values(), handles.keys(), loc="outside lower center", ncol=len(handles), fontsize=9)
     if title:
         fig.suptitle(title, fontsize=11)
     return axes

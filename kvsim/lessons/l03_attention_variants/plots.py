@@ -25,7 +25,7 @@ from matplotlib.collections import LineCollection, PatchCollection, PolyCollecti
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from ...calc.units import format_bytes
-from ...ui.style import Sketch, clear_for, keep, log_scale, reuse
+from ...ui.style import add_legend, Sketch, clear_for, keep, log_scale, reuse
 
 
 ROW_H = 4.0
@@ -183,7 +183,7 @@ def _build_bytes_per_token(ax, shape):
     ax.set_ylabel("KV cache bytes per token")
     ax.grid(alpha=0.3, axis="y")
     if len(names) > 1:
-        ax.legend(loc="upper right", fontsize=9)
+        add_legend(ax, loc="upper right", fontsize=9)
     return keep(ax, "bytes_per_token", shape, {"bars": bars, "values": values, "notes": notes})
 
 
@@ -251,7 +251,7 @@ def plot_mla_path_costs(ax_flops, ax_bytes, curves: dict, title: str | None = No
     ax_flops.set_title("compute", fontsize=10)
     ax_bytes.set_title("memory traffic", fontsize=10)
     handles, labels = ax_flops.get_legend_handles_labels()
-    ax_flops.figure.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7.5)
+    add_legend(ax_flops.figure, handles, labels, loc="outside lower center", ncol=3, fontsize=7.5)
     if title:
         ax_flops.figure.suptitle(title, fontsize=11)
     return ax_flops, ax_bytes

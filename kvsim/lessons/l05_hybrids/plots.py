@@ -21,7 +21,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ...calc.units import UNIT_BYTES, format_bytes
-from ...ui.style import clear_for, keep, legend, legend_below, log_scale, relimit, reuse
+from ...ui.style import add_legend, clear_for, keep, legend, legend_below, log_scale, relimit, reuse
 
 
 _STYLES = ["-", "--", "-.", ":"]
@@ -114,7 +114,7 @@ def plot_layer_bytes(ax, tokens, measured, formula, labels, unit: str = "KiB", t
     ax.set_xlabel("tokens in context")
     ax.set_ylabel(f"bytes held by the layer's cache ({unit})")
     ax.grid(alpha=0.3)
-    ax.legend(loc="center right", fontsize=8)
+    add_legend(ax, loc="center right", fontsize=8)
     if title:
         ax.set_title(title, fontsize=11)
     return ax

@@ -290,9 +290,12 @@ def _error(qkv: QKV, k_hat: mx.array, v_hat: mx.array, exact: mx.array) -> float
     return float(mx.linalg.norm((out - exact).flatten()) / mx.linalg.norm(exact.flatten()))
 
 
-def scheme_errors(qkv: QKV, bits: int = 2, group_size: int = 64) -> dict:
-    """{"keys per token": error, "keys per channel (KIVI)": error}; values per token in both."""
-    exact = exact_attention(qkv)
+def scheme_errors(qkv: QKV, bits: int = 2, group_size: int = 64, exact: mx.array | None = None) -> dict:
+    """{"keys per token": error, "keys per channel (KIVI)": error}; values per token in both.
+
+    ``exact``: :func:`exact_attention` of ``qkv`` if already computed (the view's sample keeps it).
+    """
+    exact = exact_attention(qkv) if exact is None else exact
     v_hat = fake_quantize(qkv.v, bits, group_size, "token")
     return {"keys per token": _error(qkv, fake_quantize(qkv.k, bits, group_size, "token"), v_hat, exact),
             "keys per channel (KIVI)": _error(qkv, fake_quantize(qkv.k, bits, group_size, "channel"), v_hat, exact)}
@@ -300,10 +303,14 @@ def scheme_errors(qkv: QKV, bits: int = 2, group_size: int = 64) -> dict:
 
 def key_error_map(qkv: QKV, bits: int = 2, group_size: int = 64, head: int = 0, tokens: int = 64) -> dict:
     """(tokens, D) maps of |K| and of |K̂ − K| per scheme, for KV head ``head`` and the first ``tokens``."""
-    k = qkv.k
-    out = {"|K|": np.abs(np.array(k[0, head, :tokens]))}
+    k = qkv.k[:, head:head + 1]  # groups never span heads: quantizing this head alone gives the same K̂
+    out = {"|K|": np.abs(np.array(k[0, 0, :tokens]))}
     for axis in AXES:
-        err = mx.abs(fake_quantize(k, bits, group_size, axis) - k)[0, head, :tokens]
+        # per token: groups within a token; per channel: groups of group_size tokens from token 0, so the
+        # groups that hold the first `tokens` tokens (a whole number of groups) give the same K̂ there
+        rows = tokens if axis == "token" else min(k.shape[2], -(-tokens // group_size) * group_size)
+        part = k[:, :, :rows]
+        err = mx.abs(fake_quantize(part, bits, group_size, axis) - part)[0, 0, :tokens]
         out[f"error, per {axis}"] = np.array(err)
     return out
 
@@ -319,7 +326,8 @@ def per_head_errors(qkv: QKV, bits: int = 4, group_size: int = 64, full_precisio
 @lru_cache(maxsize=64)
 def lesson_scheme_errors(bits: int, group_size: int) -> dict:
     """:func:`scheme_errors` on lesson 06's sample (``synthetic_qkv(1024, 8)``), memoized per setting."""
-    return scheme_errors(synthetic_qkv(tokens=1024, queries=8), bits, group_size)
+    qkv, exact = _view_sample(1024)  # synthetic_qkv(1024, queries=8) and its dense attention, kept
+    return scheme_errors(qkv, bits, group_size, exact)
 
 
 @lru_cache(maxsize=64)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...calc.units import UNIT_BYTES
-from ...ui.style import clear_for, keep, legend_below, reuse
+from ...ui.style import add_legend, clear_for, keep, legend_below, reuse
 
 
 _COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
@@ -48,7 +48,7 @@ def plot_error_vs_bits(ax, curves: dict, dashed: dict | None = None, title: str 
     ax.set_xlabel(xlabel)
     ax.set_ylabel("relative attention error ‖O_q − O‖ / ‖O‖")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, ncol=2)
+    add_legend(ax, fontsize=8, ncol=2)
     if title:
         ax.set_title(title, fontsize=11)
     return ax
@@ -67,7 +67,7 @@ def plot_error_vs_bytes(ax, points: dict, title: str | None = None, unit: str = 
     ax.set_xlabel(f"KV bytes per token ({unit}, incl. scales and biases)")
     ax.set_ylabel("relative attention error")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    add_legend(ax, fontsize=8)
     if title:
         ax.set_title(title, fontsize=11)
     return ax
@@ -94,7 +94,7 @@ def plot_storage_modes(ax, rows: list[dict], title: str | None = None):
     ax.set_xlabel("bits per stored element (codes + scales + biases + signs)")
     ax.set_ylabel("relative attention error ‖O_q − O‖ / ‖O‖")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    add_legend(ax, fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
     return ax

@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from ...calc.units import format_bytes
-from ...ui.style import Pool, clear_for, keep, legend, legend_below, reuse, set_fill_between
+from ...ui.style import add_legend, Pool, clear_for, keep, legend, legend_below, reuse, set_fill_between
 
 
 SEQ_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
@@ -174,7 +174,7 @@ def _build_story(ax, n):
         "steps": ax.add_collection(LineCollection([], colors="white", linewidths=0.6), autolim=False)})
     ax.set_xlabel("step")
     handles = [Patch(fc=c, ec="0.6", label=t) for c, t in zip(STORY_COLORS[1:5], STATE_NAMES[1:5])]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, fontsize=8, frameon=False)
+    add_legend(ax, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, fontsize=8, frameon=False)
     return art
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from ...calc.units import UNIT_BYTES
-from ...ui.style import decorate, keep, label_level, reuse
+from ...ui.style import add_legend, decorate, keep, label_level, reuse
 
 _K = FuncFormatter(lambda v, _: f"{v / 1024:,.4g}K" if v else "0")  # token counts: 32768 -> 32K
 
@@ -311,5 +311,5 @@ def plot_step_breakdown(ax, contexts, segments: dict, step_ms, marks: dict | Non
              ylim=(0, float(np.max(bottom)) * 1.12), title=title, legend_loc=None)
     by_label = dict(zip(*ax.get_legend_handles_labels()[::-1]))
     order = list(segments)[::-1] + list(marks or {})                  # the legend reads like the bars: top first
-    ax.legend([by_label[k] for k in order], order, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    add_legend(ax, [by_label[k] for k in order], order, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     return ax

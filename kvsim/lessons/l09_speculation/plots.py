@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch, Rectangle
 
-from ...ui.style import Sketch, clear_for, decorate, keep, label_inward, reuse
+from ...ui.style import add_legend, Sketch, clear_for, decorate, keep, label_inward, reuse
 
 
 def _build_against_k(ax, shape):
@@ -73,7 +73,7 @@ def _build(ax):
     handles = [Patch(fc=COLORS[c], ec="0.5", label=t) for c, t in (
         ("cache", "in the target's cache"), ("last", "last token (fed next)"), ("draft", "draft proposal"),
         ("ok", "accepted"), ("no", "first rejection"), ("own", "target's own token"))]
-    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
+    add_legend(ax, handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
     ax.set_ylim(9.8, -0.6)
     ax.set_aspect("equal")
     ax.set_axis_off()
@@ -164,6 +164,6 @@ def plot_padded_mask(ax, codes: np.ndarray, prompt_tokens: int, names: dict, tit
     ax.xaxis.set_label_position("top")
     ax.xaxis.tick_top()
     handles = [Patch(fc=MASK_COLORS[c], ec="0.5", label=names[c]) for c in sorted(names) if c]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    add_legend(ax, handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     ax.set_title(title or "", fontsize=10)
     return ax

@@ -10,7 +10,8 @@ Contract
 - :func:`race_rows`: :func:`kvsim.cache.pool.interleave_allocations` as table rows, and its result.
 - :func:`continuous_run`: :func:`kvsim.decode.continuous.continuous_generate` on requests arriving over
   time, each sequence then decoded alone (:func:`kvsim.decode.generate`): tokens equal? and the largest
-  |Δ logit|. Cached per arguments (the models are seeded, so a run is the same every time).
+  |Δ logit|. Cached per arguments (the models are seeded, so a run is the same every time); the decodes
+  alone (:func:`decoded_alone`) cached per model kind and requests, whatever the batch size.
 - :func:`owned_vs_cache_rows`: the same Jamba-like prompt decoded with recurrent state in the cache list
   (kvsim, mlx-lm) and owned by the model per SequenceId (seed 000): tokens, and where the bytes live.
 - :func:`dispatch_rows`: one model object run on dense caches and on paged caches (a
@@ -98,6 +99,14 @@ def race_rows(schedule: str = "ABABAB", locked: bool = False):
     return rows, result
 
 
+@lru_cache(maxsize=8)
+def decoded_alone(kind: str = "gqa", requests=REQUESTS) -> list:
+    """Each of ``requests`` decoded alone on the toy ``kind`` (no batch): what a batched run must reproduce.
+    Memoized: the same for every batch size."""
+    model = toy_model(kind)
+    return [generate(model, list(prompt), new) for prompt, new, _ in requests]
+
+
 @lru_cache(maxsize=16)
 def continuous_run(kind: str = "gqa", max_batch: int = 2, requests=REQUESTS, state_owner: str = "cache") -> dict:
     """Continuous batching of ``requests`` on the toy ``kind``; every sequence checked against decoding it alone."""
@@ -105,8 +114,7 @@ def continuous_run(kind: str = "gqa", max_batch: int = 2, requests=REQUESTS, sta
     store = SequenceStateStore(model.spec) if state_owner == "model" else None
     gens, schedule = continuous_generate(model, requests, max_batch=max_batch, state_store=store)
     equal, diffs = [], []
-    for (prompt, new, _), gen in zip(requests, gens):
-        ref = generate(model, list(prompt), new)
+    for ref, gen in zip(decoded_alone(kind, requests), gens):
         equal.append(gen.tokens == ref.tokens)
         diffs.append(mx.abs(gen.logits - ref.logits).max().item())
     return {"kind": kind, "schedule": schedule, "tokens": [g.tokens for g in gens], "equal_alone": equal,

@@ -18,7 +18,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from ...ui.style import clear_for, decorate, keep
+from ...ui.style import add_legend, clear_for, decorate, keep
 
 POLICY_STYLE = {"wait": dict(color="tab:blue", marker="o"), "busy": dict(color="tab:red", marker="s")}
 # codes 0..4 = "", waiting, prefill, decode, finished (kvsim.decode.continuous.CELLS)
@@ -43,7 +43,7 @@ def plot_pool_timeline(ax, labels, per_sequence, calculator, title: str | None =
     ax.set_xticks(x, labels, fontsize=8)
     decorate(ax, ylabel="memory_usage_bytes() (KiB)", xlim=(-0.6, len(labels) - 0.4),
              ylim=(0, 1.35 * max(bottom.max(), 1)), legend_loc="upper left", title=title)
-    ax.legend(loc="upper left", fontsize=8, ncol=3)
+    add_legend(ax, loc="upper left", fontsize=8, ncol=3)
     keep(ax, "pool_timeline", len(labels), {"bars": [p for b in bars for p in b.patches], "ticks": ticks})
     return ax
 
@@ -74,7 +74,7 @@ def plot_queue_over_time(ax, queue_length: dict, running: dict, max_sequences: i
     top = max(max(int(np.max(q, initial=0)) for q in queue_length.values()), max_sequences)
     decorate(ax, xlabel="iteration", ylabel="requests", xlim=(0, longest), ylim=(0, 1.3 * top + 1),
              title=title, legend_loc=None)
-    ax.legend(loc="upper right", fontsize=8, ncol=3)
+    add_legend(ax, loc="upper right", fontsize=8, ncol=3)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))   # requests come whole
     keep(ax, "queue_over_time", len(queue_length), {"lines": lines})
     return ax
@@ -98,6 +98,6 @@ def plot_schedule(ax, codes, batch, labels=None, title: str | None = None):
     ax.set_xlabel("step")
     ax.set_title(title or "", fontsize=10)
     handles = [Patch(fc=c, ec="0.6", label=t) for c, t in zip(CELL_COLORS[1:], CELL_NAMES[1:])]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, fontsize=8, frameon=False)
+    add_legend(ax, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, fontsize=8, frameon=False)
     keep(ax, "schedule", (n, steps), {"mesh": mesh, "notes": notes})
     return ax
