@@ -90,21 +90,24 @@ ENV_TOOLS := $(ENV_PREBUILT)/tools
 KVSIM_ENV_PREBUILT ?=
 test:
 	@mkdir -p test-artifacts; rm -f $(ENV_LOG)*; failed=""; t0=$$(date +%s); \
+	cpu() { times > $(ENV_LOG).times; CPU=$$(tail -1 $(ENV_LOG).times | tr 'ms' '  ' | awk '{printf "%d", $$1 * 60 + $$2 + $$3 * 60 + $$4}'); }; \
 	( $(MAKE) --no-print-directory env-mpl-oldest > $(ENV_LOG).mpl 2>&1; echo $$? > $(ENV_LOG).mplrc; \
 	  $(MAKE) --no-print-directory env-prebuild > $(ENV_LOG) 2>&1; echo $$? > $(ENV_LOG).rc ) & prepid=$$!; \
 	echo "==> in the background: the oldest matplotlib and the env stage's fresh venvs (log: $(ENV_LOG))"; \
 	if ! $(MAKE) --no-print-directory install; then kill $$prepid; echo "FAILED: install"; exit 1; fi; \
-	summary="  install: $$(( $$(date +%s) - t0 )) s"; \
+	cpu; summary="  install: $$(( $$(date +%s) - t0 )) s, $$CPU CPU-s"; \
 	for stage in test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui; do \
 	  extra=""; \
 	  if [ $$stage = test-mpl-oldest ]; then while [ ! -e $(ENV_LOG).mplrc ]; do sleep 1; done; cat $(ENV_LOG).mpl; fi; \
-	  if [ $$stage = test-env ]; then wait $$prepid; cat $(ENV_LOG); extra="KVSIM_ENV_PREBUILT=$(abspath $(ENV_PREBUILT))"; fi; \
-	  start=$$(date +%s); \
+	  if [ $$stage = test-env ]; then cpu; c=$$CPU; wait $$prepid; cat $(ENV_LOG); cpu; bg=$$(( CPU - c )); \
+	    extra="KVSIM_ENV_PREBUILT=$(abspath $(ENV_PREBUILT))"; fi; \
+	  start=$$(date +%s); cpu; c=$$CPU; \
 	  if $(MAKE) --no-print-directory $$stage $$extra; then result=ok; else result=FAILED; failed="$$failed $$stage"; fi; \
-	  summary="$$summary\n  $$stage: $$result ($$(( $$(date +%s) - start )) s)"; \
+	  cpu; summary="$$summary\n  $$stage: $$result ($$(( $$(date +%s) - start )) s, $$(( CPU - c )) CPU-s)"; \
 	done; \
 	echo; echo "==================== make test summary ===================="; echo -e "$$summary"; \
-	echo "  all stages: $$(( $$(date +%s) - t0 )) s, install included"; \
+	echo "  background (oldest matplotlib, the env stage's venvs): $${bg:-?} CPU-s"; \
+	cpu; echo "  all stages: $$(( $$(date +%s) - t0 )) s, install included; $$CPU CPU-s in all"; \
 	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; echo "==========================================================="; exit 1; fi; \
 	echo "all stages passed"; echo "==========================================================="
 
