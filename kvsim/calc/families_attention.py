@@ -389,35 +389,36 @@ REFUSED = {
 }
 
 
+# the cache rule each of these model types adds that its layer kinds alone do not say (kvsim explain)
+TYPE_NOTES = {
+    "mimo_v2_flash": "MiMo-V2-Flash: sliding layers hold 2 × num_key_value_heads; K is head_dim wide, V v_head_dim",
+    "git": "GIT: with an image, its projected patch tokens are prepended to the text and cached too; "
+        "text-only (as sized here), the text tokens",
+    "minimax_m3_vl_text": "MiniMax-M3: sparse layers (minimax_m3_sparse) also cache one index_head_dim indexer key per "
+        "token; attention reads only the blocks the indexer picks, yet keeps every token",
+    "dory": "Dory: with recurrent_kv_cache_mode per_loop, each loop of the recurrent layers after the first "
+        "keeps its own copy of their cache (appended after the model's layers)",
+    "deepseek_v4": "DeepSeek-V4: one K = V tensor per layer (shared-KV MQA, one head); CSA layers add ⌊T/4⌋ "
+        "compressed entries of head_dim + index_head_dim, HCA layers ⌊T/128⌋ of head_dim "
+        "(compress_rates); sliding_attention layers keep the window only. M_token counts the window's "
+        "K = V; past the window a token adds (d + d_I)·b / m per CSA layer and d·b / m per HCA layer "
+        "through the compressed entries. transformers also keeps each "
+        "compressor's buffer (the T mod m tokens not yet compressed) and CSA's overlap state; MoE, hash "
+        "routing, attention sinks and mHC do not change the cache",
+    "longcat_flash": "LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (2 × num_layers)",
+}
+
+
 def notes(model_type: str, cfg) -> list[str]:
     """One line per cache rule of these families that the layer kinds alone do not say."""
     out = []
     if model_type in EMPTY_ATTENTION_MODEL_TYPES:
         out.append("cross-attention layers (cross_attention_layers) cache the image's K/V only when an image is "
                    "given: text-only they keep nothing")
-    if model_type == "mimo_v2_flash":
-        out.append("MiMo-V2-Flash: sliding layers hold 2 × num_key_value_heads; K is head_dim wide, V v_head_dim")
-    if model_type == "git":
-        out.append("GIT: with an image, its projected patch tokens are prepended to the text and cached too; "
-                   "text-only (as sized here), the text tokens")
-    if model_type == "minimax_m3_vl_text":
-        out.append("MiniMax-M3: sparse layers (minimax_m3_sparse) also cache one index_head_dim indexer key per "
-                   "token; attention reads only the blocks the indexer picks, yet keeps every token")
+    if model_type in TYPE_NOTES:
+        out.append(TYPE_NOTES[model_type])
     if model_type in INDEXED_MODEL_TYPES:
         out.append("DSA: layers that run their indexer also cache index_head_dim elements of indexer key per token")
-    if model_type == "dory":
-        out.append("Dory: with recurrent_kv_cache_mode per_loop, each loop of the recurrent layers after the first "
-                   "keeps its own copy of their cache (appended after the model's layers)")
-    if model_type == "deepseek_v4":
-        out.append("DeepSeek-V4: one K = V tensor per layer (shared-KV MQA, one head); CSA layers add ⌊T/4⌋ "
-                   "compressed entries of head_dim + index_head_dim, HCA layers ⌊T/128⌋ of head_dim "
-                   "(compress_rates); sliding_attention layers keep the window only. M_token counts the window's "
-                   "K = V; past the window a token adds (d + d_I)·b / m per CSA layer and d·b / m per HCA layer "
-                   "through the compressed entries. transformers also keeps each "
-                   "compressor's buffer (the T mod m tokens not yet compressed) and CSA's overlap state; MoE, hash "
-                   "routing, attention sinks and mHC do not change the cache")
-    if model_type == "longcat_flash":
-        out.append("LongCat-Flash: two MLA blocks per decoder layer, each its own cache layer (2 × num_layers)")
     if cfg.get("attention_k_eq_v"):
         out.append("attention_k_eq_v: V is K on full layers, yet transformers caches both tensors: same bytes")
     return out
