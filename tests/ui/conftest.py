@@ -225,8 +225,8 @@ CONTENT_BOX = """(el) => {
 class Lab:
     """One browser page on the test JupyterLab."""
 
-    def __init__(self, page, url):
-        self.page, self.url, self.path = page, url, None
+    def __init__(self, page):
+        self.page, self.path = page, None
         page.set_default_timeout(60_000)
 
     def open(self, name):
@@ -378,8 +378,8 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture
-def lab(request, lab_page, lab_url):
-    helper = Lab(lab_page, lab_url)
+def lab(request, lab_page):
+    helper = Lab(lab_page)
     yield helper
     if getattr(request.node, "failed_call", False):
         failures = ARTIFACTS / "playwright"
