@@ -29,6 +29,7 @@ import jupytext
 import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
+from test_stages import makefile_vars  # the one reader of the Makefile's NAME := value lines
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -230,10 +231,10 @@ def test_jupytext_pairing_configured():
 # --- no notebook missing from a run -------------------------------------------------------------------
 
 def makefile_args(name):
-    """The pytest arguments `make test` passes to a stage (NAME := ... in the Makefile)."""
-    m = re.search(rf"^{name}\s*:=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert m, f"{name} not defined in the Makefile"
-    return shlex.split(m.group(1))
+    """The pytest arguments `make test` passes to a stage (NAME := ... in the Makefile, variables expanded)."""
+    variables = makefile_vars()
+    assert name in variables, f"{name} not defined in the Makefile"
+    return shlex.split(variables[name])
 
 
 def collect(args):
