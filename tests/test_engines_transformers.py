@@ -18,6 +18,7 @@ from kvsim.calc.families_hybrid import SEQ2SEQ_DECODERS  # noqa: E402
 from kvsim.calc.hf_config import from_hf_config  # noqa: E402
 from kvsim.measure import transformers_bytes as tb  # noqa: E402
 from tests.transformers_configs import CONFIGS, transformers_config  # noqa: E402
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING  # noqa: E402
 
 pytestmark = pytest.mark.engines
 transformers.logging.set_verbosity_error()
@@ -121,7 +122,12 @@ def test_real_config_layer_classes_and_windows_equal_the_dynamic_cache_transform
     args = {k: v for k, v in raw.items() if k != "model_type"}
     if "text_config" in args:
         args = {**args, "text_config": dict(args["text_config"])}
-    config = transformers.AutoConfig.for_model(model_type, **args).get_text_config()
+    outer = transformers.AutoConfig.for_model(model_type, **args)
+    # generate imports the model's module before it builds the cache, and that module is where a family's own
+    # cache-layer classes register (DeepSeek-V4's compressed layers): import it here too, whatever ran before
+    if type(outer) in MODEL_FOR_CAUSAL_LM_MAPPING:
+        MODEL_FOR_CAUSAL_LM_MAPPING[type(outer)]
+    config = outer.get_text_config()
     cache = transformers.DynamicCache(config=config)
     got = [(type(x).__name__, getattr(x, "sliding_window", None)) for x in cache.layers]
     rows = transformers_rows(spec, 8, 0)
