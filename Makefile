@@ -43,7 +43,7 @@ VIEW_TESTS := tests/test_widgets.py $(sort $(wildcard tests/lessons/test_l*.py))
 # defaults, static page, the notebook cell) ran in the unit stage; skipping them here keeps
 # this stage short. (3.8's mathtext calls pyparsing's old camelCase names: pyparsing 3.2 warns, harmlessly.)
 MPL_OLDEST_ARGS := $(VIEW_TESTS) -m "not ui and not slow and not engines" -n auto --maxprocesses 8 $(NOT_NB) -W ignore::DeprecationWarning \
-  -k "not (controls_start or static_page or real_notebook)"
+  -k "not (static_page or real_notebook)"
 
 .PHONY: help lab test install install-lab env-mpl-oldest env-prebuild test-unit test-mpl-oldest test-engines test-env test-notebooks test-ui browser notebooks bench clean
 

@@ -143,21 +143,23 @@ def _in_legend(text, ax):
     return legend is not None and (text in legend.texts or text is legend.get_title())
 
 
-def outside_the_canvas(fig) -> list[str]:
-    """What a render draws outside the figure, with by how many pixels."""
+def outside_the_canvas(fig, boxes=None) -> list[str]:
+    """What a render draws outside the figure, with by how many pixels (``boxes``: drawn_boxes(fig), if known)."""
     w, h = fig.bbox.width, fig.bbox.height
     bad = []
-    for what, b in drawn_boxes(fig).items():
+    for what, b in (drawn_boxes(fig) if boxes is None else boxes).items():
         over = max(-b.x0, -b.y0, b.x1 - w, b.y1 - h)
         if over > TOLERANCE_PX:
             bad.append(f"{what}: {over:.1f} px outside the {w:.0f}×{h:.0f} canvas")
     return bad
 
 
-def overlapping_labels(fig) -> list[str]:
+def overlapping_labels(fig, boxes=None) -> list[str]:
     """Overlapping pairs among titles, axis labels, tick labels, legends outside the Axes and texts in the
-    Axes (texts and annotations against all the others, not against each other: a plot may nest them)."""
-    boxes = {k: b for k, b in drawn_boxes(fig).items() if "frame" not in k and " drawing " not in k}
+    Axes (texts and annotations against all the others, not against each other: a plot may nest them;
+    ``boxes``: drawn_boxes(fig), if known)."""
+    boxes = {k: b for k, b in (drawn_boxes(fig) if boxes is None else boxes).items()
+             if "frame" not in k and " drawing " not in k}
     axes_boxes = [ax.get_window_extent() for ax in fig.axes if ax.get_visible()]
     # legends inside an Axes sit over the data by design; only those outside it could cover a label
     boxes = {k: b for k, b in boxes.items()
@@ -173,6 +175,12 @@ def overlapping_labels(fig) -> list[str]:
     return bad
 
 
+def fit_problems(fig) -> list[str]:
+    """outside_the_canvas and overlapping_labels of one render (the render and the boxes are the costly part)."""
+    boxes = drawn_boxes(fig)
+    return outside_the_canvas(fig, boxes) + overlapping_labels(fig, boxes)
+
+
 @pytest.mark.parametrize("name", sorted(VIEWS))
 def test_each_control_at_min_and_max_changes_the_figure_fits_and_redraws_as_new(name):
     # One walk (a redraw per state is the costly part): the defaults, then each control to its minimum and
@@ -182,13 +190,13 @@ def test_each_control_at_min_and_max_changes_the_figure_fits_and_redraws_as_new(
     # update the previous call's artists in place, and that must leave no trace.
     view = VIEWS[name]()
     at_default = view.lines()
-    problems = [f"defaults: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
+    problems = [f"defaults: {p}" for p in fit_problems(view.fig)]
     for key, control in view.controls.items():
         default, drawn = control.value, []
         for value in _extremes(control):
             control.value = value
             drawn.append(view.lines())
-            problems += [f"{key}={value!r}: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
+            problems += [f"{key}={value!r}: {p}" for p in fit_problems(view.fig)]
         control.value = default
         assert drawn[0] and drawn[1], f"{name}: nothing drawn"
         assert not _same(*drawn), f"{name}: control {key} at min and max draws the same data"
@@ -209,19 +217,22 @@ def test_each_control_at_min_and_max_changes_the_figure_fits_and_redraws_as_new(
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
-def test_controls_start_at_the_factory_defaults(name):
-    # ipywidgets clamps a value outside a slider's range without a word: the control would then show
-    # (and draw) something other than what the lesson asked for
+def test_a_view_starts_at_its_defaults_and_a_static_page_gets_that_figure_and_a_stable_text(name):
+    # One build per view for what a fresh view must be (a build is the costly part).
+    # The controls start at the factory's defaults: ipywidgets clamps a value outside a slider's range without a
+    # word, and the control would then show (and draw) something other than what the lesson asked for.
     factory = VIEWS[name]
     asked = {k: p.default for k, p in inspect.signature(factory).parameters.items()}
     view = factory()
     assert view.values() == {k: asked[k] for k in view.controls}
-
-
-@pytest.mark.parametrize("name", sorted(VIEWS))
-def test_a_static_page_gets_the_default_figure_and_a_stable_text(name):
-    view = VIEWS[name]()
+    # It lives in its own lesson's views.py, draws data (not an empty Axes) under a title or a text, and its
+    # figure is not one flat colour.
+    assert factory.__module__.startswith("kvsim.lessons.l") and factory.__module__.endswith(".views")
+    assert view.lines() and any(np.size(d) for d in view.lines())
+    assert any(ax.get_title() or ax.texts for ax in view.fig.axes)
     default = np.asarray(view.fig.canvas.buffer_rgba())[:, :, :3].copy()
+    width, height = view.fig.canvas.get_width_height()
+    assert default.shape == (height, width, 3) and len(np.unique(default.reshape(-1, 3), axis=0)) > 2
     bundle = view._repr_mimebundle_()
     assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == view.widget.model_id
@@ -274,7 +285,7 @@ def test_a_plain_draw_function_is_fitted_without_cropping():
     view = make_view(_plain_draw, {"n": int_slider("n", 3, 2, 60), "words": int_slider("words", 8, 1, 12)})
     problems = []
     for state, _ in _states(view):
-        problems += [f"{state}: {p}" for p in outside_the_canvas(view.fig) + overlapping_labels(view.fig)]
+        problems += [f"{state}: {p}" for p in fit_problems(view.fig)]
     assert problems == []
     assert "\n" in view.ax.get_title()  # wrapped to fit
 
