@@ -22,11 +22,15 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # Every pytest process pays for the plugins it loads (nbval's nbformat import alone is ~3 CPU-s) and the test
 # modules it collects (mlx-lm, transformers, hypothesis: ~25 CPU-s for all of tests/): a stage loads only the
 # plugins it uses, and the engines and env stages collect only the files that hold their marks
-# (tests/test_stages.py checks that no `engines` or `slow` mark lives anywhere else).
+# (tests/test_stages.py checks that no `engines` or `slow` mark lives anywhere else). The engine files mark every
+# test `engines` (a module pytestmark), so the unit stage ignores them: its workers then never import mlx-lm,
+# transformers and torch (~5 CPU-s each). Tests that read notebooks share one worker (xdist_group "nbformat",
+# --dist loadgroup), so only that worker imports nbformat's jsonschema (~3 CPU-s).
 NOT_NB := -p no:nbval -p no:playwright
-ENGINES_FILES := tests/test_engines_transformers.py
+ENGINES_FILES := tests/test_engines_transformers.py tests/test_engines_mlx_lm.py tests/test_mlx_lm_dropin.py
 ENV_FILES := tests/test_environment.py tests/test_extras.py tests/test_engines_vllm.py
-UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocesses 8 --ignore=tests/ui $(NOT_NB)
+UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocesses 8 --dist loadgroup --ignore=tests/ui \
+  $(addprefix --ignore=,$(ENGINES_FILES)) $(NOT_NB)
 ENGINES_ARGS := $(ENGINES_FILES) -m "engines and not ui" -n auto --maxprocesses 8 $(NOT_NB)
 ENV_ARGS := $(ENV_FILES) -m "slow and not ui" $(NOT_NB)
 NBVAL_ARGS := -n auto --maxprocesses 8 --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
@@ -144,7 +148,7 @@ test-mpl-oldest: $(TEST_STAMP) $(MPL_OLDEST_DIR)/.installed
 	KVSIM_DRAWING_TESTS_ONLY=1 PYTHONPATH=$(abspath $(MPL_OLDEST_DIR)) $(PY) -m pytest $(MPL_OLDEST_ARGS)
 
 test-engines: $(TEST_STAMP)
-	@echo "==> [3/6] real engines (transformers + torch CPU on tiny models): pytest $(ENGINES_ARGS)"
+	@echo "==> [3/6] real engines (mlx-lm; transformers + torch CPU; tiny models): pytest $(ENGINES_ARGS)"
 	$(PY) -m pytest $(ENGINES_ARGS)
 
 test-env: $(TEST_STAMP)

@@ -36,6 +36,10 @@ from kvsim.calc.units import InputError
 from kvsim.cli import main
 from kvsim.measure.mlx_lm_bytes import build_mlx_lm_model, cache_bytes, load_mlx_lm_model, measure, run_feeds
 
+# mlx-lm is a real engine: this file runs in make test's engines stage (the unit stage ignores it, so its
+# workers never import mlx-lm, transformers and torch: ~5 CPU-s each).
+pytestmark = pytest.mark.engines
+
 GEN = generate_step_feeds(300, 2048, 20)  # a 300-token prompt + 20 decode steps, as generate_step feeds them
 FP32_ONLY = {"gpt_oss", "phimoe"}  # every layer is MoE: mlx's gather_mm runs only in float32 on CPU
 

@@ -39,6 +39,10 @@ from kvsim.calc.hf_config import from_hf_config
 from kvsim.calc.memory import fixed_state_bytes, state_bytes
 from kvsim.measure.mlx_lm_bytes import build_mlx_lm_model
 
+# mlx-lm is a real engine: this file runs in make test's engines stage (the unit stage ignores it, so its
+# workers never import mlx-lm, transformers and torch: ~5 CPU-s each).
+pytestmark = pytest.mark.engines
+
 BASE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "head_dim": 32, "intermediate_size": 64, "vocab_size": 96, "rms_norm_eps": 1e-5,
         "rope_theta": 10000.0, "max_position_embeddings": 4096, "tie_word_embeddings": False}

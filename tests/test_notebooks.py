@@ -25,8 +25,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jupytext
-import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from test_stages import makefile_vars  # the one reader of the Makefile's NAME := value lines
@@ -45,6 +43,9 @@ YOUR_TURN = re.compile(r"^(\w+) = None  # your turn", re.M)
 CHECK_CALL = re.compile(r"""^check\("(\d\d)\.(\d)", (\w+)\)$""", re.M)
 # Lessons another issue is still rewriting: their structure checks must fail until then (strict xfail).
 PENDING: dict[str, str] = {}
+# Reading a notebook imports nbformat and its jsonschema (~3 CPU-s): these tests, and the other two that read
+# notebooks (test_progress, test_widgets), run on one xdist worker (the unit stage's --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("nbformat")
 
 
 def all_notebooks():
@@ -71,6 +72,8 @@ def text_of(cell) -> str:
 
 
 def read(path):
+    import nbformat  # here, not at the top: with the group below, one worker pays its import (~3 CPU-s)
+
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     nb.path = path
@@ -210,6 +213,8 @@ def test_every_worked_solution_is_correct(path):
 def test_jupytext_pair_in_sync(notebook):
     pair = notebook.with_suffix(".py")
     assert pair.exists(), f"missing {pair.relative_to(ROOT)}: run `make notebooks` (jupytext --sync)"
+
+    import jupytext
 
     def cells(nb):
         return [(c.cell_type, c.source, c.metadata.get("tags", [])) for c in nb.cells]

@@ -16,15 +16,20 @@ TESTS = ROOT / "tests"
 
 
 def makefile_vars() -> dict[str, str]:
-    """NAME := value assignments of the Makefile, with $(NAME) references expanded."""
-    raw = dict(re.findall(r"^([A-Z_]+)\s*:=\s*(.*?)\s*$", (ROOT / "Makefile").read_text(), re.M))
+    """NAME := value assignments of the Makefile, with $(NAME) references and $(addprefix ...) expanded."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Makefile").read_text())  # a value continued over lines: one line
+    raw = dict(re.findall(r"^([A-Z_]+)\s*:=\s*(.*?)\s*$", text, re.M))
 
     def expand(value, depth=0):
         assert depth < 10, f"recursive Makefile variable: {value}"
         return re.sub(r"\$\(([A-Z_]+)\)",
                       lambda m: expand(raw[m.group(1)], depth + 1) if m.group(1) in raw else m.group(0), value)
 
-    return {name: expand(value) for name, value in raw.items()}
+    def functions(value):  # the one make function the stages use: $(addprefix P,WORDS)
+        return re.sub(r"\$\(addprefix ([^,()]*),([^()]*)\)", lambda m: " ".join(m.group(1) + w for w in m.group(2).split()),
+                      value)
+
+    return {name: functions(expand(value)) for name, value in raw.items()}
 
 
 def files_marked(mark: str, root: Path = ROOT) -> set[str]:
@@ -39,6 +44,16 @@ def test_every_marked_file_is_collected_by_its_stage(mark, files_var):
     marked = files_marked(mark)
     assert marked <= stage_files, f"marked {mark!r} but not in {files_var}: {sorted(marked - stage_files)}"
     assert all((ROOT / f).exists() for f in stage_files), f"{files_var} names a missing file"
+
+
+def test_the_unit_stage_ignores_only_files_whose_every_test_is_an_engine_test():
+    # The unit stage skips collecting ENGINES_FILES (their imports: mlx-lm, transformers, torch); that loses no
+    # test only if each marks all of its tests `engines` with a module-level pytestmark.
+    v = makefile_vars()
+    ignored = {a.removeprefix("--ignore=") for a in v["UNIT_ARGS"].split() if a.startswith("--ignore=")}
+    assert ignored == {"tests/ui", *v["ENGINES_FILES"].split()}
+    for f in v["ENGINES_FILES"].split():
+        assert re.search(r"^pytestmark = pytest\.mark\.engines$", (ROOT / f).read_text(), re.M), f
 
 
 def test_ui_tests_live_only_under_tests_ui():
