@@ -261,7 +261,10 @@ class CompiledStep:
             raise ValueError(f"caches must hold one entry per layer ({len(m.blocks)}), got {len(caches)}")
         x, pending, n, offsets, L = m["embed"][tokens], None, len(caches), {}, tokens.shape[1]
         ab = False                                                # block i's pieces: MLA's absorbed variant?
+        every = m.overlap_layers                                  # see Model: async_eval every that many layers
         for i, cache in enumerate(caches):
+            if every and i and i % every == 0:                    # blocks < i built: the device starts on them
+                mx.async_eval(x, pending)
             if not self._covered(i, cache):
                 x, pending = m["blocks"][i](x, cache, kv_dtype), None
                 continue

@@ -117,6 +117,9 @@ class Model(nn.Module):
         self.norm = mx.ones((spec.hidden_size,))
         self.lm_head = init.linear(spec.vocab_size, spec.hidden_size)
         self.fast_decode = True      # False: decode steps take the reference path (tests compare the two)
+        # > 0: a decode step hands its graph to the device every this many layers (mx.async_eval), so the
+        # device runs those layers while Python builds the next ones; 0: one evaluation at the end
+        self.overlap_layers = 0
 
     def __call__(self, tokens: mx.array, caches=None, kv_dtype=None) -> mx.array:
         # every input checked before any layer writes its cache: a failed call changes nothing
@@ -125,8 +128,11 @@ class Model(nn.Module):
             check_caches(self.spec, caches, tokens.shape[0], kv_dtype or self.dtype)
         x = self["embed"][tokens]
         if caches is not None and tokens.shape[1] == 1 and self.fast_decode:   # a decode step: the fast path
-            for block, cache in zip(self["blocks"], caches):
+            every, last = self.overlap_layers, len(caches) - 1
+            for i, (block, cache) in enumerate(zip(self["blocks"], caches)):
                 x = block.step(x, cache, kv_dtype)
+                if every and i % every == every - 1 and i < last:   # start the device on what is built
+                    mx.async_eval(x)
             return mx.fast.rms_norm(x, self["norm"], self.spec.rms_norm_eps) @ self["lm_head"].T
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i], kv_dtype)
