@@ -35,7 +35,7 @@ from kvsim.model.mla import _WEIGHTS_LORA
 K = 1024
 
 
-def step_sides(model, cstep, tw, T: int, overlaps) -> dict:
+def step_sides(model, cstep, tw, T: int, overlaps, kinds=("eager", "compiled")) -> dict:
     """{side: zero-argument step function}, each side with its own caches filled to T tokens."""
     tok = mx.array([[1]])
     sides = {}
@@ -50,8 +50,8 @@ def step_sides(model, cstep, tw, T: int, overlaps) -> dict:
         return step
 
     for k in overlaps:
-        sides[f"eager ov{k}"] = kv(model, k)
-        sides[f"compiled ov{k}"] = kv(cstep, k)
+        for kind in kinds:
+            sides[f"{kind} ov{k}"] = kv(model if kind == "eager" else cstep, k)
     tc = tw.make_caches(None)
     fill_caches(model, tc, T)
     sides["mlx-lm"] = lambda: tw.model(tok, cache=tc)
@@ -210,7 +210,15 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--only", default="GQA-8 (Llama,MLA")
+    ap.add_argument("--gqa", default="1024,8192", help="GQA contexts")
+    ap.add_argument("--mla", default="8192,32768,131072", help="MLA contexts")
+    ap.add_argument("--gqa-overlaps", default="0,2,4,8")
+    ap.add_argument("--mla-overlaps", default="0,1,2")
+    ap.add_argument("--separate", action="store_true",
+                    help="time the eager sides and the compiled sides in separate groups (each beside mlx-lm)")
+    ap.add_argument("--no-pieces", action="store_true", help="skip the MLA pieces and the GEMV shapes")
     args = ap.parse_args()
+    ints = lambda text: tuple(int(t) for t in text.split(","))            # noqa: E731
     gpu = mx.is_available(mx.gpu)
     mx.set_default_device(mx.gpu if gpu else mx.cpu)
     tools = ", ".join(f"{t}: {'yes' if shutil.which(t) else 'no'}" for t in ("nsys", "ncu", "nvidia-smi"))
@@ -226,8 +234,9 @@ def main():
         (out / "probe_gpu_step.json").write_text(json.dumps(res, indent=1) + "\n")
         (out / "probe_gpu_step.md").write_text(markdown(res))
 
-    cases = {"GQA-8 (Llama": ((1 * K, 8 * K), (0, 2, 4, 8)) if gpu else ((256,), (0, 1)),
-             "MLA": ((8 * K, 32 * K, 128 * K), (0, 1, 2)) if gpu else ((256,), (0, 1))}
+    cases = {"GQA-8 (Llama": (ints(args.gqa), ints(args.gqa_overlaps)) if gpu else ((256,), (0, 1)),
+             "MLA": (ints(args.mla), ints(args.mla_overlaps)) if gpu else ((256,), (0, 1))}
+    groups = (("eager",), ("compiled",)) if args.separate else (("eager", "compiled"),)
     for v in plan(gpu, quick=True)["variants"]:
         key = next((c for c in cases if v.label.startswith(c)), None)
         if key is None or key not in args.only or v.kv_dtype or v.kv_heads is not None:
@@ -238,22 +247,24 @@ def main():
         tw = twin(model)
         contexts, overlaps = cases[key]
         for T in contexts:
-            try:
-                times = time_sides(step_sides(model, cstep, tw, T, overlaps), args.repeats)
-                res["steps"].append({"variant": v.label, "context": T, "layers": len(model.blocks), "sides": times})
-                print(v.label, T, {k: round(t["best_ms"], 3) for k, t in times.items()}, flush=True)
-            except Exception as err:                                 # noqa: BLE001
-                res["errors"].append(f"{v.label} @ {T}: {type(err).__name__}: {err}")
-            mx.clear_cache()
-            save()
-            if key == "MLA":
+            for kinds in groups:
+                try:
+                    times = time_sides(step_sides(model, cstep, tw, T, overlaps, kinds), args.repeats)
+                    res["steps"].append({"variant": v.label, "context": T, "layers": len(model.blocks),
+                                         "sides": times})
+                    print(v.label, T, {k: round(t["best_ms"], 3) for k, t in times.items()}, flush=True)
+                except Exception as err:                             # noqa: BLE001
+                    res["errors"].append(f"{v.label} @ {T}: {type(err).__name__}: {err}")
+                mx.clear_cache()
+                save()
+            if key == "MLA" and not args.no_pieces:
                 try:
                     res["mla_pieces"].append({"context": T, "ms": mla_pieces(model, tw, T, args.repeats)})
                 except Exception as err:                             # noqa: BLE001
                     res["errors"].append(f"mla pieces @ {T}: {type(err).__name__}: {err}")
                 mx.clear_cache()
                 save()
-        if key.startswith("GQA"):
+        if key.startswith("GQA") and not args.no_pieces:
             try:
                 res["gemv"] = gemv_shapes(model, args.repeats)
             except Exception as err:                                 # noqa: BLE001

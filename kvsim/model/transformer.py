@@ -45,6 +45,10 @@ from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
 
 _FFN_WEIGHTS = operator.itemgetter("gate", "up", "down")   # what Block.step reads (transposed once)
+# A decode step on a GPU hands its graph to the device after every this many layers (mx.async_eval): the
+# device runs what is built while Python builds the next layers, instead of idling for the whole build
+# (about 2 ms of a 7 ms Llama 3 8B step on an H200, benchmarks/results/probe_gpu_step_h25*.md). Off on a CPU.
+GPU_OVERLAP_LAYERS = 1
 
 __all__ = ["Model", "Block", "BuildInfo", "build_model", "perturbed", "select_layers", "toy_spec",
            "TOY_KINDS"]
@@ -118,8 +122,9 @@ class Model(nn.Module):
         self.lm_head = init.linear(spec.vocab_size, spec.hidden_size)
         self.fast_decode = True      # False: decode steps take the reference path (tests compare the two)
         # > 0: a decode step hands its graph to the device every this many layers (mx.async_eval), so the
-        # device runs those layers while Python builds the next ones; 0: one evaluation at the end
-        self.overlap_layers = 0
+        # device runs those layers while Python builds the next ones; 0: one evaluation at the end. The
+        # default follows the device that is MLX's default when the model is built (GPU_OVERLAP_LAYERS)
+        self.overlap_layers = GPU_OVERLAP_LAYERS if mx.default_device().type == mx.gpu else 0
 
     def __call__(self, tokens: mx.array, caches=None, kv_dtype=None) -> mx.array:
         # every input checked before any layer writes its cache: a failed call changes nothing
