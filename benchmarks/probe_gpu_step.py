@@ -29,7 +29,7 @@ from kvsim.measure.roofline import device_summary
 from kvsim.measure.step_time import fill_caches
 from kvsim.measure.twins import mlx_lm_version, twin
 from kvsim.model.compiled import compiled_step
-from kvsim.model.layers import transposed
+from kvsim.model.layers import Rows, transposed
 from kvsim.model.mla import _WEIGHTS_LORA
 
 K = 1024
@@ -55,6 +55,32 @@ def step_sides(model, cstep, tw, T: int, overlaps, kinds=("eager", "compiled")) 
     tc = tw.make_caches(None)
     fill_caches(model, tc, T)
     sides["mlx-lm"] = lambda: tw.model(tok, cache=tc)
+    return sides
+
+
+def batch_sides(model, cstep, tw, T: int, B: int, overlaps) -> dict:
+    """B separate sequences at T tokens: kvsim's Rows of per-sequence caches (batched_generate's step), eager
+    and compiled per overlap, beside mlx-lm's BatchKVCache (its BatchGenerator's cache)."""
+    from kvsim.measure.roofline import mlx_lm_batch_cache
+    tok, sides = mx.array([[1]] * B), {}
+
+    def rows(fn, k):
+        per_seq = [model.make_caches() for _ in range(B)]
+        for r, caches in enumerate(per_seq):
+            fill_caches(model, caches, T, seed=r)
+        layers = [Rows([per_seq[r][i] for r in range(B)]) for i in range(len(model.blocks))]
+
+        def step():
+            model.overlap_layers = k
+            return fn(tok, layers)
+        return step
+
+    for k in overlaps:
+        sides[f"eager ov{k}"] = rows(model, k)
+        sides[f"compiled ov{k}"] = rows(cstep, k)
+    caches = [mlx_lm_batch_cache()([0] * B) for _ in model.blocks]
+    fill_caches(model, caches, T, batch=B)
+    sides["mlx-lm"] = lambda: tw.model(tok, cache=caches)
     return sides
 
 
@@ -216,6 +242,7 @@ def main():
     ap.add_argument("--mla-overlaps", default="0,1,2")
     ap.add_argument("--separate", action="store_true",
                     help="time the eager sides and the compiled sides in separate groups (each beside mlx-lm)")
+    ap.add_argument("--batch", default="", help="GQA batch points B@T (Rows beside BatchKVCache), e.g. 8@8192")
     ap.add_argument("--no-pieces", action="store_true", help="skip the MLA pieces and the GEMV shapes")
     args = ap.parse_args()
     ints = lambda text: tuple(int(t) for t in text.split(","))            # noqa: E731
@@ -264,6 +291,17 @@ def main():
                     res["errors"].append(f"mla pieces @ {T}: {type(err).__name__}: {err}")
                 mx.clear_cache()
                 save()
+        for point in (args.batch.split(",") if key.startswith("GQA") and args.batch else []):
+            B, T = (int(t) for t in point.split("@"))
+            try:
+                times = time_sides(batch_sides(model, cstep, tw, T, B, overlaps[:2]), max(5, args.repeats // 3))
+                res["steps"].append({"variant": f"{v.label}, B = {B}", "context": T, "layers": len(model.blocks),
+                                     "sides": times})
+                print(v.label, B, T, {k: round(t["best_ms"], 3) for k, t in times.items()}, flush=True)
+            except Exception as err:                                 # noqa: BLE001
+                res["errors"].append(f"{v.label} B={B} @ {T}: {type(err).__name__}: {err}")
+            mx.clear_cache()
+            save()
         if key.startswith("GQA") and not args.no_pieces:
             try:
                 res["gemv"] = gemv_shapes(model, args.repeats)
