@@ -30,6 +30,8 @@ Contract
   time adds to the step (``benchmarks/bench_step_breakdown.py`` measures it: about 1 ms of a 6.5 ms
   Llama 3 8B step on an H200); the compiled pieces, one RoPE offset array per distinct offset and the
   weights looked up once are what make the compiled step's graph cheaper to build.
+- The step hands its graph to the device every ``model.overlap_layers`` layers as the eager step does
+  (``mx.async_eval`` of the hidden state and the next block's pending inputs; none over Rows).
 - The eager ``Model.__call__`` stays the readable reference; ``benchmarks/bench_roofline.py`` times both.
 """
 

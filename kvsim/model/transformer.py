@@ -20,6 +20,11 @@ Contract
   per-layer re-checks after ``check_caches``, heads split by one reshape, weights read as
   ``module[name]``, the cache's one-token ``update_step``); ``model.fast_decode = False`` runs the
   readable reference path instead. Both give the same logits (tests/test_step_build_fast_paths.py).
+- ``model.overlap_layers`` (k > 0): a decode step over one cache per layer hands its graph to the device
+  (``mx.async_eval``) after every k layers, so the device runs those layers while Python builds the next
+  ones (MLX is lazy: otherwise the device idles for the whole build). Default on a GPU:
+  :func:`overlap_every` of the largest layer (Llama 3 8B every 2 layers, DeepSeek-V3 every layer); 0 on a
+  CPU and never over Rows. The numbers are the same either way (tests/test_decode_overlap.py).
 - ``model.spec`` is the reduced spec: hand it to ``make_caches`` and to :mod:`kvsim.calc.memory`.
 - Weights are deterministic in ``seed``; float32 by default (MLX bf16/fp16 math is slow on a
   Linux CPU), bf16 and fp16 work too. ``init`` replaces the numpy draws (``WeightInit(seed)``),
