@@ -30,6 +30,8 @@ Contract
   time adds to the step (``benchmarks/bench_step_breakdown.py`` measures it: about 1 ms of a 6.5 ms
   Llama 3 8B step on an H200); the compiled pieces, one RoPE offset array per distinct offset and the
   weights looked up once are what make the compiled step's graph cheaper to build.
+- The step hands its graph to the device every ``model.overlap_layers`` layers as the eager step does
+  (``mx.async_eval`` of the hidden state and the next block's pending inputs; none over Rows).
 - The eager ``Model.__call__`` stays the readable reference; ``benchmarks/bench_roofline.py`` times both.
 """
 
@@ -261,7 +263,10 @@ class CompiledStep:
             raise ValueError(f"caches must hold one entry per layer ({len(m.blocks)}), got {len(caches)}")
         x, pending, n, offsets, L = m["embed"][tokens], None, len(caches), {}, tokens.shape[1]
         ab = False                                                # block i's pieces: MLA's absorbed variant?
+        every = m.overlap_layers if type(caches[0]) is not Rows else 0   # see Model: async_eval every k layers
         for i, cache in enumerate(caches):
+            if every and i and i % every == 0:                    # blocks < i built: the device starts on them
+                mx.async_eval(x, pending)
             if not self._covered(i, cache):
                 x, pending = m["blocks"][i](x, cache, kv_dtype), None
                 continue

@@ -20,6 +20,11 @@ Contract
   per-layer re-checks after ``check_caches``, heads split by one reshape, weights read as
   ``module[name]``, the cache's one-token ``update_step``); ``model.fast_decode = False`` runs the
   readable reference path instead. Both give the same logits (tests/test_step_build_fast_paths.py).
+- ``model.overlap_layers`` (k > 0): a decode step over one cache per layer hands its graph to the device
+  (``mx.async_eval``) after every k layers, so the device runs those layers while Python builds the next
+  ones (MLX is lazy: otherwise the device idles for the whole build). Default on a GPU:
+  :func:`overlap_every` of the largest layer (Llama 3 8B every 2 layers, DeepSeek-V3 every layer); 0 on a
+  CPU and never over Rows. The numbers are the same either way (tests/test_decode_overlap.py).
 - ``model.spec`` is the reduced spec: hand it to ``make_caches`` and to :mod:`kvsim.calc.memory`.
 - Weights are deterministic in ``seed``; float32 by default (MLX bf16/fp16 math is slow on a
   Linux CPU), bf16 and fp16 work too. ``init`` replaces the numpy draws (``WeightInit(seed)``),
@@ -40,11 +45,23 @@ from ..calc.hf_config import from_hf_config
 from ..calc.units import positive_int
 from .attention import Attention
 from .cache_checks import check_caches, check_tokens
-from .layers import MLP, WeightInit, forget_derived, rms_norm, swiglu, transposed
+from .layers import MLP, Rows, WeightInit, forget_derived, rms_norm, swiglu, transposed
 from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
 
 _FFN_WEIGHTS = operator.itemgetter("gate", "up", "down")   # what Block.step reads (transposed once)
+# A decode step on a GPU hands its graph to the device (mx.async_eval) after every k layers, k such that
+# one hand-over covers about GPU_OVERLAP_PARAMS weights (0.8 GB in bf16, ~0.25 ms of reads on an H200):
+# the device runs what is built while Python builds the next layers instead of idling for the whole build
+# (about 2 ms of a 7 ms Llama 3 8B step). Measured best on an H200: every 2 layers for Llama 3 8B's
+# 0.22 B-parameter layers, every layer for DeepSeek-V3's 0.58 B (benchmarks/results/probe_gpu_step_h25_*.md).
+# Off on a CPU, and for Rows of per-sequence caches (no gain measured there).
+GPU_OVERLAP_PARAMS = 400_000_000
+
+
+def overlap_every(layer_params: int) -> int:
+    """Layers per hand-over on a GPU: round(GPU_OVERLAP_PARAMS / parameters of the largest layer), at least 1."""
+    return max(1, round(GPU_OVERLAP_PARAMS / max(1, layer_params)))
 
 __all__ = ["Model", "Block", "BuildInfo", "build_model", "perturbed", "select_layers", "toy_spec",
            "TOY_KINDS"]
@@ -117,6 +134,12 @@ class Model(nn.Module):
         self.norm = mx.ones((spec.hidden_size,))
         self.lm_head = init.linear(spec.vocab_size, spec.hidden_size)
         self.fast_decode = True      # False: decode steps take the reference path (tests compare the two)
+        # > 0: a decode step (one cache per layer) hands its graph to the device every this many layers
+        # (mx.async_eval), so the device runs those layers while Python builds the next ones; 0: one
+        # evaluation at the end. Default: overlap_every(largest layer) if MLX's default device is a GPU when
+        # the model is built, else 0
+        layer_params = max(sum(p.size for _, p in nn.utils.tree_flatten(b.parameters())) for b in self.blocks)
+        self.overlap_layers = overlap_every(layer_params) if mx.default_device().type == mx.gpu else 0
 
     def __call__(self, tokens: mx.array, caches=None, kv_dtype=None) -> mx.array:
         # every input checked before any layer writes its cache: a failed call changes nothing
@@ -125,8 +148,12 @@ class Model(nn.Module):
             check_caches(self.spec, caches, tokens.shape[0], kv_dtype or self.dtype)
         x = self["embed"][tokens]
         if caches is not None and tokens.shape[1] == 1 and self.fast_decode:   # a decode step: the fast path
-            for block, cache in zip(self["blocks"], caches):
+            every = self.overlap_layers if type(caches[0]) is not Rows else 0
+            last = len(caches) - 1
+            for i, (block, cache) in enumerate(zip(self["blocks"], caches)):
                 x = block.step(x, cache, kv_dtype)
+                if every and i % every == every - 1 and i < last:   # start the device on what is built
+                    mx.async_eval(x)
             return mx.fast.rms_norm(x, self["norm"], self.spec.rms_norm_eps) @ self["lm_head"].T
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i], kv_dtype)
