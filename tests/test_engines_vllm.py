@@ -257,3 +257,18 @@ def test_live_vllm_reproduces_golden():
         name = row["model"] + "".join(f"#{k}" for k in variant) + ("@fp8" if row["kv_dtype"] == "fp8" else "")
         live = vllm_golden.build(name, row["kv_dtype"], row["tokens"], row["decode_steps"])
         assert live == row
+
+
+def test_family_coverage_vllm_column_is_derived_from_the_golden_rows():
+    """tools/family_coverage.py's vLLM column: the planner's verdict on the real config, then the golden rows of
+    the model type that kvsim's plan equals (by test_plan_equals_vllm)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import family_coverage
+
+    golden = family_coverage.golden_rows_by_type()
+    assert {len(golden[t]) for t in ("lfm2_moe", "bailing_hybrid", "kolibri1", "beam")} == {6}
+    assert len(golden["lfm2"]) == 12 and len(golden["kimi_linear"]) == 6
+    cell, plans, equal = family_coverage.vllm_equal(_spec({"model": "families/kimi_linear"}), golden["kimi_linear"])
+    assert not plans and cell.startswith("refused: vLLM 0.33.0 builds Kimi-Linear's KDA layers") and equal == 6
+    wrong = [{**golden["beam"][0], "num_blocks": golden["beam"][0]["num_blocks"] + 1}]
+    assert family_coverage.vllm_equal(_spec({"model": "families/beam"}), wrong)[1:] == (True, 0)

@@ -21,8 +21,13 @@ each value in the JSON): the hybrid block size and Mamba page padding (``vllm/pl
 ``Platform._align_hybrid_block_size``), the per-layer attention type of each model file
 (``vllm/model_executor/models/<family>.py``), align mode (``model_executor/models/config.py``
 ``MambaModelConfig.verify_and_update_config``), NemotronH's fp32 SSM state
-(``NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype``) and the FlashMLA 64-token block for fp8 MLA
-(``v1/attention/backends/mla/flashmla.py``). Layer specs are built from each ``data/models/*.json`` by hand
+(``NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype``), the FlashMLA 64-token block for fp8 MLA
+(``v1/attention/backends/mla/flashmla.py``), the 128-token block alignment beside MLA in hybrids (the same
+``_align_hybrid_block_size``) and Bailing V3's layer rule (``models/bailing_moe_v3.py`` ``_is_kda_layer``). For
+LFM2, Kimi-Linear, Bailing-Hybrid, Kolibri-1 and Beam (HF_CONFIG_FAMILIES) the layer list and state arguments are
+read from the config object vLLM loads (``transformers_utils/config.py``: vLLM's own KimiLinearConfig and
+BeamConfig, else transformers' class), and the states come from ``short_conv_state_shape`` / ``kda_state_shape``
+with ``short_conv_state_dtype`` / ``kda_state_dtype``. Layer specs are built from each ``data/models/*.json`` by hand
 here, not through kvsim's parser; for issue 17's families (``families/<type>``) FAMILY_FILES names the model file
 each layer list transcribes (it lands in the row's provenance), and a ``#variant`` sets keys a real checkpoint
 writes (VARIANTS; the row keeps them as ``config_overrides``). The SSM state dtype a model's config class sets
