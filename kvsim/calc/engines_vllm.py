@@ -193,8 +193,8 @@ def vllm_model_keys(spec: ModelSpec) -> dict:
         lin = cfg.get("linear_attn_config") or {}
         if not all(isinstance(lin.get(k), (list, tuple)) for k in ("kda_layers", "full_attn_layers")):
             raise InputError(f"vLLM {VLLM_VERSION} builds Kimi-Linear's KDA layers from linear_attn_config.kda_layers "
-                             "and .full_attn_layers (transformers_utils/configs/kimi_linear.py), which this config "
-                             "lacks (Kimi-Linear checkpoints write them)")
+                             "and .full_attn_layers, lists of 1-indexed layers (transformers_utils/configs/"
+                             "kimi_linear.py), which this config does not give (Kimi-Linear checkpoints write them)")
         if cfg.get("mla_use_nope") is not True:
             raise InputError(f"vLLM {VLLM_VERSION}'s models/kimi_k3/nvidia/model.py runs Kimi-Linear's MLA layers only "
                              "with mla_use_nope true (it asserts it; Kimi-Linear checkpoints write it)")
