@@ -54,6 +54,13 @@ def _kvsim(row):
                      kv_cache_memory_bytes=row.get("kv_cache_memory_bytes", KV_CACHE))
 
 
+def _overrides(family, key):
+    """The config_overrides of the golden rows of ``families/<family>`` that set ``key`` (a tools/vllm_golden.py
+    #variant: keys the family's real checkpoints write)."""
+    return next(r["config_overrides"] for r in GOLDEN["rows"]
+                if r["model"] == f"families/{family}" and key in r.get("config_overrides", {}))
+
+
 def _ids(row):
     return f"{row['model']}-{row['kv_dtype']}-T{row['tokens']}-D{row['decode_steps']}"
 
@@ -83,18 +90,73 @@ def test_golden_covers_the_brief():
 
 
 def test_golden_covers_issue17_families():
-    """Attention-only families and the Mamba-2 / Gated DeltaNet hybrids vLLM 0.33 runs, each at 1K/8K/128K, each
-    row naming the vLLM model file its layer list transcribes."""
+    """Attention-only families and the Mamba-2 / Gated DeltaNet / short-conv / KDA hybrids vLLM 0.33 runs, each at
+    1K/8K/128K, each row naming the vLLM model file its layer list transcribes."""
     families = {"gpt2", "qwen3_moe", "glm4", "gemma", "starcoder2", "olmoe", "zamba2", "olmo_hybrid", "qwen3_5",
-                "gemma3n"}
+                "gemma3n", "lfm2", "lfm2_moe", "kimi_linear", "bailing_hybrid", "kolibri1", "beam"}
     rows = [r for r in GOLDEN["rows"] if r["model"].startswith("families/")]
     assert {r["model"].split("/")[1] for r in rows} == families
     for family in families:
         mine = [r for r in rows if r["model"] == f"families/{family}"]
         assert {r["tokens"] for r in mine} == {1024, 8192, 131072}
         assert all(r["provenance"]["layers"].startswith("models/") for r in mine)
-    hybrids = [r for r in rows if r["model"] in ("families/zamba2", "families/olmo_hybrid", "families/qwen3_5")]
+    hybrids = [r for r in rows if r["model"] in ("families/zamba2", "families/olmo_hybrid", "families/qwen3_5",
+                                                 "families/lfm2_moe") or r.get("config_overrides", {}).get("conv_dim")]
+    assert sum(r["model"] in ("families/lfm2", "families/lfm2_moe") for r in hybrids) == 12  # both short-conv files
     assert all({g["spec"] for g in r["kv_cache_groups"]} == {"MambaSpec", "FullAttentionSpec"} for r in hybrids)
+    kda = [r for r in rows if r["model"] in ("families/kimi_linear", "families/bailing_hybrid")]
+    assert len(kda) == 12
+    assert all({g["spec"] for g in r["kv_cache_groups"]} == {"MambaSpec", "MLAAttentionSpec"} for r in kda)
+
+
+def test_kda_state_is_a_model_dtype_conv_and_an_fp32_recurrent_state():
+    """KDA (kda_state_shape / kda_state_dtype): conv (K − 1, 3·H·d) bf16 and (H, d, d) fp32; Kimi-Linear 32 heads
+    of 128, Bailing-Hybrid 32 of 64 (transformers' BailingHybridConfig sets head_dim = qk_rope_head_dim)."""
+    kimi = {"model": "families/kimi_linear", "config_overrides": _overrides("kimi_linear", "linear_attn_config")}
+    for row, d in ((kimi, 128), ({"model": "families/bailing_hybrid"}, 64)):
+        states = {x.state for x in layer_specs(_spec(row)) if x.spec == "mamba"}
+        assert states == {(("conv", (3, 3 * 32 * d), 2), ("ssm", (32, d, d), 4))}
+
+
+def test_mla_hybrid_block_is_a_multiple_of_128_and_pads_the_kda_page():
+    """Platform._align_hybrid_block_size beside MLA: block = 128·⌈state / (128·576·2)⌉, the state padded to it."""
+    plan = vllm_plan(_spec({"model": "families/bailing_hybrid"}), 8192)
+    state = 3 * 3 * 32 * 64 * 2 + 32 * 64 * 64 * 4
+    assert plan.blocks.block_size_tokens == 128 * -(-state // (128 * 1152)) == 512
+    assert plan.blocks.mamba_padding_bytes == 512 * 1152 - state
+
+
+def test_lfm2_short_conv_state_is_one_conv_of_conv_dim():
+    """LFM2 conv layers: (conv_L_cache − 1, conv_dim) in the model dtype, no recurrent state (lfm2.py reads conv_dim,
+    lfm2_moe.py hidden_size)."""
+    row = {"model": "families/lfm2", "config_overrides": _overrides("lfm2", "conv_dim")}
+    assert {x.state for x in layer_specs(_spec(row)) if x.spec == "mamba"} == {(("conv", (2, 2560), 2),)}
+    row["config_overrides"] = {**row["config_overrides"], "conv_dim": 1280}
+    assert {x.state for x in layer_specs(_spec(row)) if x.spec == "mamba"} == {(("conv", (2, 1280), 2),)}
+    moe = {x.state for x in layer_specs(_spec({"model": "families/lfm2_moe"})) if x.spec == "mamba"}
+    assert moe == {(("conv", (2, 2048), 2),)}
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"full_attn_idxs": [2, 5], "layer_types": None}, "models/lfm2.py sizes LFM2's conv state by conv_dim"),
+    ({}, "linear_attn_config"),
+    ({"mla_use_nope": False}, "mla_use_nope true"),
+    ({"linear_attn_config": {"kda_layers": [1, 2], "full_attn_layers": [3]}}, "kda_layers"),
+    ({"layer_types": ["linear_attention"] * 41 + ["full_attention"]}, "models/bailing_moe_v3.py"),
+], ids=["lfm2-no-conv_dim", "kimi-no-linear_attn_config", "kimi-rope-mla", "kimi-other-layers", "bailing-layers"])
+def test_configs_vllm_cannot_run_are_refused_with_the_key(overrides, match):
+    family = "lfm2" if "full_attn_idxs" in overrides else "bailing_hybrid" if "layer_types" in overrides else \
+        "kimi_linear"
+    if family == "kimi_linear" and overrides:
+        overrides = {**_overrides("kimi_linear", "linear_attn_config"), **overrides}
+    spec = _spec({"model": f"families/{family}", "config_overrides": overrides})
+    with pytest.raises(InputError, match=match):
+        vllm_plan(spec, 1024)
+
+
+def test_minimax_lightning_state_is_still_refused():
+    with pytest.raises(InputError, match="kvsim does not model vLLM .*lightning"):
+        vllm_plan(_spec({"model": "families/minimax"}), 1024)
 
 
 def test_qwen3_5_ssm_state_follows_mamba_ssm_dtype():
@@ -195,3 +257,18 @@ def test_live_vllm_reproduces_golden():
         name = row["model"] + "".join(f"#{k}" for k in variant) + ("@fp8" if row["kv_dtype"] == "fp8" else "")
         live = vllm_golden.build(name, row["kv_dtype"], row["tokens"], row["decode_steps"])
         assert live == row
+
+
+def test_family_coverage_vllm_column_is_derived_from_the_golden_rows():
+    """tools/family_coverage.py's vLLM column: the planner's verdict on the real config, then the golden rows of
+    the model type that kvsim's plan equals (by test_plan_equals_vllm)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import family_coverage
+
+    golden = family_coverage.golden_rows_by_type()
+    assert {len(golden[t]) for t in ("lfm2_moe", "bailing_hybrid", "kolibri1", "beam")} == {6}
+    assert len(golden["lfm2"]) == 12 and len(golden["kimi_linear"]) == 6
+    cell, plans, equal = family_coverage.vllm_equal(_spec({"model": "families/kimi_linear"}), golden["kimi_linear"])
+    assert not plans and cell.startswith("refused: vLLM 0.33.0 builds Kimi-Linear's KDA layers") and equal == 6
+    wrong = [{**golden["beam"][0], "num_blocks": golden["beam"][0]["num_blocks"] + 1}]
+    assert family_coverage.vllm_equal(_spec({"model": "families/beam"}), wrong)[1:] == (True, 0)

@@ -146,10 +146,13 @@ def test_cli_engine_transformers_reads_a_hybrid(capsys):
     assert out["cache_classes"] == {"LinearAttentionLayer": 24, "DynamicLayer": 8}
 
 
-@pytest.mark.parametrize("stem", ["lfm2", "kimi_linear", "minimax"])
-def test_vllm_refuses_states_kvsim_does_not_model_for_it(stem):
+@pytest.mark.parametrize("stem, match", [
+    ("lfm2", "models/lfm2.py sizes LFM2's conv state by conv_dim"),  # class defaults lack the checkpoint's conv_dim
+    ("kimi_linear", "linear_attn_config"),  # ... and Kimi-Linear's linear_attn_config (tests/test_engines_vllm.py)
+    ("minimax", "kvsim does not model vLLM")])
+def test_vllm_refuses_states_kvsim_does_not_model_for_it(stem, match):
     spec = _lfm2_with_conv_layers() if stem == "lfm2" else _load(stem)
-    with pytest.raises(InputError, match="kvsim does not model vLLM"):
+    with pytest.raises(InputError, match=match):
         engine_bytes(spec, "vllm", prompt_tokens=100)
 
 

@@ -2,7 +2,10 @@
 
 Prints one row per model type of ``transformers.models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``
 that kvsim reads (model type, the real config it is checked on, layer kinds and notes), then the count of types
-read. With ``--measure`` it also runs the tiny random-weight model of each family (tests/transformers_configs.py)
+read. The vLLM column says whether ``kvsim calc --engine vllm`` plans the real config (else its one-line refusal)
+and how many golden rows of that model type (``tests/data/vllm_golden.json``, computed by vLLM 0.33's own planning
+code: tools/vllm_golden.py) kvsim's plan equals, by the assertions of tests/test_engines_vllm.py. With ``--measure``
+it also runs the tiny random-weight model of each family (tests/transformers_configs.py)
 through ``generate`` in fp32 and bf16 and prints whether every layer's bytes equal
 :func:`kvsim.calc.engines_transformers.transformers_rows` (what tests/test_engines_transformers.py asserts).
 
@@ -77,6 +80,44 @@ def tested_by(model_type: str) -> str:
             f"text part tested as {text}" if text else "no tiny config")
 
 
+def golden_rows_by_type() -> dict:
+    """model_type -> the vLLM golden rows of configs of that type (a row's config: a registry model or
+    ``data/models/families/<type>.json``; the type of a multimodal wrapper and of its text_config both count)."""
+    from kvsim.calc.registry import data_dir, model_info
+    golden = json.loads((ROOT / "tests" / "data" / "vllm_golden.json").read_text())
+    out: dict = {}
+    for row in golden["rows"]:
+        name = row["model"]
+        file = f"models/{name}.json" if name.startswith("families/") else model_info(name)["file"]
+        raw = json.loads((data_dir() / file).read_text())
+        for t in {raw.get("model_type"), (raw.get("text_config") or {}).get("model_type")} - {None}:
+            out.setdefault(t, []).append(row)
+    return out
+
+
+def vllm_equal(spec, rows) -> tuple[str, bool, int]:
+    """(cell, plans, golden rows equal): 'plans' or the refusal for the real config (8K prompt), then
+    'vLLM = kvsim on e of n golden rows'."""
+    from kvsim.calc.engines_vllm import vllm_plan
+    from tests.test_engines_vllm import test_plan_equals_vllm
+    try:
+        vllm_plan(spec, 8192)
+        plan = "plans"
+    except ValueError as e:  # InputError / ConfigError: the one-line reason
+        plan = f"refused: {e}"
+    if not rows:
+        return f"{plan}; no golden row", plan == "plans", 0
+    equal = 0
+    for row in rows:
+        try:
+            test_plan_equals_vllm(row)
+            equal += 1
+        except AssertionError:
+            pass
+    variants = " (some with checkpoint keys)" if any(r.get("config_overrides") for r in rows) else ""
+    return f"{plan}; vLLM = kvsim on {equal} of {len(rows)} golden rows{variants}", plan == "plans", equal
+
+
 def main(measure: bool) -> None:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -88,8 +129,10 @@ def main(measure: bool) -> None:
         transformers.logging.set_verbosity_error()
     sources = real_configs()
     read = [t for t in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) if t in SUPPORTED_MODEL_TYPES]
-    print("| model type | real config | layers | notes | transformers measured = kvsim |")
-    print("|---|---|---|---|---|")
+    golden = golden_rows_by_type()
+    print("| model type | real config | layers | notes | transformers measured = kvsim | vLLM 0.33 |")
+    print("|---|---|---|---|---|---|")
+    vllm_cells = {}
     for t in read:
         src = sources.get(t, "")
         name = src.split(" ")[0]
@@ -97,11 +140,18 @@ def main(measure: bool) -> None:
             if name else None
         kinds = ", ".join(f"{n} {k}" for k, n in spec.kinds.items()) if spec else ""
         notes = "; ".join(n.split(":")[0] for n in spec_notes(spec)) if spec else ""
-        print(f"| {t} | {src} | {kinds} | {notes} | {measured_equal(t) if measure else tested_by(t)} |")
+        vllm_cells[t] = vllm_equal(spec, golden.get(t, [])) if spec else ("no real config", False, 0)
+        print(f"| {t} | {src} | {kinds} | {notes} | {measured_equal(t) if measure else tested_by(t)} "
+              f"| {vllm_cells[t][0]} |")
     print(f"\nkvsim reads {len(read)} of the {len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} causal-LM model types of "
           f"transformers {__import__('transformers').__version__} (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES); "
           f"kvsim also reads {', '.join(sorted(set(SUPPORTED_MODEL_TYPES) - set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)))}, "
           "which that mapping does not list.")
+    plans = [t for t, (_, ok, _) in vllm_cells.items() if ok]
+    checked = [t for t in read if golden.get(t)]
+    equal = [t for t in checked if vllm_cells[t][2] == len(golden[t])]
+    print(f"vLLM 0.33: kvsim plans {len(plans)} of these {len(read)} types; golden rows computed by vLLM's own code "
+          f"check {len(checked)} types, vLLM = kvsim on every row for {len(equal)} of them.")
 
 
 if __name__ == "__main__":

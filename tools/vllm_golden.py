@@ -21,8 +21,13 @@ each value in the JSON): the hybrid block size and Mamba page padding (``vllm/pl
 ``Platform._align_hybrid_block_size``), the per-layer attention type of each model file
 (``vllm/model_executor/models/<family>.py``), align mode (``model_executor/models/config.py``
 ``MambaModelConfig.verify_and_update_config``), NemotronH's fp32 SSM state
-(``NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype``) and the FlashMLA 64-token block for fp8 MLA
-(``v1/attention/backends/mla/flashmla.py``). Layer specs are built from each ``data/models/*.json`` by hand
+(``NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype``), the FlashMLA 64-token block for fp8 MLA
+(``v1/attention/backends/mla/flashmla.py``), the 128-token block alignment beside MLA in hybrids (the same
+``_align_hybrid_block_size``) and Bailing V3's layer rule (``models/bailing_moe_v3.py`` ``_is_kda_layer``). For
+LFM2, Kimi-Linear, Bailing-Hybrid, Kolibri-1 and Beam (HF_CONFIG_FAMILIES) the layer list and state arguments are
+read from the config object vLLM loads (``transformers_utils/config.py``: vLLM's own KimiLinearConfig and
+BeamConfig, else transformers' class), and the states come from ``short_conv_state_shape`` / ``kda_state_shape``
+with ``short_conv_state_dtype`` / ``kda_state_dtype``. Layer specs are built from each ``data/models/*.json`` by hand
 here, not through kvsim's parser; for issue 17's families (``families/<type>``) FAMILY_FILES names the model file
 each layer list transcribes (it lands in the row's provenance), and a ``#variant`` sets keys a real checkpoint
 writes (VARIANTS; the row keeps them as ``config_overrides``). The SSM state dtype a model's config class sets
@@ -50,9 +55,22 @@ MODELS = {  # name: kv dtype
     "families/starcoder2": "bf16", "families/olmoe": "bf16", "families/zamba2": "bf16",
     "families/olmo_hybrid": "bf16", "families/qwen3_5": "bf16", "families/qwen3_5@fp8": "fp8",
     "families/gemma3n": "bf16", "falcon-h1-0.5b": "bf16", "families/qwen3_5#ssm-fp32": "bf16",
+    # LFM2 short conv, KDA beside MLA, and two sliding + full MoE families (issue 17, after the rows above)
+    "families/lfm2": "bf16", "families/lfm2#conv-layers": "bf16", "families/lfm2_moe": "bf16",
+    "families/kimi_linear#checkpoint-keys": "bf16", "families/bailing_hybrid": "bf16", "families/kolibri1": "bf16",
+    "families/beam": "bf16",
 }
 # name#variant: the family config with these keys set in its (text) config, as real checkpoints write them
-VARIANTS = {"ssm-fp32": {"mamba_ssm_dtype": "float32"}}  # Qwen3.5 checkpoints: the GDN state kept in fp32
+VARIANTS = {"ssm-fp32": {"mamba_ssm_dtype": "float32"},  # Qwen3.5 checkpoints: the GDN state kept in fp32
+            # LFM2 checkpoints: conv layers (LFM2-350M/1.2B's attention layers 2, 5, 8, 10, 12, 14; layer_types left
+            # to Lfm2Config to derive) and conv_dim = hidden_size, the width vLLM's lfm2.py reads
+            "conv-layers": {"full_attn_idxs": [2, 5, 8, 10, 12, 14], "layer_types": None, "conv_dim": 2560},
+            # Kimi-Linear checkpoints: linear_attn_config (1-indexed lists, here this config's layer_types) and NoPE
+            # MLA, the keys vLLM's KimiLinearConfig and kimi_k3/nvidia/model.py read
+            "checkpoint-keys": {"linear_attn_config": {
+                "full_attn_layers": [5, 9, 13, 17, 21, 25],
+                "kda_layers": [1, 2, 3, 4, 6, 7, 8, 10, 11, 12, 14, 15, 16, 18, 19, 20, 22, 23, 24, 26, 27],
+                "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}, "mla_use_nope": True}}
 # per family: the vLLM 0.33 model file whose attention and Mamba layers the layer list below transcribes
 FAMILY_FILES = {
     "families/gpt2": "models/gpt2.py GPT2Attention (MHA, head_dim = hidden / n_head)",
@@ -72,7 +90,29 @@ FAMILY_FILES = {
                         "get_kv_cache_spec gives them no spec",
     "falcon-h1-0.5b": "models/falcon_h1.py: every layer attention (config.head_dim) beside a Mamba-2 mixer "
                       "(intermediate mamba_d_ssm)",
+    "families/lfm2": "models/lfm2.py: Lfm2Config.layer_types, full_attention -> Lfm2Attention (head_dim = hidden / "
+                     "heads), conv -> ShortConv (short_conv_state_shape of conv_dim, conv_L_cache); all full "
+                     "attention: ModelConfig.is_hybrid false, no Mamba alignment",
+    "families/lfm2_moe": "models/lfm2_moe.py: layer_types, full_attention -> attention (head_dim = hidden / heads), "
+                         "conv -> ShortConv (short_conv_state_shape of hidden_size, conv_L_cache)",
+    "families/kimi_linear": "models/kimi_k3/nvidia/model.py KimiLinearForCausalLM: KimiLinearConfig.is_kda_layer -> "
+                            "KimiGatedDeltaNetAttention (kda_state_shape of linear_attn_config num_heads, head_dim, "
+                            "short_conv_kernel_size; no prefill checkpoint), else MultiHeadLatentAttention "
+                            "(MLAAttentionSpec kv_lora_rank + qk_rope_head_dim)",
+    "families/bailing_hybrid": "models/bailing_moe_v3.py BailingMoeV3ForCausalLM (vLLM's implementation of this HF "
+                               "model; its config class BailingMoeV3TextConfig is model_type bailing_hybrid): "
+                               "_is_kda_layer -> BailingMoeV3KimiDeltaAttention (kda_state_shape of "
+                               "num_attention_heads, head_dim as transformers' BailingHybridConfig sets it, "
+                               "short_conv_kernel_size), else BailingMoeV3MLAAttention",
+    "families/kolibri1": "models/transformers/base.py (Kolibri1ForCausalLM runs on the Transformers backend: "
+                         "per_layer_sliding_window = sliding_window on sliding_attention layers)",
+    "families/beam": "models/beam/nvidia/attention.py BeamAttention (head_dim = config.head_dim; "
+                     "per_layer_sliding_window = sliding_window on sliding_attention layers)",
 }
+# the config class vLLM 0.33 loads for these families (transformers_utils/config.py: its own where _CONFIG_REGISTRY
+# names one, else transformers'); their layer lists and states are read from its attributes
+HF_CONFIG_FAMILIES = ("families/lfm2", "families/lfm2_moe", "families/kimi_linear", "families/bailing_hybrid",
+                      "families/kolibri1", "families/beam")
 TOKENS = (1024, 8192, 131072)
 DECODE_STEPS = (0, 100)  # P = T - D
 MAX_NUM_BATCHED_TOKENS = 8192  # engine/arg_utils.py get_batch_defaults: API server, H100/H200
@@ -89,8 +129,26 @@ def _cfg(name):
     return cfg.get("text_config", cfg)
 
 
+def hf_config(name, cfg):
+    """The config object vLLM builds from ``cfg``: vLLM's KimiLinearConfig / BeamConfig, else transformers' class."""
+    if name == "families/kimi_linear":
+        from vllm.transformers_utils.configs.kimi_linear import KimiLinearConfig
+        return KimiLinearConfig(**cfg)
+    if name == "families/beam":
+        from vllm.transformers_utils.configs import BeamConfig
+        return BeamConfig(**cfg)
+    import transformers
+    return transformers.AutoConfig.for_model(**cfg)
+
+
 def attention_geometry(name, cfg):
     """(num_kv_heads, head_size) of the attention layers, as vLLM's model file computes them."""
+    if name in ("families/lfm2", "families/lfm2_moe"):  # Lfm2Attention: head_dim = hidden / heads
+        return cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
+    if name in ("families/kolibri1", "families/beam"):
+        return cfg.num_key_value_heads, cfg.head_dim
+    if name in ("families/kimi_linear", "families/bailing_hybrid"):  # MLA: the latent (see build)
+        return 1, cfg.kv_lora_rank + cfg.qk_rope_head_dim
     if name == "families/gpt2":
         return cfg["n_head"], cfg["n_embd"] // cfg["n_head"]
     if name == "families/zamba2":
@@ -105,6 +163,17 @@ def attention_geometry(name, cfg):
 def layer_types(name, cfg):
     """Per-layer (type, arg) as vLLM's model file builds them: full, sliding W, chunked C, mla, mamba1/2, gdn,
     full+mamba2 (an attention layer beside a Mamba-2 mixer)."""
+    if name in HF_CONFIG_FAMILIES:
+        n = cfg.num_hidden_layers
+        if name in ("families/lfm2", "families/lfm2_moe"):
+            return [("full", None) if t == "full_attention" else ("shortconv", None) for t in cfg.layer_types]
+        if name == "families/kimi_linear":
+            return [("kda", None) if cfg.is_kda_layer(i) else ("mla", None) for i in range(n)]
+        if name == "families/bailing_hybrid":  # bailing_moe_v3.py _is_kda_layer (transcribed: private)
+            g = cfg.layer_group_size
+            return [("mla", None) if (i + 1) % g == 0 or i >= n // g * g else ("kda", None) for i in range(n)]
+        return [("sliding", cfg.sliding_window) if t == "sliding_attention" else ("full", None)
+                for t in cfg.layer_types]
     n = cfg.get("num_hidden_layers") or cfg.get("n_layer")
     if name in ("families/gpt2", "families/qwen3_moe", "families/glm4", "families/gemma", "families/olmoe"):
         assert not cfg.get("use_sliding_window") and not cfg.get("sliding_window")
@@ -155,6 +224,19 @@ def layer_types(name, cfg):
 def mamba_state(name, cfg, kind, torch, shape_calc, dtype_calc):
     """(shapes, dtypes, checkpoint alignment or None) from vLLM's own calculators."""
     mdt = torch.bfloat16
+    if kind == "shortconv":  # lfm2.py reads conv_dim, lfm2_moe.py hidden_size; ShortConv exports no checkpoint
+        width = cfg.conv_dim if name == "families/lfm2" else cfg.hidden_size
+        return (shape_calc.short_conv_state_shape(1, width, cfg.conv_L_cache),
+                dtype_calc.short_conv_state_dtype(mdt, "auto"), None)
+    if kind == "kda":  # get_mamba_state_shape_from_config of each model; kda_state_dtype(model dtype, "auto")
+        if name == "families/kimi_linear":
+            lin = cfg.linear_attn_config
+            shapes = shape_calc.kda_state_shape(1, lin["num_heads"], lin["head_dim"],
+                                                conv_kernel_size=lin["short_conv_kernel_size"])
+        else:
+            shapes = shape_calc.kda_state_shape(1, cfg.num_attention_heads, cfg.head_dim,
+                                                conv_kernel_size=cfg.short_conv_kernel_size)
+        return shapes, dtype_calc.kda_state_dtype(mdt, "auto"), None
     ssm_dt = "float32" if name.startswith("nemotron") else "auto"
     if name == "families/qwen3_5":  # Qwen3_5ForConditionalGenerationConfig: text_config.mamba_ssm_dtype, where given
         ssm_dt = cfg.get("mamba_ssm_dtype") or "auto"
@@ -216,13 +298,16 @@ def build(name, kv, T, D):
     base, _, variant = name.split("@")[0].partition("#")
     overrides = VARIANTS[variant] if variant else {}
     cfg = {**_cfg(base), **overrides}
+    if base in HF_CONFIG_FAMILIES:
+        cfg = hf_config(base, cfg)
     types = layer_types(base, cfg)
     attn_dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
     quant = KVQuantMode.FP8_PER_TENSOR if kv == "fp8" else KVQuantMode.NONE
     n_kv, d = attention_geometry(base, cfg)
     mla = any(t == "mla" for t, _ in types)
     has_attn = any(t in ("full", "sliding", "chunked", "mla", "full+mamba2") for t, _ in types)
-    mamba_kinds = [t.split("+")[-1] for t, _ in types if t and t.split("+")[-1] in ("mamba1", "mamba2", "gdn")]
+    mamba_kinds = [t.split("+")[-1] for t, _ in types
+                   if t and t.split("+")[-1] in ("mamba1", "mamba2", "gdn", "shortconv", "kda")]
     L = T
     prefix_caching = has_attn  # ModelConfig.is_prefix_caching_supported: off for attention-free models
     mode = ("align" if prefix_caching else "none") if mamba_kinds else None
@@ -235,9 +320,13 @@ def build(name, kv, T, D):
                                             MambaStateDtypeCalculator)
         mamba_page = MambaSpec(shapes=shapes, dtypes=dtypes, block_size=-1).page_size_bytes
         if has_attn:  # platforms/interface.py Platform._align_hybrid_block_size (transcribed: private)
-            attn_pt = FullAttentionSpec(block_size=1, num_kv_heads=n_kv, head_size=d, dtype=attn_dtype,
-                                        kv_quant_mode=quant).page_size_bytes
+            attn_pt = (MLAAttentionSpec(block_size=1, num_kv_heads=1, head_size=d, dtype=attn_dtype,
+                                        kv_quant_mode=quant, cache_dtype_str="fp8" if kv == "fp8" else "auto")
+                       if mla else FullAttentionSpec(block_size=1, num_kv_heads=n_kv, head_size=d, dtype=attn_dtype,
+                                                     kv_quant_mode=quant)).page_size_bytes
             a = max(16, block)
+            if mla:  # model_config.use_mla: the manager block a multiple of 128 (TRTLLM/FlashInfer MLA decode)
+                a = max(a, 128)
             if mode == "align":
                 a = math.lcm(a, align or 1)
             new = a * -(-mamba_page // (a * attn_pt))
@@ -263,10 +352,12 @@ def build(name, kv, T, D):
             layers[key] = ChunkedLocalAttentionSpec(**common, attention_chunk_size=arg)
         elif t == "mla":
             layers[key] = MLAAttentionSpec(block_size=block, num_kv_heads=1,
-                                           head_size=cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"],
+                                           head_size=(cfg.kv_lora_rank + cfg.qk_rope_head_dim
+                                                      if base in HF_CONFIG_FAMILIES
+                                                      else cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]),
                                            dtype=attn_dtype, kv_quant_mode=quant,
                                            cache_dtype_str="fp8" if kv == "fp8" else "auto")
-        elif t in ("mamba1", "mamba2", "gdn"):
+        elif t in ("mamba1", "mamba2", "gdn", "shortconv", "kda"):
             shapes, dtypes, align = mamba_state(base, cfg, t, torch, MambaStateShapeCalculator,
                                                 MambaStateDtypeCalculator)
             ckpt = dict(num_prefill_checkpoint_blocks=1,

@@ -71,8 +71,9 @@ RULES = {
                     "during prefill)", "vllm/v1/core/single_type_kv_cache_manager.py ChunkedLocalAttentionManager"),
         "mla": ("576 elements per token, no V, replicated on every TP rank; fp8: 576 B in 64-token FlashMLA "
                 "blocks, one per-tensor scale", "vllm/v1/kv_cache_interface.py MLAAttentionSpec"),
-        "recurrent": ("conv K − 1 columns + state, both in the model dtype (NemotronH's SSM fp32), the page "
-                      "padded up to the attention page; 1 block, 2 around prefill steps in align mode",
+        "recurrent": ("conv K − 1 columns + state, both in the model dtype (NemotronH's SSM and KDA's state fp32; "
+                      "LFM2's short conv no state), the page padded up to the attention page; 1 block, 2 around "
+                      "prefill steps in align mode",
                       "vllm/model_executor/layers/mamba/mamba_utils.py; MambaManager"),
     },
 }

@@ -8,11 +8,16 @@ Contract
      (kv_lora_rank + qk_rope_head_dim elements, no V, one latent replicated on every TP rank),
      Mamba-1 / Mamba-2 / Gated DeltaNet → ``MambaSpec`` (conv K − 1 columns + the temporal state, both
      in the model dtype; the SSM state fp32 for NemotronH and in Qwen3.5's mamba_ssm_dtype,
-     :func:`ssm_state_dtype`). A page is one block of one layer: attention bs·n_kv·(d_k + d_v)·b, MLA
-     bs·576·b, Mamba Σ numel·b of one request's state.
+     :func:`ssm_state_dtype`); LFM2's short conv → ``MambaSpec`` of one conv state (K − 1, conv width) in
+     the model dtype; KDA (Kimi-Linear, Bailing-Hybrid) → conv (K − 1, 3·H·d) in the model dtype and the
+     recurrent state (H, d, d) in fp32 (``kda_state_dtype``). :func:`vllm_model_keys` reads the keys those
+     model files read (LFM2 conv_dim; Kimi-Linear linear_attn_config and mla_use_nope; Bailing V3's layer
+     rule and head_dim) and refuses a config they could not run. A page is one block of one layer:
+     attention bs·n_kv·(d_k + d_v)·b, MLA bs·576·b, Mamba Σ numel·b of one request's state.
   2. **Block size**: 16 (``CacheConfig.DEFAULT_BLOCK_SIZE``), 64 for fp8 MLA (FlashMLA on SM90). Hybrids
      (attention + Mamba): block = a·⌈mamba_page / (a·attn_page_1_token)⌉, a = lcm(16, prefill checkpoint
-     alignment) in align mode (GDN 64, Mamba-2 1, Mamba-1 none), and the Mamba page padded to
+     alignment) in align mode (GDN 64, Mamba-2 1, Mamba-1, short conv and KDA none), at least 128 beside
+     MLA, and the Mamba page padded to
      block·attn_page_1_token (``Platform._align_hybrid_block_size``, ``platforms/interface.py``).
   3. **Groups** (``v1/core/kv_cache_planning.py`` ``get_kv_cache_groups``): one group when every layer has
      the same spec or one type; else buckets by spec, group_size = the smallest bucket unless the
@@ -59,8 +64,12 @@ FLASHMLA_BLOCK_SIZE = 64  # v1/attention/backends/mla/flashmla.py: fp8 MLA on SM
 # engine/arg_utils.py get_batch_defaults: the API server on a >= 70 GB non-A100 GPU (H100, H200)
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
 ASYNC_CONCURRENT_BATCHES = 2  # config/vllm.py VllmConfig.max_concurrent_batches, async scheduling, PP = 1
-# model_executor/layers/mamba/*: get_prefill_checkpoint_alignment (GDN with FlashInfer prefill on SM90: 64)
-PREFILL_CHECKPOINT_ALIGNMENT = {"mamba": None, "mamba2": 1, "gated_deltanet": 64}
+# model_executor/layers/mamba/*: get_prefill_checkpoint_alignment (GDN with FlashInfer prefill on SM90: 64; LFM2's
+# ShortConv, Kimi-Linear's KimiGatedDeltaNetAttention and Bailing V3's KDA declare none)
+PREFILL_CHECKPOINT_ALIGNMENT = {"mamba": None, "mamba2": 1, "gated_deltanet": 64, "short_conv": None, "kda": None}
+# mamba_utils.py MambaStateDtypeCalculator.kda_state_dtype: the KDA recurrent state is fp32 under "auto" (Kimi-Linear
+# and Bailing V3 pass no --mamba-ssm-cache-dtype); the conv state keeps the model dtype
+KDA_STATE_DTYPE = "fp32"
 # model_executor/models/config.py: the SSM state dtype a model's config sets when --mamba-ssm-cache-dtype is "auto":
 # NemotronHForCausalLMConfig (its config's mamba_ssm_cache_dtype, else DEFAULT_MAMBA_SSM_CACHE_DTYPE float32) and
 # Qwen3_5ForConditionalGenerationConfig (text_config.mamba_ssm_dtype where given: Qwen3.5 checkpoints write float32)
@@ -121,15 +130,23 @@ def _model_dtype(spec: ModelSpec, kv: str) -> str:
     return cfg if cfg in FLOAT_DTYPES else "bf16"
 
 
-def _mamba_state(layer: LayerSpec, tp: int, model_b: int, ssm_b: int):
-    """vLLM's state tensors of one Mamba-type layer on one rank (``MambaStateShapeCalculator``)."""
+def _mamba_state(layer: LayerSpec, tp: int, model_b: int, ssm_b: int, model_keys: dict):
+    """vLLM's state tensors of one Mamba-type layer on one rank (``MambaStateShapeCalculator``); ``model_keys``
+    the widths vLLM's model file reads where kvsim's parser reads others (:func:`vllm_model_keys`)."""
     fam = layer.recurrent_family
-    if fam in ("short_conv", "kda", "lightning", "cca"):  # kvsim.calc.families_hybrid's state families
-        raise InputError(f"kvsim does not model vLLM {VLLM_VERSION}'s {fam} state (LFM2 short conv, KDA, MiniMax "
-                         "lightning attention, ZAYA CCA); --engine vllm accepts Mamba-1, Mamba-2 and Gated DeltaNet "
-                         "hybrids")
+    if fam in ("lightning", "cca"):  # kvsim.calc.families_hybrid's state families
+        raise InputError(f"kvsim does not model vLLM {VLLM_VERSION}'s {fam} state (MiniMax lightning attention, ZAYA "
+                         "CCA); --engine vllm accepts Mamba-1, Mamba-2, Gated DeltaNet, KDA and LFM2 short-conv hybrids")
     shapes = dict(layer.state_shapes)
     k1, conv_dim = shapes["conv"]  # kvsim keeps (K − 1, conv_dim), as vLLM does
+    if fam == "short_conv":  # short_conv_state_shape: conv (K − 1, width/tp) in the model dtype, nothing else
+        width = model_keys.get("conv_width", conv_dim)
+        return (("conv", (k1, _divide("the short conv width", width, tp)), model_b),)
+    if fam == "kda":  # kda_state_shape: conv (K − 1, (H·d + 2·H·d)/tp), recurrent (H/tp, d, d) in fp32
+        h, d, _ = shapes["ssm"]
+        d = model_keys.get("kda_head_dim", d)
+        return (("conv", (k1, _divide("the KDA conv width", 3 * h * d, tp)), model_b),
+                ("ssm", (_divide("KDA heads", h, tp), d, d), DTYPE_BYTES[KDA_STATE_DTYPE]))
     if fam == "mamba":  # mamba1_state_shape: conv (d_inner/tp, K − 1), temporal (d_inner/tp, N)
         d_inner, n = shapes["ssm"]
         d = _divide("the Mamba inner width", d_inner, tp)
@@ -161,6 +178,40 @@ def ssm_state_dtype(spec: ModelSpec, model_dtype: str) -> str:
     return name
 
 
+def vllm_model_keys(spec: ModelSpec) -> dict:
+    """What vLLM 0.33's model file reads for the state of LFM2 / Kimi-Linear / Bailing-Hybrid where kvsim's parser
+    reads other keys: ``conv_width`` (LFM2: conv_dim), ``kda_head_dim`` (Bailing: the config class's head_dim);
+    a config vLLM cannot run is refused with the key it lacks."""
+    cfg, n = spec.config, len(spec.layers)
+    recurrent = {i for i, x in enumerate(spec.layers) if x.state_shapes}
+    if spec.model_type == "lfm2" and recurrent:
+        if cfg.get("conv_dim") is None:  # Lfm2ForCausalLM.get_mamba_state_shape_from_config: hf_config.conv_dim
+            raise InputError(f"vLLM {VLLM_VERSION}'s models/lfm2.py sizes LFM2's conv state by conv_dim, which this "
+                             "config lacks (LFM2 checkpoints write conv_dim = hidden_size)")
+        return {"conv_width": positive_int("conv_dim", cfg["conv_dim"])}
+    if spec.model_type == "kimi_linear":
+        lin = cfg.get("linear_attn_config") or {}
+        if not all(isinstance(lin.get(k), (list, tuple)) for k in ("kda_layers", "full_attn_layers")):
+            raise InputError(f"vLLM {VLLM_VERSION} builds Kimi-Linear's KDA layers from linear_attn_config.kda_layers "
+                             "and .full_attn_layers, lists of 1-indexed layers (transformers_utils/configs/"
+                             "kimi_linear.py), which this config does not give (Kimi-Linear checkpoints write them)")
+        if cfg.get("mla_use_nope") is not True:
+            raise InputError(f"vLLM {VLLM_VERSION}'s models/kimi_k3/nvidia/model.py runs Kimi-Linear's MLA layers only "
+                             "with mla_use_nope true (it asserts it; Kimi-Linear checkpoints write it)")
+        if {i - 1 if isinstance(i, int) and not isinstance(i, bool) else None for i in lin["kda_layers"]} != recurrent:
+            raise InputError("linear_attn_config.kda_layers (1-indexed: the layers vLLM makes KDA) must be the "
+                             "layers layer_types makes linear_attention")
+    if spec.model_type == "bailing_hybrid":
+        g = positive_int("layer_group_size", cfg.get("layer_group_size", 6))
+        # bailing_moe_v3.py _is_kda_layer: MLA every g-th layer and on every layer after the last whole group
+        if {i for i in range(n) if (i + 1) % g and i < n // g * g} != recurrent:
+            raise InputError(f"vLLM {VLLM_VERSION}'s models/bailing_moe_v3.py makes every layer_group_size-th layer "
+                             "(and those after the last whole group) MLA, the rest KDA; layer_types must say the same")
+        # transformers' BailingHybridConfig sets head_dim = qk_rope_head_dim; BailingMoeV3KimiDeltaAttention reads it
+        return {"kda_head_dim": positive_int("qk_rope_head_dim", cfg.get("qk_rope_head_dim", 64))}
+    return {}
+
+
 def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLayer, ...]:
     """The per-layer KV-cache specs vLLM builds on one rank (an attention layer with a parallel Mamba
     mixer, as in Falcon-H1, gives two specs)."""
@@ -184,6 +235,7 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
     b = DTYPE_BYTES[kv]
     model_b = DTYPE_BYTES[_model_dtype(spec, kv)]
     ssm_b = DTYPE_BYTES[ssm_state_dtype(spec, _model_dtype(spec, kv))]
+    model_keys = vllm_model_keys(spec)
     out = []
     for i, layer in enumerate(spec.layers):
         if layer.has_kv_heads:
@@ -193,7 +245,7 @@ def layer_specs(spec: ModelSpec, kv_dtype="bf16", tp: int = 1) -> tuple[VllmLaye
         elif layer.kind == "mla":
             out.append(VllmLayer(i, "mla", 1, layer.kv_lora_rank + layer.qk_rope_head_dim, 0, b))
         if layer.state_shapes:
-            out.append(VllmLayer(i, "mamba", state=_mamba_state(layer, tp, model_b, ssm_b),
+            out.append(VllmLayer(i, "mamba", state=_mamba_state(layer, tp, model_b, ssm_b, model_keys),
                                  family=layer.recurrent_family))
     return tuple(out)
 
