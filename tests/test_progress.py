@@ -3,6 +3,7 @@
 import gc
 import re
 
+import pytest
 
 from kvsim.calc.progress import Progress, progress
 
