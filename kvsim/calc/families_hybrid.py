@@ -277,15 +277,21 @@ def kimi_linear(cfg):
 
 
 def bailing_hybrid(cfg):
-    """Bailing-Hybrid (Ling): layer_types, else full (MLA) every layer_group_size-th layer (default 6); KDA
-    layers of num_attention_heads heads of head_dim (default 128), kernel short_conv_kernel_size (default 4).
+    """Bailing-Hybrid (Ling): layer_types, else full (MLA: kv_lora_rank + qk_rope_head_dim) every
+    layer_group_size-th layer (default 6); KDA layers of H = linear_num_heads heads of d = linear_head_dim, kernel
+    K = linear_conv_kernel_dim: conv (K − 1, 3·H·d), state (H, d, d) fp32. As transformers' BailingHybridConfig:
+    linear_* absent -> num_attention_heads, head_dim (default 128), short_conv_kernel_size (default 4); its
+    to_dict writes linear_* and head_dim = qk_rope_head_dim, so a saved config's head_dim is not the KDA one.
     The num_mtp_layers MTP layers are not built: no cache."""
     n = config_int(cfg, "num_hidden_layers")
     group = config_int(cfg, "layer_group_size", default=6)
     types = _types(cfg, n, lambda i: "full_attention" if (i + 1) % group == 0 else "linear_attention",
                    ("linear_attention", "full_attention"), "layer_types")
-    kda = kda_layer(config_int(cfg, "num_attention_heads"), config_int(cfg, "head_dim", default=128),
-                    config_int(cfg, "short_conv_kernel_size", default=4))
+    # BailingHybridDeltaAttention reads config.linear_num_heads / linear_head_dim / linear_conv_kernel_dim, which
+    # __post_init__ sets from the other three keys before a config.json's own linear_* overwrite them
+    kda = kda_layer(config_int(cfg, "linear_num_heads", "num_attention_heads"),
+                    config_int(cfg, "linear_head_dim", "head_dim", default=128),
+                    config_int(cfg, "linear_conv_kernel_dim", "short_conv_kernel_size", default=4))
     return [_mla(cfg) if t == "full_attention" else kda for t in types]
 
 
