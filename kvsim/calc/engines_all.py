@@ -235,6 +235,11 @@ DOC_FOOT = """## Cases outside the per-kind rows
 - **Hybrid patterns** (nemotron_h): layers that are MLP or MoE blocks keep no cache in every engine; mlx-lm's cache
   list is then shorter than the layer list.
 - **Attention + Mamba-2 in every layer** (falcon_h1): each layer keeps both, in every engine.
+- **Bailing-Hybrid's KDA layers** are sized by different config keys: transformers (and kvsim) read
+  linear_num_heads × linear_head_dim and linear_conv_kernel_dim (128 per head in the real config), vLLM reads
+  num_attention_heads × head_dim, which BailingHybridConfig sets to qk_rope_head_dim (64), and
+  short_conv_kernel_size; mlx-lm's bailing_hybrid.py runs GLA (one fp32 state of num_attention_heads × head_dim²,
+  no conv). `--engine all` prints this as a note when the keys give different sizes.
 - **Quantized K/V in kvsim and mlx-lm**: kvsim's q8…q2 on every full, sliding and MLA layer; mlx-lm's `kv_bits`
   converts each `KVCache` once it holds `quantized_kv_start` (5000) tokens and refuses `RotatingKVCache`;
   transformers' `QuantizedCache` keeps 128 recent tokens in full precision.
