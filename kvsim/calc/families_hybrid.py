@@ -25,7 +25,11 @@ Contract
   the model dtype, held in ``MiniMaxCache.linear_cache`` outside the cache layers.
 - Hybrid layers that hold K/V and a Mamba state together (Zamba's and Zamba2's shared-attention blocks)
   are full-attention LayerSpecs that also carry the Mamba state, as Falcon-H1's; attention runs on
-  2·hidden_size, so its head size is ``attention_head_dim`` = 2·hidden_size / heads.
+  2·hidden_size, so its head size is ``attention_head_dim`` = 2·hidden_size / heads unless the config carries
+  ``head_dim`` or ``attention_head_dim`` (transformers then keeps that size).
+- Key names are the ones the model's transformers module reads after its config class has run: Bailing-Hybrid's
+  KDA layers read ``linear_*`` (falling back to the keys BailingHybridConfig derives them from), not the
+  ``head_dim`` its to_dict writes as qk_rope_head_dim.
 - :func:`decoder_keys` gives a seq2seq decoder config (``decoder_layers``, ``decoder_attention_heads``,
   ``d_model``) the standard key names; their cross-attention is not run by ``*ForCausalLM`` without
   encoder states, so only the self-attention K/V is cached: T·heads·2·(hidden / heads)·b per layer.
