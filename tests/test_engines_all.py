@@ -68,3 +68,23 @@ def test_engine_table_shows_transformers_dynamic_and_static():
         assert cols[label]["total_bytes"] == eb.total_bytes
     # a static sliding layer keeps W slots, a dynamic one W - 1: the two columns differ on sliding layers
     assert cols["transformers static"]["bytes_by_kind"]["sliding"] > cols["transformers dynamic"]["bytes_by_kind"]["sliding"]
+
+
+def test_bailing_kda_engines_disagree_in_one_line_naming_the_keys():
+    """The real Bailing-Hybrid config: transformers (and kvsim) size KDA by linear_head_dim 128, vLLM by head_dim =
+    qk_rope_head_dim 64; --engine all says so in one line, and says nothing where the keys agree."""
+    import json
+
+    from kvsim.calc.hf_config import from_hf_config
+    path = ROOT / "data" / "models" / "families" / "bailing_hybrid.json"
+    cfg = json.loads(path.read_text())
+    spec = from_hf_config(cfg)
+    t = engine_table(spec, 8000, 100)
+    assert len(t["notes"]) == 1 and "\n" not in t["notes"][0]
+    assert "32 heads of 128, K 4" in t["notes"][0] and "vLLM 32 of 64, K 4" in t["notes"][0]
+    cols = {c["engine"]: c["bytes_by_kind"]["recurrent"] for c in t["engines"]}
+    assert cols["transformers dynamic"] > 3 * cols["vllm"]  # 128² against 64² per head: the columns do differ
+    out = run_cli(f"calc {path} --engine all --prompt-tokens 8000 --decode-steps 100", 60)
+    assert sum("note: recurrent: KDA layers differ by config key" in line for line in out.splitlines()) == 1
+    agree = from_hf_config({**cfg, "linear_head_dim": cfg["qk_rope_head_dim"]})
+    assert engine_table(agree, 8000, 100)["notes"] == []

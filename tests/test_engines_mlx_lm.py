@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import (
+    ArraysCache,
     ChunkedKVCache,
     KVCache,
     QuantizedKVCache,
@@ -97,6 +98,14 @@ def test_mlx_lm_refuses_what_it_cannot_build():
         mlx_lm_bytes(from_hf_config(lacking), NEW_FEEDS)
     with pytest.raises(TypeError, match="swa_"):
         _public_build(lacking, "float32")
+    # bailing_hybrid with architectures BailingMoeV3ForCausalLM: mlx-lm builds bailing_moe_v3.py's KDA (four arrays
+    # per linear layer: q, k, v conv windows and the state), not bailing_hybrid.py's one GLA state kvsim models
+    v3 = {**NEW_CONFIGS["bailing_hybrid"], "architectures": ["BailingMoeV3ForCausalLM"]}
+    with pytest.raises(InputError, match="bailing_moe_v3"):
+        mlx_lm_bytes(from_hf_config(v3), NEW_FEEDS)
+    assert {len(c.cache) for c in build_mlx_lm_model(v3).make_cache() if isinstance(c, ArraysCache)} == {4}
+    assert {len(c.cache) for c in build_mlx_lm_model(NEW_CONFIGS["bailing_hybrid"]).make_cache()
+            if isinstance(c, ArraysCache)} == {1}
 
 
 # ---------------------------------------------------------------- the table

@@ -140,3 +140,30 @@ def test_real_config_layer_classes_and_windows_equal_the_dynamic_cache_transform
         assert want[len(got):] == got[n_in:n_in + spec.config["n_recurrent_layers"]] * (spec.config["n_recurrent_loops"] - 1)
         want = want[:len(got)]
     assert got == want
+
+
+@pytest.mark.parametrize("family, overrides", [
+    ("bailing_hybrid", {}),  # linear_head_dim 128 beside head_dim 64 (= qk_rope_head_dim, as to_dict writes it)
+    ("bailing_hybrid", "no linear_* keys"),  # BailingHybridConfig derives them from the other three
+    ("kimi_linear", {}),
+    ("kimi_linear", {"linear_attn_config": {"num_heads": 16, "head_dim": 64, "short_conv_kernel_size": 3}}),
+])
+def test_real_config_kda_layer_equals_the_module_transformers_builds(family, overrides):
+    """The real family config: kvsim's KDA layer (H, d, K) is the one the model's linear-attention module is built
+    with (num_heads, head_dim, conv_kernel_size, conv width 3·H·d), read off the module on the meta device."""
+    import importlib
+    import json
+
+    from kvsim.calc.registry import data_dir
+    raw = json.loads((data_dir() / "models" / "families" / f"{family}.json").read_text())
+    raw = ({k: v for k, v in raw.items() if not k.startswith("linear_")} if overrides == "no linear_* keys"
+           else {**raw, **overrides})
+    config = transformers.AutoConfig.for_model(**raw)
+    module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    cls = {"bailing_hybrid": "BailingHybridDeltaAttention", "kimi_linear": "KimiLinearDeltaAttention"}[family]
+    with torch.device("meta"):
+        kda = getattr(module, cls)(config, 0)
+    layer = next(x for x in from_hf_config(raw).layers if x.recurrent_family == "kda")
+    shapes = dict(layer.state_shapes)
+    assert shapes["ssm"] == (kda.num_heads, kda.head_dim, kda.head_dim)
+    assert shapes["conv"] == (kda.conv_kernel_size - 1, kda.conv_dim)

@@ -67,6 +67,10 @@ def _ids(row):
 
 @pytest.mark.parametrize("row", GOLDEN["rows"], ids=_ids)
 def test_plan_equals_vllm(row):
+    _assert_plan_equals(row)
+
+
+def _assert_plan_equals(row):
     plan = _kvsim(row)
     assert plan.blocks.block_size_tokens == row["block_size_tokens"]
     got = [{"spec": SPEC_CLASSES[g.spec], "layers": len(g.layers), "page_size_bytes": plan.blocks.pages[g.layers[0]],
@@ -113,9 +117,14 @@ def test_kda_state_is_a_model_dtype_conv_and_an_fp32_recurrent_state():
     """KDA (kda_state_shape / kda_state_dtype): conv (K − 1, 3·H·d) bf16 and (H, d, d) fp32; Kimi-Linear 32 heads
     of 128, Bailing-Hybrid 32 of 64 (transformers' BailingHybridConfig sets head_dim = qk_rope_head_dim)."""
     kimi = {"model": "families/kimi_linear", "config_overrides": _overrides("kimi_linear", "linear_attn_config")}
-    for row, d in ((kimi, 128), ({"model": "families/bailing_hybrid"}, 64)):
+    # Bailing: num_attention_heads, head_dim, short_conv_kernel_size, whatever linear_* say (transformers' keys)
+    linear_keys = {"model": "families/bailing_hybrid",
+                   "config_overrides": {"linear_num_heads": 16, "linear_head_dim": 96, "linear_conv_kernel_dim": 3}}
+    for row, d in ((kimi, 128), ({"model": "families/bailing_hybrid"}, 64), (linear_keys, 64)):
         states = {x.state for x in layer_specs(_spec(row)) if x.spec == "mamba"}
         assert states == {(("conv", (3, 3 * 32 * d), 2), ("ssm", (32, d, d), 4))}
+    assert {x.state_shapes for x in _spec(linear_keys).layers if x.state_shapes} == {  # kvsim: transformers' keys
+        (("conv", (2, 3 * 16 * 96)), ("ssm", (16, 96, 96)))}
 
 
 def test_mla_hybrid_block_is_a_multiple_of_128_and_pads_the_kda_page():
@@ -257,6 +266,20 @@ def test_live_vllm_reproduces_golden():
         name = row["model"] + "".join(f"#{k}" for k in variant) + ("@fp8" if row["kv_dtype"] == "fp8" else "")
         live = vllm_golden.build(name, row["kv_dtype"], row["tokens"], row["decode_steps"])
         assert live == row
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _vllm_importable(), reason="vLLM 0.33.0's source is not unzipped here (VLLM_SRC)")
+def test_live_vllm_sizes_bailing_kda_by_its_own_keys():
+    """A Bailing-Hybrid config whose linear_* (what transformers reads) differ from num_attention_heads, head_dim
+    and short_conv_kernel_size (what vLLM reads): kvsim's vLLM plan equals the one vLLM's calculators give."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import vllm_golden
+
+    for tokens in (1024, 8192):
+        row = vllm_golden.build("families/bailing_hybrid#linear-keys", "bf16", tokens, 100)
+        assert row["config_overrides"] == vllm_golden.VARIANTS["linear-keys"]
+        _assert_plan_equals(row)
 
 
 def test_family_coverage_vllm_column_is_derived_from_the_golden_rows():

@@ -294,6 +294,16 @@ HYBRID_CONFIGS = {
     "minimax": {**HYBRID, "model_type": "minimax", "head_dim": 16, "num_local_experts": 2, "num_experts_per_tok": 1,
                 "block_size": 4},
 }
+# Bailing-Hybrid as its config.json carries the KDA sizes (BailingHybridConfig.to_dict writes linear_*, and head_dim
+# as qk_rope_head_dim): the KDA layers are sized by linear_num_heads / linear_head_dim / linear_conv_kernel_dim, each
+# unlike num_attention_heads / head_dim / short_conv_kernel_size, so reading the latter fails the byte-exact test
+HYBRID_CONFIGS["bailing_hybrid_linear_keys"] = {
+    **HYBRID_CONFIGS["bailing_hybrid"], "head_dim": 8, "linear_head_dim": 16, "linear_num_heads": 2,
+    "linear_conv_kernel_dim": 4}
+# Zamba / Zamba2 with the attention head size a config.json may carry (attention_head_dim; head_dim, which both
+# classes' attribute_map turn into attention_head_dim and which wins over it): 16, not the derived 2·hidden / heads
+HYBRID_CONFIGS["zamba2_attention_head_dim"] = {**HYBRID_CONFIGS["zamba2"], "attention_head_dim": 16}
+HYBRID_CONFIGS["zamba_head_dim"] = {**HYBRID_CONFIGS["zamba"], "attention_head_dim": 32, "head_dim": 16}
 # encoder-style causal LMs: BERT-style run as decoders, and the decoder halves of encoder-decoders (the encoder
 # given more layers and fewer heads than the decoder, so reading the encoder's keys would fail the test)
 ENCODER_STYLE = {**GPT, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,

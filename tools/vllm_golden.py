@@ -70,7 +70,10 @@ VARIANTS = {"ssm-fp32": {"mamba_ssm_dtype": "float32"},  # Qwen3.5 checkpoints: 
             "checkpoint-keys": {"linear_attn_config": {
                 "full_attn_layers": [5, 9, 13, 17, 21, 25],
                 "kda_layers": [1, 2, 3, 4, 6, 7, 8, 10, 11, 12, 14, 15, 16, 18, 19, 20, 22, 23, 24, 26, 27],
-                "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}, "mla_use_nope": True}}
+                "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}, "mla_use_nope": True},
+            # Bailing-Hybrid with KDA sizes transformers reads (linear_*) unlike the ones vLLM reads: no golden row
+            # (not in MODELS); tests/test_engines_vllm.py runs it live, so kvsim must follow vLLM's keys
+            "linear-keys": {"linear_num_heads": 16, "linear_head_dim": 96, "linear_conv_kernel_dim": 3}}
 # per family: the vLLM 0.33 model file whose attention and Mamba layers the layer list below transcribes
 FAMILY_FILES = {
     "families/gpt2": "models/gpt2.py GPT2Attention (MHA, head_dim = hidden / n_head)",

@@ -10,6 +10,8 @@ Contract
   :data:`kvsim.calc.engines.ENGINES` (plus the variants an engine registers in
   ``engines.ENGINE_VARIANTS``, e.g. a static cache), summing each engine's bytes per layer kind. An engine
   that refuses the model or a setting gets its one-line reason instead of numbers.
+- :func:`config_key_notes`: one line per place where the engines read different config keys for the same
+  layers of this model (Bailing-Hybrid's KDA sizes), printed under the rules, so a column that differs says why.
 """
 
 from __future__ import annotations
@@ -115,7 +117,30 @@ def engine_table(spec: ModelSpec, prompt_tokens: int, decode_steps: int = 0, kv_
     rules = {k: {name: RULES[name][k][0] for name in engines.ENGINES if name in RULES and k in RULES[name]}
              for k in kinds if k != "none"}
     return {"engine": "all", "prompt_tokens": prompt_tokens, "decode_steps": decode_steps, "kinds": kinds,
-            "layers_by_kind": {k: spec.count(k) for k in kinds}, "engines": cols, "rules": rules}
+            "layers_by_kind": {k: spec.count(k) for k in kinds}, "engines": cols, "rules": rules,
+            "notes": config_key_notes(spec)}
+
+
+def config_key_notes(spec: ModelSpec) -> list[str]:
+    """Lines naming the config keys each engine sizes a layer by, where the engines disagree for this model:
+    Bailing-Hybrid's KDA layers (H heads of d, kernel K) when vLLM's keys give other sizes than transformers'."""
+    kda = next((x for x in spec.layers if x.recurrent_family == "kda"), None)
+    if spec.model_type != "bailing_hybrid" or kda is None:
+        return []
+    shapes = dict(kda.state_shapes)
+    h, d, _ = shapes["ssm"]
+    k = shapes["conv"][0] + 1
+    try:
+        keys = engines_vllm.vllm_model_keys(spec)
+    except InputError:  # vLLM refuses the config: its column says so
+        return []
+    vh, vd, vk = keys["kda_heads"], keys["kda_head_dim"], keys["kda_kernel"]
+    if (h, d, k) == (vh, vd, vk):
+        return []
+    return [f"recurrent: KDA layers differ by config key: kvsim and transformers {h} heads of {d}, K {k} "
+            f"(linear_num_heads, linear_head_dim, linear_conv_kernel_dim); vLLM {vh} of {vd}, K {vk} "
+            "(num_attention_heads, head_dim = qk_rope_head_dim, short_conv_kernel_size; models/bailing_moe_v3.py); "
+            "mlx-lm's bailing_hybrid.py runs GLA instead (one fp32 state of num_attention_heads × head_dim², no conv)"]
 
 
 def format_engine_table(t: dict) -> str:
@@ -137,6 +162,7 @@ def format_engine_table(t: dict) -> str:
     for k, by_engine in t["rules"].items():
         for name, rule in by_engine.items():
             lines.append(f"  {k} · {name}: {rule}")
+    lines += [f"  note: {line}" for line in t.get("notes", ())]
     return "\n".join(lines)
 
 
@@ -209,6 +235,11 @@ DOC_FOOT = """## Cases outside the per-kind rows
 - **Hybrid patterns** (nemotron_h): layers that are MLP or MoE blocks keep no cache in every engine; mlx-lm's cache
   list is then shorter than the layer list.
 - **Attention + Mamba-2 in every layer** (falcon_h1): each layer keeps both, in every engine.
+- **Bailing-Hybrid's KDA layers** are sized by different config keys: transformers (and kvsim) read
+  linear_num_heads × linear_head_dim and linear_conv_kernel_dim (128 per head in the real config), vLLM reads
+  num_attention_heads × head_dim, which BailingHybridConfig sets to qk_rope_head_dim (64), and
+  short_conv_kernel_size; mlx-lm's bailing_hybrid.py runs GLA (one fp32 state of num_attention_heads × head_dim²,
+  no conv). `--engine all` prints this as a note when the keys give different sizes.
 - **Quantized K/V in kvsim and mlx-lm**: kvsim's q8…q2 on every full, sliding and MLA layer; mlx-lm's `kv_bits`
   converts each `KVCache` once it holds `quantized_kv_start` (5000) tokens and refuses `RotatingKVCache`;
   transformers' `QuantizedCache` keeps 128 recent tokens in full precision.

@@ -144,7 +144,8 @@ def _mamba_state(layer: LayerSpec, tp: int, model_b: int, ssm_b: int, model_keys
         return (("conv", (k1, _divide("the short conv width", width, tp)), model_b),)
     if fam == "kda":  # kda_state_shape: conv (K − 1, (H·d + 2·H·d)/tp), recurrent (H/tp, d, d) in fp32
         h, d, _ = shapes["ssm"]
-        d = model_keys.get("kda_head_dim", d)
+        h, d = model_keys.get("kda_heads", h), model_keys.get("kda_head_dim", d)
+        k1 = model_keys.get("kda_kernel", k1 + 1) - 1
         return (("conv", (k1, _divide("the KDA conv width", 3 * h * d, tp)), model_b),
                 ("ssm", (_divide("KDA heads", h, tp), d, d), DTYPE_BYTES[KDA_STATE_DTYPE]))
     if fam == "mamba":  # mamba1_state_shape: conv (d_inner/tp, K − 1), temporal (d_inner/tp, N)
@@ -180,8 +181,10 @@ def ssm_state_dtype(spec: ModelSpec, model_dtype: str) -> str:
 
 def vllm_model_keys(spec: ModelSpec) -> dict:
     """What vLLM 0.33's model file reads for the state of LFM2 / Kimi-Linear / Bailing-Hybrid where kvsim's parser
-    reads other keys: ``conv_width`` (LFM2: conv_dim), ``kda_head_dim`` (Bailing: the config class's head_dim);
-    a config vLLM cannot run is refused with the key it lacks."""
+    reads other keys: ``conv_width`` (LFM2: conv_dim), ``kda_heads`` / ``kda_head_dim`` / ``kda_kernel`` (Bailing:
+    num_attention_heads, the config class's head_dim = qk_rope_head_dim, short_conv_kernel_size, where transformers
+    reads linear_num_heads / linear_head_dim / linear_conv_kernel_dim); a config vLLM cannot run is refused with
+    the key it lacks."""
     cfg, n = spec.config, len(spec.layers)
     recurrent = {i for i, x in enumerate(spec.layers) if x.state_shapes}
     if spec.model_type == "lfm2" and recurrent:
@@ -207,8 +210,12 @@ def vllm_model_keys(spec: ModelSpec) -> dict:
         if {i for i in range(n) if (i + 1) % g and i < n // g * g} != recurrent:
             raise InputError(f"vLLM {VLLM_VERSION}'s models/bailing_moe_v3.py makes every layer_group_size-th layer "
                              "(and those after the last whole group) MLA, the rest KDA; layer_types must say the same")
-        # transformers' BailingHybridConfig sets head_dim = qk_rope_head_dim; BailingMoeV3KimiDeltaAttention reads it
-        return {"kda_head_dim": positive_int("qk_rope_head_dim", cfg.get("qk_rope_head_dim", 64))}
+        # _get_kda_state_shape_for_config: kda_state_shape(tp, config.num_attention_heads, config.head_dim,
+        # config.short_conv_kernel_size) on the config object vLLM loads, transformers' BailingHybridConfig (no
+        # vLLM class for bailing_hybrid), whose __post_init__ sets head_dim = qk_rope_head_dim whatever the file says
+        return {"kda_heads": positive_int("num_attention_heads", cfg.get("num_attention_heads")),
+                "kda_head_dim": positive_int("qk_rope_head_dim", cfg.get("qk_rope_head_dim", 64)),
+                "kda_kernel": positive_int("short_conv_kernel_size", cfg.get("short_conv_kernel_size", 4))}
     return {}
 
 

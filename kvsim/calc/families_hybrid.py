@@ -25,7 +25,11 @@ Contract
   the model dtype, held in ``MiniMaxCache.linear_cache`` outside the cache layers.
 - Hybrid layers that hold K/V and a Mamba state together (Zamba's and Zamba2's shared-attention blocks)
   are full-attention LayerSpecs that also carry the Mamba state, as Falcon-H1's; attention runs on
-  2·hidden_size, so its head size is ``attention_head_dim`` = 2·hidden_size / heads.
+  2·hidden_size, so its head size is ``attention_head_dim`` = 2·hidden_size / heads unless the config carries
+  ``head_dim`` or ``attention_head_dim`` (transformers then keeps that size).
+- Key names are the ones the model's transformers module reads after its config class has run: Bailing-Hybrid's
+  KDA layers read ``linear_*`` (falling back to the keys BailingHybridConfig derives them from), not the
+  ``head_dim`` its to_dict writes as qk_rope_head_dim.
 - :func:`decoder_keys` gives a seq2seq decoder config (``decoder_layers``, ``decoder_attention_heads``,
   ``d_model``) the standard key names; their cross-attention is not run by ``*ForCausalLM`` without
   encoder states, so only the self-attention K/V is cached: T·heads·2·(hidden / heads)·b per layer.
@@ -128,10 +132,17 @@ def _zamba_attention(cfg, head_dim: int) -> LayerSpec:
     return LayerSpec(kind="full", num_key_value_heads=kv_heads(cfg), head_dim=head_dim)
 
 
+def _zamba_head_dim(cfg, hidden: int, heads: int) -> int:
+    """The K/V head size ZambaAttention / Zamba2Attention read, config.attention_head_dim: a config.json's head_dim
+    (attribute_map: set last), else its attention_head_dim, else 2·hidden / heads (attention on 2·hidden_size)."""
+    return config_int(cfg, "head_dim", "attention_head_dim", default=None) or 2 * hidden // heads
+
+
 def zamba(cfg):
     """Zamba: layers_block_type (Mamba-1 'mamba' / 'hybrid'), else [mamba, mamba, hybrid] then hybrid where
-    i % attn_layer_period == attn_layer_offset (ZambaConfig). A hybrid layer keeps K/V of
-    attention_head_dim (default 2·hidden / heads) and its Mamba-1 state (d_inner = mamba_expand·hidden)."""
+    i % attn_layer_period == attn_layer_offset (ZambaConfig). A hybrid layer keeps K/V of d = head_dim, else
+    attention_head_dim, else 2·hidden / heads (ZambaConfig's attribute_map sets attention_head_dim from head_dim,
+    after the field) and its Mamba-1 state (d_inner = mamba_expand·hidden)."""
     n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
     period = config_int(cfg, "attn_layer_period", default=6)
     offset = cfg.get("attn_layer_offset", 4)
@@ -143,7 +154,7 @@ def zamba(cfg):
     mamba = mamba_layer(config_int(cfg, "mamba_expand", default=2) * hidden,
                         config_int(cfg, "mamba_d_state", default=16), config_int(cfg, "mamba_d_conv", default=4))
     heads = config_int(cfg, "num_attention_heads")
-    d_attn = config_int(cfg, "attention_head_dim", default=None) or 2 * hidden // heads
+    d_attn = _zamba_head_dim(cfg, hidden, heads)
     hybrid = replace(_zamba_attention(cfg, d_attn), recurrent_family="mamba", state_shapes=mamba.state_shapes)
     return [hybrid if t == "hybrid" else mamba for t in types]
 
@@ -155,8 +166,9 @@ _ZAMBA2_DEFAULT = (["linear_attention"] + (["linear_attention"] * 5 + ["hybrid"]
 
 def zamba2(cfg):
     """Zamba2: layers_block_type (Mamba-2 'mamba' / 'hybrid'; absent: Zamba2Config's 54-layer default).
-    Hybrid layers keep K/V of 2·hidden / heads per head and the Mamba-2 state (n_mamba_heads heads of
-    mamba_expand·hidden / n_mamba_heads, mamba_ngroups groups)."""
+    Hybrid layers keep K/V of d = head_dim, else attention_head_dim, else 2·hidden / heads (Zamba2Config derives
+    attention_head_dim before a config.json's own key overwrites it) and the Mamba-2 state (n_mamba_heads heads
+    of mamba_expand·hidden / n_mamba_heads, mamba_ngroups groups)."""
     n, hidden = config_int(cfg, "num_hidden_layers"), config_int(cfg, "hidden_size")
     if cfg.get("layers_block_type") is None and cfg.get("layer_types") is None and n != len(_ZAMBA2_DEFAULT):
         raise ConfigError(f"layers_block_type is absent and num_hidden_layers is {n}: Zamba2's default pattern has "
@@ -168,7 +180,7 @@ def zamba2(cfg):
     state = mamba2_layer_state(d_inner, heads, d_inner // heads, config_int(cfg, "mamba_d_state", default=64),
                                config_int(cfg, "mamba_ngroups", default=1), config_int(cfg, "mamba_d_conv", default=4))
     mamba = LayerSpec(kind="recurrent", recurrent_family="mamba2", state_shapes=state)
-    hybrid = replace(_zamba_attention(cfg, 2 * hidden // config_int(cfg, "num_attention_heads")),
+    hybrid = replace(_zamba_attention(cfg, _zamba_head_dim(cfg, hidden, config_int(cfg, "num_attention_heads"))),
                      recurrent_family="mamba2", state_shapes=state)
     return [hybrid if t == "hybrid" else mamba for t in types]
 
@@ -277,15 +289,21 @@ def kimi_linear(cfg):
 
 
 def bailing_hybrid(cfg):
-    """Bailing-Hybrid (Ling): layer_types, else full (MLA) every layer_group_size-th layer (default 6); KDA
-    layers of num_attention_heads heads of head_dim (default 128), kernel short_conv_kernel_size (default 4).
+    """Bailing-Hybrid (Ling): layer_types, else full (MLA: kv_lora_rank + qk_rope_head_dim) every
+    layer_group_size-th layer (default 6); KDA layers of H = linear_num_heads heads of d = linear_head_dim, kernel
+    K = linear_conv_kernel_dim: conv (K − 1, 3·H·d), state (H, d, d) fp32. As transformers' BailingHybridConfig:
+    linear_* absent -> num_attention_heads, head_dim (default 128), short_conv_kernel_size (default 4); its
+    to_dict writes linear_* and head_dim = qk_rope_head_dim, so a saved config's head_dim is not the KDA one.
     The num_mtp_layers MTP layers are not built: no cache."""
     n = config_int(cfg, "num_hidden_layers")
     group = config_int(cfg, "layer_group_size", default=6)
     types = _types(cfg, n, lambda i: "full_attention" if (i + 1) % group == 0 else "linear_attention",
                    ("linear_attention", "full_attention"), "layer_types")
-    kda = kda_layer(config_int(cfg, "num_attention_heads"), config_int(cfg, "head_dim", default=128),
-                    config_int(cfg, "short_conv_kernel_size", default=4))
+    # BailingHybridDeltaAttention reads config.linear_num_heads / linear_head_dim / linear_conv_kernel_dim, which
+    # __post_init__ sets from the other three keys before a config.json's own linear_* overwrite them
+    kda = kda_layer(config_int(cfg, "linear_num_heads", "num_attention_heads"),
+                    config_int(cfg, "linear_head_dim", "head_dim", default=128),
+                    config_int(cfg, "linear_conv_kernel_dim", "short_conv_kernel_size", default=4))
     return [_mla(cfg) if t == "full_attention" else kda for t in types]
 
 

@@ -410,7 +410,13 @@ def _dsa(spec):
 
 def _lightning_gla(spec):
     """bailing_hybrid.py: its linear layers run gated linear attention, not KDA: one ArraysCache array of
-    (num_attention_heads, d, d) in fp32 (d = head_dim or hidden / heads), no conv state."""
+    (num_attention_heads, d, d) in fp32 (d = head_dim or hidden / heads; linear_* are not read), no conv state.
+    A config whose architectures name BailingMoeV3ForCausalLM runs bailing_moe_v3.py instead
+    (utils.MODEL_ARCHITECTURE_REMAPPING: KDA, three conv states and a delta-rule state): refused, not modelled."""
+    if "BailingMoeV3ForCausalLM" in (spec.config.get("architectures") or ()):
+        raise InputError("mlx-lm 0.32 builds a bailing_hybrid config with architectures BailingMoeV3ForCausalLM from "
+                         "models/bailing_moe_v3.py (KDA), whose caches kvsim does not model yet; use --engine kvsim, "
+                         "transformers or vllm")
     heads = spec.config["num_attention_heads"]
     d = spec.config.get("head_dim") or spec.config["hidden_size"] // heads
     return [EngineCache("ArraysCache", state=((heads * d * d, True),)) if layer.kind == "recurrent"
