@@ -23,17 +23,21 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # modules it collects (mlx-lm, transformers, hypothesis: ~25 CPU-s for all of tests/): a stage loads only the
 # plugins it uses, and the engines and env stages collect only the files that hold their marks
 # (tests/test_stages.py checks that no `engines` or `slow` mark lives anywhere else). The engine files mark every
-# test `engines` (a module pytestmark), so the unit stage ignores them: its workers then never import mlx-lm,
-# transformers and torch (~5 CPU-s each). Tests that read notebooks share one worker (xdist_group "nbformat",
-# --dist loadgroup), so only that worker imports nbformat's jsonschema (~3 CPU-s).
+# test `engines` (a module pytestmark), so the unit stage ignores them, and the notebooks' structure tests run in
+# the nbval stage: the unit stage's workers then never import mlx-lm, transformers and torch (~5 CPU-s each) nor
+# nbformat's jsonschema (~3 CPU-s each).
 NOT_NB := -p no:nbval -p no:playwright
-ENGINES_FILES := tests/test_engines_transformers.py tests/test_engines_mlx_lm.py tests/test_mlx_lm_dropin.py
+ENGINES_FILES := tests/test_engines_transformers.py tests/test_engines_mlx_lm.py tests/test_mlx_lm_dropin.py \
+  tests/test_hostile_measure.py tests/test_bench_roofline.py
+# The notebooks' structure (tests/test_notebooks.py reads every notebook with nbformat) runs in the nbval stage,
+# whose processes import nbformat anyway.
+NB_TEST_FILES := tests/test_notebooks.py
 ENV_FILES := tests/test_environment.py tests/test_extras.py tests/test_engines_vllm.py
-UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocesses 8 --dist loadgroup --ignore=tests/ui \
-  $(addprefix --ignore=,$(ENGINES_FILES)) $(NOT_NB)
+UNIT_ARGS := tests -m "not ui and not slow and not engines" -n auto --maxprocesses 8 --ignore=tests/ui \
+  $(addprefix --ignore=,$(ENGINES_FILES) $(NB_TEST_FILES)) $(NOT_NB)
 ENGINES_ARGS := $(ENGINES_FILES) -m "engines and not ui" -n auto --maxprocesses 8 $(NOT_NB)
 ENV_ARGS := $(ENV_FILES) -m "slow and not ui" $(NOT_NB)
-NBVAL_ARGS := -n auto --maxprocesses 8 --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/
+NBVAL_ARGS := -n auto --maxprocesses 8 --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 notebooks/ $(NB_TEST_FILES)
 # The browser stage spends most of its time waiting on JupyterLab and the kernel: two workers, two labs.
 UI_ARGS := tests/ui -m ui -n 2 -p no:nbval
 # The views on the oldest matplotlib kvsim supports (pyproject: matplotlib>=3.8): that release goes into its own
@@ -156,7 +160,7 @@ test-env: $(TEST_STAMP)
 	KVSIM_ENV_PREBUILT=$(KVSIM_ENV_PREBUILT) $(PY) -m pytest $(ENV_ARGS)
 
 test-notebooks: $(TEST_STAMP)
-	@echo "==> [5/6] notebooks under strict nbval: pytest $(NBVAL_ARGS)"
+	@echo "==> [5/6] notebooks under strict nbval, and their structure: pytest $(NBVAL_ARGS)"
 	@if ! find notebooks -name '*.ipynb' -not -path '*/.*' | grep -q .; then \
 	  echo "!!! no notebooks under notebooks/ yet: nothing for nbval to run"; exit 0; fi; \
 	$(PY) -m pytest $(NBVAL_ARGS)

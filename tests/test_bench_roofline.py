@@ -12,9 +12,9 @@ from kvsim.measure.twins import mlx_lm_version
 from kvsim.model import toy_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-# The benchmark runs mlx-lm beside kvsim (mlx-lm imports transformers and torch, ~5 CPU-s): one worker of the
-# unit stage (--dist loadgroup) runs these tests, the other never imports them.
-pytestmark = pytest.mark.xdist_group("mlx_lm")
+# The benchmark runs mlx-lm beside kvsim (mlx-lm imports transformers and torch, ~5 CPU-s): make test's engines
+# stage runs this file; the unit stage ignores it (tests/test_stages.py).
+pytestmark = pytest.mark.engines
 TOYS = {"llama-3-8b": toy_spec("gqa", head_dim=64),          # 8-bit caches need head_dim % 64 == 0
         "deepseek-v3": toy_spec("mla"), "mistral-7b-v0.1": toy_spec("sliding")}
 

@@ -42,7 +42,6 @@ def test_a_loop_left_early_still_ends_its_line(capsys):
     assert "demo: 2/10 steps in" in capsys.readouterr().err
 
 
-@pytest.mark.xdist_group("nbformat")  # one worker pays nbformat's import (its jsonschema: ~3 CPU-s)
 def test_in_a_notebook_the_stored_output_is_the_final_line():
     # a live display that ends empty, then the final line on stdout: what GitHub, nbviewer and nbval see
     import nbformat  # here, not at the top: ~3 CPU-s per worker that never runs this test

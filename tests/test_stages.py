@@ -46,14 +46,16 @@ def test_every_marked_file_is_collected_by_its_stage(mark, files_var):
     assert all((ROOT / f).exists() for f in stage_files), f"{files_var} names a missing file"
 
 
-def test_the_unit_stage_ignores_only_files_whose_every_test_is_an_engine_test():
-    # The unit stage skips collecting ENGINES_FILES (their imports: mlx-lm, transformers, torch); that loses no
-    # test only if each marks all of its tests `engines` with a module-level pytestmark.
+def test_every_file_the_unit_stage_ignores_runs_in_another_stage():
+    # The unit stage skips collecting some files to spare its workers their imports: ENGINES_FILES (mlx-lm,
+    # transformers, torch) and NB_TEST_FILES (nbformat). That loses no test only if each engine file marks all of
+    # its tests `engines` with a module-level pytestmark, and the notebook test files run in the nbval stage.
     v = makefile_vars()
     ignored = {a.removeprefix("--ignore=") for a in v["UNIT_ARGS"].split() if a.startswith("--ignore=")}
-    assert ignored == {"tests/ui", *v["ENGINES_FILES"].split()}
+    assert ignored == {"tests/ui", *v["ENGINES_FILES"].split(), *v["NB_TEST_FILES"].split()}
     for f in v["ENGINES_FILES"].split():
         assert re.search(r"^pytestmark = pytest\.mark\.engines$", (ROOT / f).read_text(), re.M), f
+    assert set(v["NB_TEST_FILES"].split()) <= set(v["NBVAL_ARGS"].split())
 
 
 def test_ui_tests_live_only_under_tests_ui():

@@ -252,7 +252,6 @@ def test_a_view_starts_at_its_defaults_and_a_static_page_gets_that_figure_and_a_
     assert text == f"kvsim view {view.name}({shown}): interactive when the notebook runs; the image is this state"
 
 
-@pytest.mark.xdist_group("nbformat")  # one worker pays nbformat's import (its jsonschema: ~3 CPU-s)
 def test_a_view_cell_stores_a_png_beside_the_widget_in_a_real_notebook():
     # what an executed lesson keeps: GitHub shows the PNG, JupyterLab the live widget, nbval compares the text
     import nbformat  # here, not at the top: ~3 CPU-s per worker that never runs this test
