@@ -10,21 +10,7 @@ from kvsim.model.compiled import compiled_step
 from kvsim.model.layers import Rows
 from kvsim.calc.registry import load_model
 from kvsim.model.transformer import GPU_OVERLAP_PARAMS, overlap_every
-
-PROMPT = [3, 17, 42, 5, 99, 7, 11, 64, 2, 8, 31]
-
-
-def greedy(forward, model, steps: int):
-    """Prefill PROMPT, then ``steps`` one-token steps; greedy tokens and every step's logits."""
-    caches = model.make_caches()
-    logits = forward(mx.array([PROMPT]), caches)[0, -1]
-    tokens, seen = [], [logits]
-    for _ in range(steps):
-        tokens.append(int(mx.argmax(logits).item()))
-        logits = forward(mx.array([[tokens[-1]]]), caches)[0, -1]
-        seen.append(logits)
-    return tokens, np.array(mx.stack(seen))
-
+from test_compiled_step import PROMPT, greedy  # prefill PROMPT, then one-token greedy steps: tokens and logits
 
 def five_layers(kind: str, overlap: int, reference: bool = False):
     model = build_model(toy_spec(kind, num_hidden_layers=5), seed=11)
