@@ -32,7 +32,7 @@ import matplotlib
 matplotlib.use("Agg")
 import nbformat
 from IPython.core.interactiveshell import InteractiveShell
-path, profile_cell = sys.argv[1], int(sys.argv[2])
+path, profile_cells = sys.argv[1], {int(c) for c in sys.argv[2].split(",")}
 nb = nbformat.read(path, as_version=4)
 shell = InteractiveShell.instance()
 shell.run_cell("%matplotlib agg", silent=True)
@@ -41,7 +41,7 @@ devnull = open(os.devnull, "w")
 for i, cell in enumerate(nb.cells):
     if cell.cell_type != "code":
         continue
-    prof = cProfile.Profile() if i == profile_cell else None
+    prof = cProfile.Profile() if i in profile_cells else None
     c0, w0 = time.process_time(), time.perf_counter()
     if prof:
         prof.enable()
@@ -62,7 +62,7 @@ for i, cell in enumerate(nb.cells):
     if prof:
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(45)
-        print(s.getvalue(), file=sys.stderr)
+        print(f"=== cell {i}", s.getvalue(), file=sys.stderr)
 print(json.dumps(rows))
 """
 
@@ -74,15 +74,15 @@ def notebook_paths(prefixes):
     return nbs
 
 
-def run_notebook(path: Path, profile_cell: int = -1) -> list[dict]:
+def run_notebook(path: Path, profile_cells: str = "-1") -> list[dict]:
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", MPLBACKEND="Agg")
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), str(profile_cell)],
+        [sys.executable, "-c", CHILD, str(path), profile_cells],
         cwd=NB_DIR, env=env, capture_output=True, text=True,
     )
     if proc.returncode:
         raise SystemExit(f"{path.name}: {proc.stderr[-3000:]}")
-    if profile_cell >= 0:
+    if profile_cells != "-1":
         print(proc.stderr)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -128,13 +128,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("notebooks", nargs="*", help="notebook number prefixes (default: every lesson)")
     ap.add_argument("--before", type=Path, help="an earlier run's JSON to compare against")
-    ap.add_argument("--profile", help="NB:CELL, e.g. 08:10 (cProfile that cell, write nothing)")
+    ap.add_argument("--profile", help="NB:CELLS, e.g. 08:10,14 (cProfile those cells, write nothing)")
     ap.add_argument("--show", type=float, default=0.8, help="list cells of at least this many CPU-s")
     ap.add_argument("--out", default="lesson_cells", help="output stem under benchmarks/results/")
     args = ap.parse_args()
     if args.profile:
         nb, cell = args.profile.split(":")
-        run_notebook(notebook_paths([nb])[0], int(cell))
+        run_notebook(notebook_paths([nb])[0], cell)
         return
     results = {}
     for path in notebook_paths(args.notebooks):

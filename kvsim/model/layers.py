@@ -52,7 +52,9 @@ class WeightInit:
     def uniform(self, shape, low: float, high: float) -> mx.array:
         """float32 weights drawn uniformly from [low, high)."""
         u = self._rng.random(tuple(shape), dtype=np.float32)
-        return mx.array(u * np.float32(high - low) + np.float32(low))
+        u *= np.float32(high - low)            # in place: the same float32 numbers as u * (high - low) + low,
+        u += np.float32(low)                   # without two temporaries of the weight's size
+        return mx.array(u)
 
     def normal(self, shape, std: float) -> mx.array:
         """Zero-mean weights with standard deviation ``std``."""
