@@ -8,6 +8,9 @@ Cells slower than ``--show`` CPU-s are listed; totals per notebook always are.
 
 ``--profile NB:CELL`` prints the top of a cProfile of that one cell (cumulative), after running the cells before it.
 ``--before FILE.json`` puts an earlier run's CPU seconds beside this run's (the before/after table).
+``--before-root DIR`` (a checkout of the code before, e.g. ``git worktree add /tmp/before main``) runs each
+notebook there and here alternately, ``--reps`` times each, and keeps each cell's fewest CPU seconds on each
+side: on a shared machine, load changes from minute to minute, and alternating lets both sides meet the same load.
 
 Writes benchmarks/results/lesson_cells.{json,md} (``--out`` changes the stem).
 Run: python benchmarks/bench_lesson_cells.py [08 05 ...] [--before old.json] [--profile 08:10]
@@ -74,11 +77,11 @@ def notebook_paths(prefixes):
     return nbs
 
 
-def run_notebook(path: Path, profile_cells: str = "-1") -> list[dict]:
-    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", MPLBACKEND="Agg")
+def run_notebook(path: Path, profile_cells: str = "-1", root: Path = ROOT) -> list[dict]:
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", MPLBACKEND="Agg")
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), profile_cells],
-        cwd=NB_DIR, env=env, capture_output=True, text=True,
+        [sys.executable, "-c", CHILD, str(root / "notebooks" / path.name), profile_cells],
+        cwd=root / "notebooks", env=env, capture_output=True, text=True,
     )
     if proc.returncode:
         raise SystemExit(f"{path.name}: {proc.stderr[-3000:]}")
@@ -87,13 +90,19 @@ def run_notebook(path: Path, profile_cells: str = "-1") -> list[dict]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def markdown(results, before, show) -> list[str]:
+def fewest(runs: list[list[dict]]) -> list[dict]:
+    """Per cell, the run with the fewest CPU seconds (the runs are of one notebook: the same cells)."""
+    return [min(cells, key=lambda r: r["cpu_s"]) for cells in zip(*runs)]
+
+
+def markdown(results, before, show, note: str = "") -> list[str]:
     lines = [
         "# Lesson notebooks: CPU seconds per code cell",
         "",
         f"`python benchmarks/bench_lesson_cells.py` on {platform.machine()} {platform.system()}, "
         f"{os.cpu_count()} cores (shared machine; CPU-s = `time.process_time` of the cell's process).",
         f"Cells listed: those that took at least {show} CPU-s before or after; totals are over every code cell.",
+        *([note] if note else []),
         "",
     ]
     head = "| notebook | cell | first line | before CPU-s | after CPU-s |" if before else "| notebook | cell | first line | CPU-s |"
@@ -107,7 +116,7 @@ def markdown(results, before, show) -> list[str]:
                 continue
             first = r["first_line"].replace("|", "\\|")
             if before:
-                lines.append(f"| {name} | {r['cell']} | `{first}` | {o['cpu_s'] if o else '–':} | {r['cpu_s']:.2f} |")
+                lines.append(f"| {name} | {r['cell']} | `{first}` | {f"{o['cpu_s']:.2f}" if o else '–'} | {r['cpu_s']:.2f} |")
             else:
                 lines.append(f"| {name} | {r['cell']} | `{first}` | {r['cpu_s']:.2f} |")
         total = sum(r["cpu_s"] for r in rows)
@@ -129,6 +138,8 @@ def main():
     ap.add_argument("notebooks", nargs="*", help="notebook number prefixes (default: every lesson)")
     ap.add_argument("--before", type=Path, help="an earlier run's JSON to compare against")
     ap.add_argument("--profile", help="NB:CELLS, e.g. 08:10,14 (cProfile those cells, write nothing)")
+    ap.add_argument("--before-root", type=Path, help="a checkout of the code before: run there and here, alternately")
+    ap.add_argument("--reps", type=int, default=1, help="with --before-root: runs per side (fewest CPU-s per cell kept)")
     ap.add_argument("--show", type=float, default=0.8, help="list cells of at least this many CPU-s")
     ap.add_argument("--out", default="lesson_cells", help="output stem under benchmarks/results/")
     args = ap.parse_args()
@@ -136,18 +147,33 @@ def main():
         nb, cell = args.profile.split(":")
         run_notebook(notebook_paths([nb])[0], cell)
         return
-    results = {}
-    for path in notebook_paths(args.notebooks):
-        results[path.stem] = run_notebook(path)
-        print(f"{path.stem}: {sum(r['cpu_s'] for r in results[path.stem]):.2f} CPU-s", flush=True)
-    before = json.loads(args.before.read_text())["notebooks"] if args.before else None
+    results, before = {}, None
+    if args.before_root:
+        before = {}
+        for path in notebook_paths(args.notebooks):
+            runs = {"before": [], "after": []}
+            for _ in range(args.reps):
+                runs["before"].append(run_notebook(path, root=args.before_root.resolve()))
+                runs["after"].append(run_notebook(path))
+            before[path.stem], results[path.stem] = (fewest(runs[side]) for side in ("before", "after"))
+            print(f"{path.stem}: {sum(r['cpu_s'] for r in before[path.stem]):.2f} -> "
+                  f"{sum(r['cpu_s'] for r in results[path.stem]):.2f} CPU-s", flush=True)
+    else:
+        for path in notebook_paths(args.notebooks):
+            results[path.stem] = run_notebook(path)
+            print(f"{path.stem}: {sum(r['cpu_s'] for r in results[path.stem]):.2f} CPU-s", flush=True)
+    if args.before:
+        before = json.loads(args.before.read_text())["notebooks"]
     OUT.mkdir(exist_ok=True)
     data = {"machine": f"{platform.machine()} {platform.system()} {os.cpu_count()} cores", "notebooks": results}
     if before:
         data["before"] = before
     (OUT / f"{args.out}.json").write_text(json.dumps(data, indent=1) + "\n")
-    (OUT / f"{args.out}.md").write_text("\n".join(markdown(results, before, args.show)) + "\n")
-    print("\n".join(markdown(results, before, args.show)))
+    note = (f"Before: the checkout at {args.before_root}; after: this tree; the two run alternately, "
+            f"{args.reps} time(s) each per notebook, fewest CPU-s per cell kept." if args.before_root else "")
+    lines = markdown(results, before, args.show, note)
+    (OUT / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":
