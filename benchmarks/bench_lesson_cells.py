@@ -116,7 +116,8 @@ def markdown(results, before, show, note: str = "") -> list[str]:
                 continue
             first = r["first_line"].replace("|", "\\|")
             if before:
-                lines.append(f"| {name} | {r['cell']} | `{first}` | {f"{o['cpu_s']:.2f}" if o else '–'} | {r['cpu_s']:.2f} |")
+                was = f"{o['cpu_s']:.2f}" if o else "–"
+                lines.append(f"| {name} | {r['cell']} | `{first}` | {was} | {r['cpu_s']:.2f} |")
             else:
                 lines.append(f"| {name} | {r['cell']} | `{first}` | {r['cpu_s']:.2f} |")
         total = sum(r["cpu_s"] for r in rows)
