@@ -193,7 +193,7 @@ print(f"kvsim:     K and V read once: {flops:,} / {kv_elements * element_bytes:,
 
 # %% tags=["nbval-ignore-output"]
 device = device_summary()
-mlx_limits = device_limits(64 * 2**20, 512, "fp32", repeats=10)    # MLX copy + MLX matmul on its default device
+mlx_limits = device_limits(64 * 2**20, 512, "fp32", repeats=5)     # MLX copy + MLX matmul on its default device
 numpy_copy = measure_copy_bandwidth(64 * 2**20, repeats=5)
 bandwidth = max(numpy_copy.rate, mlx_limits["copy_bytes_per_s"])
 mlx_flops = mlx_limits["matmul_flops_per_s"]

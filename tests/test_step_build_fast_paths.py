@@ -267,3 +267,31 @@ def test_kept_transposes_follow_new_weights_and_update_drops_them(kind):
     (tokens, fast), (ref_tokens, ref) = _greedy_both(model, 4)
     assert tokens == ref_tokens and fast.dtype == np.float16
     np.testing.assert_allclose(fast, ref, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 64, 128), (1, 64, 256, 1024), (2, 7, 100, 37), (1, 3, 8192, 40)])
+def test_contiguous_transpose_gives_the_bits_of_the_view(shape):
+    """transpose_for_matmul: on a CPU a contiguous copy of w.T; x @ it has exactly the bits of x @ w.T."""
+    from kvsim.model.layers import transpose_for_matmul
+    batch, rows, inner, out = shape
+    x = mx.random.normal((batch, rows, inner), key=mx.random.key(1))
+    w = mx.random.normal((out, inner), key=mx.random.key(2))
+    t = transpose_for_matmul(w)
+    assert t.shape == (inner, out) and mx.array_equal(t, w.T).item()
+    assert mx.array_equal(x @ t, x @ w.T).item()
+
+
+@pytest.mark.parametrize("kind", ["gqa", "mla", "mamba", "mamba2", "jamba", "gated_deltanet", "rg_lru"])
+def test_decode_with_contiguous_transposes_equals_decode_with_views(kind, monkeypatch):
+    """Kept transposes as contiguous copies (CPU) or as views (what a GPU reads): the same logits, bit for bit,
+    on the fast step and on the recurrent mixers (which read their projections through transposed too)."""
+    import kvsim.model.layers as layers
+    runs = []
+    for limit in (layers.CONTIGUOUS_MAX_BYTES, -1):                     # -1: every transpose a view
+        monkeypatch.setattr(layers, "CONTIGUOUS_MAX_BYTES", limit)
+        model = build_model(toy_spec(kind), seed=3)
+        runs.append(_greedy_both(model, 6))
+    (tokens, fast), (ref_tokens, ref) = runs[0]
+    (view_tokens, view_fast), (view_ref_tokens, view_ref) = runs[1]
+    assert tokens == view_tokens and ref_tokens == view_ref_tokens
+    assert np.array_equal(fast, view_fast) and np.array_equal(ref, view_ref)

@@ -5,7 +5,8 @@ Contract
   :func:`kvsim.cache.make_caches` (KVCache for full, RotatingKVCache for sliding, ChunkedKVCache
   for chunked, RecurrentStateCache for recurrent layers ...).
 - :func:`measure_nbytes` appends tokens in updates of at most ``chunk_tokens`` (random K/V of
-  shape (B, num_key_value_heads, S, head_dim) in ``dtype``, seeded) and reads ``cache.nbytes``
+  shape (B, num_key_value_heads, S, head_dim) in ``dtype``, seeded, drawn once and written by every
+  update: the cache copies what it is given) and reads ``cache.nbytes``
   whenever the token count reaches one of ``token_counts``. What it returns is measured, never
   computed: compare it with :func:`kvsim.calc.memory.layer_kv_bytes` (``view="allocated"``).
 - :func:`kvsim_cache_classes` counts the cache classes ``make_caches`` picks for a model (the seeds'
@@ -60,17 +61,20 @@ def measure_nbytes(spec: ModelSpec, layer_index: int, token_counts, batch: int =
     layer = spec.layers[layer_index] if 0 <= layer_index < spec.num_hidden_layers else None
     cache = layer_cache(spec, layer_index, batch, dtype, step)
     dt = mx_dtype(dtype)
-    key = mx.random.key(seed)
     out, fed = [], 0
+    if layer.has_kv_heads and counts[-1]:
+        # one seeded random chunk, drawn once: each update copies (a prefix of) it into the cache, and nbytes
+        # does not depend on the values (drawing fresh K/V per update cost more than the updates themselves)
+        kk, kv = mx.random.split(mx.random.key(seed), 2)
+        size = int(min(chunk_tokens, counts[-1]))
+        k_all = mx.random.normal((batch, layer.num_key_value_heads, size, layer.head_dim), dtype=dt, key=kk)
+        v_all = mx.random.normal((batch, layer.num_key_value_heads, size, layer.v_head_dim), dtype=dt, key=kv)
     bar = Progress(total=int(counts[-1]), desc=f"layer {layer_index} ({layer.kind})", unit="tokens",
                    enabled=progress)
     for target in counts:
         while fed < target and layer.has_kv_heads:
             s = int(min(chunk_tokens, target - fed))
-            key, kk, kv = mx.random.split(key, 3)
-            k = mx.random.normal((batch, layer.num_key_value_heads, s, layer.head_dim), dtype=dt, key=kk)
-            v = mx.random.normal((batch, layer.num_key_value_heads, s, layer.v_head_dim), dtype=dt, key=kv)
-            cache.update_and_fetch(k, v)
+            cache.update_and_fetch(k_all[:, :, :s], v_all[:, :, :s])
             mx.eval(cache.keys, cache.values)
             fed += s
             bar.update(s)

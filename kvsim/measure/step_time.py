@@ -3,7 +3,9 @@
 Contract
 - :func:`fill_caches` writes T tokens of seeded random keys/values straight into a model's caches
   (``update_and_fetch``; ``advance`` on recurrent states), not by a prefill: a prefill of T tokens costs
-  O(T²) and minutes at these sizes, while a decode step reads the same bytes whatever the values are. It
+  O(T²) and minutes at these sizes, while a decode step reads the same bytes whatever the values are (so each
+  layer draws ``FILL_PERIOD_TOKENS`` random rows and repeats them along T: drawing every row cost more than
+  the steps timed after it). It
   fills mlx-lm's caches as well as kvsim's. A sliding layer is written in chunks of at most its window: no
   cache, whatever its layout, holds more than twice the window while being filled.
 - :func:`model_weights_read_bytes`: the weights one step reads (every weight except the embedding table, of
@@ -30,6 +32,22 @@ def model_matmul_params(model) -> int:
     return sum(p.size for _, p in nn.utils.tree_flatten(model.parameters())) - model.embed.size
 
 
+FILL_PERIOD_TOKENS = 256   # fill_caches draws this many random rows per layer and repeats them
+
+
+def _random_rows(shape, dtype, key) -> mx.array:
+    """(B, H, T, D) uniform in [-1, 1): ``FILL_PERIOD_TOKENS`` rows drawn, repeated along T.
+
+    A step reads the same bytes whatever the values are; drawing every row cost more than the step being timed.
+    """
+    batch, heads, tokens, dim = shape
+    period = min(tokens, FILL_PERIOD_TOKENS)
+    rows = mx.random.uniform(-1, 1, (batch, heads, period, dim), dtype=dtype, key=key)
+    if period == tokens:
+        return rows
+    return mx.tile(rows, (1, 1, -(-tokens // period), 1))[:, :, :tokens]
+
+
 def fill_caches(model, caches, tokens: int, kv_dtype=None, seed: int = 0, batch: int = 1) -> None:
     """Write ``tokens`` seeded random K/V rows for ``batch`` sequences into every attention cache.
 
@@ -52,8 +70,7 @@ def fill_caches(model, caches, tokens: int, kv_dtype=None, seed: int = 0, batch:
         else:
             h = layer.num_key_value_heads
             shapes = [(batch, h, chunk, layer.head_dim), (batch, h, chunk, layer.v_head_dim)]
-        k, v = (mx.random.uniform(-1, 1, s, dtype=written, key=mx.random.key(seed + 2 * i + j))
-                for j, s in enumerate(shapes))
+        k, v = (_random_rows(s, written, mx.random.key(seed + 2 * i + j)) for j, s in enumerate(shapes))
         for start in range(0, tokens, chunk):                 # one write unless the layer is a window
             n = min(chunk, tokens - start)
             cache.update_and_fetch(k[:, :, :n], v[:, :, :n])

@@ -35,7 +35,7 @@ from ..cache.dispatch import attend_any
 from ..cache.sdpa import sdpa
 
 __all__ = ["WeightInit", "DeviceWeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
-           "attend_cached", "transposed", "forget_derived"]
+           "attend_cached", "transposed", "transpose_for_matmul", "forget_derived"]
 
 
 class WeightInit:
@@ -52,7 +52,9 @@ class WeightInit:
     def uniform(self, shape, low: float, high: float) -> mx.array:
         """float32 weights drawn uniformly from [low, high)."""
         u = self._rng.random(tuple(shape), dtype=np.float32)
-        return mx.array(u * np.float32(high - low) + np.float32(low))
+        u *= np.float32(high - low)            # in place: the same float32 numbers as u * (high - low) + low,
+        u += np.float32(low)                   # without two temporaries of the weight's size
+        return mx.array(u)
 
     def normal(self, shape, std: float) -> mx.array:
         """Zero-mean weights with standard deviation ``std``."""
@@ -142,8 +144,25 @@ def transposed(module: nn.Module, weights: operator.itemgetter) -> tuple:
     ``load_weights``, calls it)."""
     ws, memo = weights(module), module.__dict__.get("_transposed")
     if memo is None or not all(map(operator.is_, ws, memo[0])):
-        memo = module.__dict__["_transposed"] = (ws, tuple(w.T for w in ws))
+        memo = module.__dict__["_transposed"] = (ws, tuple(map(transpose_for_matmul, ws)))
     return memo[1]
+
+
+CONTIGUOUS_MAX_BYTES = 32 * 2**20   # on a CPU, weights up to this size are kept as a contiguous copy of w.T
+
+
+def transpose_for_matmul(w: mx.array) -> mx.array:
+    """``w.T`` for ``x @ w.T``: a view, or on a CPU (weights up to ``CONTIGUOUS_MAX_BYTES``) a contiguous copy.
+
+    MLX's Linux CPU wheel multiplies through the reference BLAS, whose product with an untransposed right
+    operand runs 1.3-1.6x faster than with a transposed one (benchmarks/results/lesson_cells.md) and sums
+    every output over the inner dimension in the same order, so the bits are the same
+    (tests/test_step_build_fast_paths.py). A GPU reads the view (no second copy of the weights; MLX's CUDA
+    GEMV wants the transposed operand), and so does a CPU for larger weights (a model sized to the memory).
+    """
+    if w.nbytes <= CONTIGUOUS_MAX_BYTES and mx.default_device() == mx.cpu:
+        return mx.contiguous(w.T)
+    return w.T
 
 
 DERIVED = ("_transposed", "_uk_uv")   # what the fast paths keep beside a module's weights

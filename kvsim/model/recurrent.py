@@ -28,16 +28,23 @@ Contract
 from __future__ import annotations
 
 import math
+import operator
 
 import mlx.core as mx
 import mlx.nn as nn
 
 from ..cache.base import dtype_name, mx_dtype
 from ..calc.config import LayerSpec, ModelSpec
-from .layers import WeightInit, rms_norm
+from .layers import WeightInit, rms_norm, transposed
 from .state import load_states, save_states
 
 __all__ = ["Mamba", "Mamba2", "GatedDeltaNet", "RGLRU", "MIXERS"]
+
+# the projections each mixer multiplies by, read through layers.transposed (w.T of each, made once per weights)
+_MAMBA_WEIGHTS = operator.itemgetter("w_in", "w_x", "w_dt", "w_out")
+_MAMBA2_WEIGHTS = operator.itemgetter("w_in", "w_out")
+_DELTANET_WEIGHTS = operator.itemgetter("w_qkv", "w_b", "w_a", "w_z", "w_out")
+_RGLRU_WEIGHTS = operator.itemgetter("w_y", "w_x", "w_gate_x", "w_gate_a", "w_out")
 
 
 def causal_conv(x: mx.array, state: mx.array, weight: mx.array, bias: mx.array):
@@ -101,19 +108,20 @@ class Mamba(_Mixer):
         self.w_out = init.linear(hidden_size, d_inner)
 
     def mix(self, x, states):
-        xs, z = mx.split(x @ self.w_in.T, 2, axis=-1)
+        w_in_t, w_x_t, w_dt_t, w_out_t = transposed(self, _MAMBA_WEIGHTS)
+        xs, z = mx.split(x @ w_in_t, 2, axis=-1)
         xs, conv = causal_conv(xs, states["conv"], self.conv_w, self.conv_b)
         xs = nn.silu(xs)
-        dbc = xs @ self.w_x.T
+        dbc = xs @ w_x_t
         dt, Bm, Cm = mx.split(dbc, [self.dt_rank, self.dt_rank + self.d_state], axis=-1)
-        dt = nn.softplus(dt @ self.w_dt.T + self.dt_bias)           # (B, L, d_inner)
+        dt = nn.softplus(dt @ w_dt_t + self.dt_bias)           # (B, L, d_inner)
         A = -mx.exp(self.A_log)                                       # (d_inner, d_state)
         h, ys = states["ssm"], []                                      # scan in the state's dtype
         for t in range(x.shape[1]):
             h = mx.exp(dt[:, t, :, None] * A) * h + (dt[:, t] * xs[:, t])[..., None] * Bm[:, t, None, :]
             ys.append((h @ Cm[:, t, :, None])[..., 0] + self.D * xs[:, t])   # (B, d_inner)
         y = mx.stack(ys, axis=1).astype(x.dtype) * nn.silu(z)
-        return y @ self.w_out.T, {"conv": conv, "ssm": h}
+        return y @ w_out_t, {"conv": conv, "ssm": h}
 
 
 class Mamba2(_Mixer):
@@ -146,7 +154,8 @@ class Mamba2(_Mixer):
     def mix(self, x, states):
         B, L, _ = x.shape
         conv_width = self.d_inner + 2 * self.groups * self.d_state      # x, B, C go through the conv
-        z, xbc, dt = mx.split(x @ self.w_in.T, [self.d_inner, self.d_inner + conv_width], axis=-1)
+        w_in_t, w_out_t = transposed(self, _MAMBA2_WEIGHTS)
+        z, xbc, dt = mx.split(x @ w_in_t, [self.d_inner, self.d_inner + conv_width], axis=-1)
         xbc, conv = causal_conv(xbc, states["conv"], self.conv_w, self.conv_b)
         xbc = nn.silu(xbc)
         xs, Bm, Cm = mx.split(xbc, [self.d_inner, self.d_inner + self.groups * self.d_state], axis=-1)
@@ -162,7 +171,7 @@ class Mamba2(_Mixer):
             ys.append((h @ Cm[:, t, :, :, None])[..., 0] + self.D[:, None] * xs[:, t])
         y = mx.stack(ys, axis=1).reshape(B, L, self.d_inner).astype(x.dtype)
         y = rms_norm(y * nn.silu(z), self.norm, self.eps)
-        return y @ self.w_out.T, {"conv": conv, "ssm": h}
+        return y @ w_out_t, {"conv": conv, "ssm": h}
 
 
 class GatedDeltaNet(_Mixer):
@@ -192,7 +201,8 @@ class GatedDeltaNet(_Mixer):
 
     def mix(self, x, states):
         B, L, _ = x.shape
-        qkv, conv = causal_conv(x @ self.w_qkv.T, states["conv"], self.conv_w, self.conv_b)
+        w_qkv_t, w_b_t, w_a_t, w_z_t, w_out_t = transposed(self, _DELTANET_WEIGHTS)
+        qkv, conv = causal_conv(x @ w_qkv_t, states["conv"], self.conv_w, self.conv_b)
         qkv = nn.silu(qkv)
         nk = self.n_k * self.d_k
         q = qkv[..., :nk].reshape(B, L, self.n_k, self.d_k)
@@ -201,8 +211,8 @@ class GatedDeltaNet(_Mixer):
         rep = self.n_v // self.n_k                                      # value heads per key head
         q = mx.repeat(q * mx.rsqrt((q * q).sum(-1, keepdims=True) + 1e-6), rep, axis=2) * self.d_k ** -0.5
         k = mx.repeat(k * mx.rsqrt((k * k).sum(-1, keepdims=True) + 1e-6), rep, axis=2)
-        beta = mx.sigmoid(x @ self.w_b.T)                               # (B, L, n_v) write strength
-        g = -mx.exp(self.A_log) * nn.softplus(x @ self.w_a.T + self.dt_bias)   # log decay
+        beta = mx.sigmoid(x @ w_b_t)                               # (B, L, n_v) write strength
+        g = -mx.exp(self.A_log) * nn.softplus(x @ w_a_t + self.dt_bias)   # log decay
         S, outs = states["ssm"], []                                     # scan in the state's dtype
         for t in range(L):
             S = mx.exp(g[:, t])[..., None, None] * S                      # (B, n_v, d_v, d_k)
@@ -212,8 +222,8 @@ class GatedDeltaNet(_Mixer):
             S = S + delta[..., None] * kt
             outs.append((S * q[:, t][:, :, None, :]).sum(axis=-1))      # S q: (B, n_v, d_v)
         o = rms_norm(mx.stack(outs, axis=1).astype(x.dtype), self.norm, self.eps)  # (B, L, n_v, d_v)
-        o = o * nn.silu((x @ self.w_z.T).reshape(B, L, self.n_v, self.d_v))
-        return o.reshape(B, L, -1) @ self.w_out.T, {"conv": conv, "ssm": S}
+        o = o * nn.silu((x @ w_z_t).reshape(B, L, self.n_v, self.d_v))
+        return o.reshape(B, L, -1) @ w_out_t, {"conv": conv, "ssm": S}
 
 
 class RGLRU(_Mixer):
@@ -240,17 +250,18 @@ class RGLRU(_Mixer):
         self.w_out = init.linear(hidden_size, width)
 
     def mix(self, x, states):
-        y = nn.gelu_approx(x @ self.w_y.T)
-        xs, conv = causal_conv(x @ self.w_x.T, states["conv"], self.conv_w, self.conv_b)
-        gate_x = mx.sigmoid(xs @ self.w_gate_x.T)
-        log_a = -8.0 * mx.sigmoid(xs @ self.w_gate_a.T) * nn.softplus(self.a_param)
+        w_y_t, w_x_t, w_gate_x_t, w_gate_a_t, w_out_t = transposed(self, _RGLRU_WEIGHTS)
+        y = nn.gelu_approx(x @ w_y_t)
+        xs, conv = causal_conv(x @ w_x_t, states["conv"], self.conv_w, self.conv_b)
+        gate_x = mx.sigmoid(xs @ w_gate_x_t)
+        log_a = -8.0 * mx.sigmoid(xs @ w_gate_a_t) * nn.softplus(self.a_param)
         a = mx.exp(log_a)
         inp = xs * gate_x * mx.sqrt(1 - mx.exp(2 * log_a))             # normalised input
         h, hs = states["ssm"], []                                      # scan in the state's dtype
         for t in range(x.shape[1]):
             h = a[:, t] * h + inp[:, t]                                 # (B, width)
             hs.append(h)
-        return (mx.stack(hs, axis=1).astype(x.dtype) * y) @ self.w_out.T, {"conv": conv, "ssm": h}
+        return (mx.stack(hs, axis=1).astype(x.dtype) * y) @ w_out_t, {"conv": conv, "ssm": h}
 
 
 MIXERS = {cls.family: cls for cls in (Mamba, Mamba2, GatedDeltaNet, RGLRU)}
