@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
+from .labels import pin_labels
 from .render import FrameRenderer
 
 PAD_IN = 4 / 72   # constrained layout's room around the decorations and between Axes (matplotlib's default: 3 pt)
@@ -179,6 +180,7 @@ class FrozenLayout:
     def relayout(self, renderer):
         for _ in range(MAX_PASSES):
             wrap_titles(self.fig, renderer)  # at the Axes' current width, which the layout needs
+            pin_labels(self.fig, renderer, follow_axes=True)  # axis labels placed for this state, moving with their Axes
             freeze(self.fig)
             if not wrap_titles(self.fig, renderer):  # the new width needs no other wrap: done
                 break
@@ -216,6 +218,7 @@ class FrozenLayout:
             self.relayout(renderer)
         else:
             wrap_titles(self.fig, renderer)  # titles follow the data
+        pin_labels(self.fig, renderer)  # the render does not place the axis labels again
         canvas.draw()
         now = gaps(self.fig)
         renders = 1
@@ -224,6 +227,7 @@ class FrozenLayout:
             self.kept_score += -1 if drifted else 1
         if drifted:
             self.relayout(renderer)
+            pin_labels(self.fig, renderer)
             canvas.draw()
             now = gaps(self.fig)
             renders = 2
