@@ -92,14 +92,17 @@ def _extremes(texts, name: str, renderer) -> list:
     return [texts[i] for i in sorted(picked)]
 
 
-def label_place(ax, name: str, renderer) -> float | None:
+def label_place(ax, name: str, renderer, drawn: list | None = None) -> float | None:
     """Where matplotlib puts the label of ``ax``'s ``name`` ("x", "y") axis: its x (a y axis) or y (an x
-    axis) in display pixels; None if the axis is not drawn."""
+    axis) in display pixels; None if the axis is not drawn. The first and last tick label of each group
+    (those at the ends of the axis, with ascending locations) go into ``drawn``."""
     axis = ax.yaxis if name == "y" else ax.xaxis
     if not (ax.get_visible() and ax.axison and axis.get_visible()):
         return None
     side = axis.get_label_position()
     groups, outside = tick_labels(axis, EDGE[side][1])
+    if drawn is not None:
+        drawn += [t for texts in groups for t in {texts[0], texts[-1]}]
     boxes = [t.get_window_extent(renderer) for texts in groups for t in _extremes(texts, name, renderer)]
     spine = ax.spines.get(side)
     if not boxes or not outside or (spine is not None and tuple(spine.get_position()) != ("outward", 0)):
@@ -111,13 +114,17 @@ def label_place(ax, name: str, renderer) -> float | None:
     return {"left": box.x0 - pad, "right": box.x1 + pad, "bottom": box.y0 - pad, "top": box.y1 + pad}[side]
 
 
-def pin_labels(fig, renderer, follow_axes: bool = False):
+def pin_labels(fig, renderer, follow_axes: bool = False) -> list:
     """Place every axis label of ``fig`` where matplotlib would, and pin it there (see the module contract);
-    an empty label stays where it is (it is neither drawn nor measured)."""
+    an empty label stays where it is (it is neither drawn nor measured). Returns the labels placed and the
+    tick labels at the ends of their axes, as the render will draw them."""
+    drawn = []
     for ax in fig.axes:
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             x, y = axis.label.get_position()
-            place = label_place(ax, name, renderer) if axis.label.get_text() else None
+            place = label_place(ax, name, renderer, drawn) if axis.label.get_text() else None
+            if place is not None:
+                drawn.append(axis.label)
             # the transform matplotlib gives each label: display pixels across the axis, Axes fraction along it
             if name == "y":
                 transform = blended_transform_factory(IdentityTransform(), ax.transAxes)
@@ -134,3 +141,4 @@ def pin_labels(fig, renderer, follow_axes: bool = False):
             if place is None:
                 transform = axis.label.get_transform()  # not drawn or empty: left where it is
             axis.set_label_coords(x, y, transform=transform)
+    return drawn

@@ -208,6 +208,22 @@ class FrozenLayout:
             return False
         return any((g < PAD_PX and g < g0 - 0.5) or g > g0 + SLACK_PX for g, g0 in zip(now, self.gaps))
 
+    def cut(self, texts, renderer) -> bool:
+        """Whether one of ``texts`` (axis labels placed for this state by :func:`kvsim.ui.labels.pin_labels`,
+        the tick labels at the ends of their axes) would come closer than PAD_PX to an edge and than the layout
+        left the ink there: the render would drift, so lay out first (the commonest drifts: tick labels that
+        grew push the axis label, or the last tick label, off the figure)."""
+        if self.gaps is None:
+            return False
+        width, height = self.fig.bbox.width, self.fig.bbox.height
+        for text in texts:
+            if text.get_text():
+                b = text.get_window_extent(renderer)
+                now = (b.x0, b.y0, width - b.x1, height - b.y1)
+                if any(g < PAD_PX and g < g0 - 0.5 for g, g0 in zip(now, self.gaps)):
+                    return True
+        return False
+
     def render(self) -> int:
         """Draw the figure on its canvas, laid out; returns the number of renders (1, or 2 after a late relayout)."""
         canvas = self.fig.canvas
@@ -218,7 +234,13 @@ class FrozenLayout:
             self.relayout(renderer)
         else:
             wrap_titles(self.fig, renderer)  # titles follow the data
-        pin_labels(self.fig, renderer)  # the render does not place the axis labels again
+        drawn = pin_labels(self.fig, renderer)  # the render does not place the axis labels again
+        if not fresh and self.cut(drawn, renderer):  # lay out now rather than render twice
+            if self.keeping:
+                self.kept_score -= 1
+            self.keeping, fresh = False, True
+            self.relayout(renderer)
+            pin_labels(self.fig, renderer)
         canvas.draw()
         now = gaps(self.fig)
         renders = 1
