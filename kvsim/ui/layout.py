@@ -47,7 +47,8 @@ def fixed_titles():
 
 def titles(ax) -> list[Text]:
     """The Axes' titles (centre, left, right) that have text: the Text children that are not in ``ax.texts``."""
-    return [t for t in ax.get_children() if isinstance(t, Text) and t not in ax.texts and t.get_text()]
+    texts = set(ax.texts)  # a set: a picture may hold hundreds of texts
+    return [t for t in ax.get_children() if isinstance(t, Text) and t not in texts and t.get_text()]
 
 
 def _wrap(text: str, room: float, width) -> str:
