@@ -41,9 +41,10 @@ def _inside(axis, locs) -> np.ndarray:
 
 
 def tick_labels(axis, which: int) -> tuple[list[list], bool]:
-    """The tick label Texts (label1 or label2) a render of ``axis`` draws and measures, major and minor apart
-    (their ticks differ in length, so their anchors do), texts and positions set as the render sets them; and
-    whether every one sits outside its tick (pad ≥ 0)."""
+    """The tick labels (label1 or label2) a render of ``axis`` draws and measures, major and minor apart
+    (their ticks differ in length, so their anchors do), as (Text, tick, location, string the formatter gives)
+    (the Text gets its string and place from :func:`ready`); and whether every one sits outside its tick
+    (pad ≥ 0)."""
     groups, outside = [], True
     for locs, formatter, get_ticks in (
             (axis.get_majorticklocs(), axis.get_major_formatter(), axis.get_major_ticks),
@@ -53,57 +54,62 @@ def tick_labels(axis, which: int) -> tuple[list[list], bool]:
         inside = _inside(axis, locs)
         if not inside.any():
             continue
-        texts = []
+        labels = []
         for tick, loc, label, keep in zip(get_ticks(len(locs)), locs, formatter.format_ticks(locs), inside):
             text = tick.label1 if which == 1 else tick.label2
             if keep and text.get_visible() and text.get_in_layout():
                 outside = outside and tick.get_pad() >= 0
-                tick.update_position(loc)
-                text.set_text(label)
-                texts.append(text)
-        if texts:
-            groups.append(texts)
+                labels.append((text, tick, loc, label))
+        if labels:
+            groups.append(labels)
     return groups, outside
 
 
-def _plain(texts) -> bool:
+def ready(label):
+    """The tick label's Text with its string and place as the render sets them; returns the Text."""
+    text, tick, loc, s = label
+    tick.update_position(loc)
+    text.set_text(s)
+    return text
+
+
+def _plain(labels) -> bool:
     """One-line, unrotated, non-math tick labels of one font and one alignment."""
-    first = texts[0]
+    first = labels[0][0]
     shape = (first.get_fontproperties(), first.get_horizontalalignment(), first.get_verticalalignment())
-    for t in texts:
-        s = t.get_text()
+    for t, _, _, s in labels:
         if ("\n" in s or t.get_rotation() != 0 or t.get_usetex() or cbook.is_math_text(s)
                 or (t.get_fontproperties(), t.get_horizontalalignment(), t.get_verticalalignment()) != shape):
             return False
     return True
 
 
-def _extremes(texts, name: str, renderer) -> list:
+def _extremes(labels, name: str, renderer) -> list:
     """The tick labels (of one group) whose boxes can reach furthest out: all of them, or for plain ones those
     picked by their text sizes (they share one anchor line and alignment, so a box grows with its text's
     width on a y axis, with its ascent, descent or height on an x axis)."""
-    if not _plain(texts):
-        return texts
-    prop = texts[0].get_fontproperties()
-    sizes = [renderer.get_text_width_height_descent(t.get_text(), prop, False) if t.get_text() else (0, 0, 0)
-             for t in texts]
-    keys = [lambda s: s[0]] if name == "y" else [lambda s: s[1] - s[2], lambda s: s[2], lambda s: s[1]]
-    picked = {max(range(len(texts)), key=lambda i: key(sizes[i])) for key in keys}
-    return [texts[i] for i in sorted(picked)]
+    if not _plain(labels):
+        return labels
+    prop = labels[0][0].get_fontproperties()
+    sizes = [renderer.get_text_width_height_descent(s, prop, False) if s else (0, 0, 0) for _, _, _, s in labels]
+    keys = [lambda z: z[0]] if name == "y" else [lambda z: z[1] - z[2], lambda z: z[2], lambda z: z[1]]
+    picked = {max(range(len(labels)), key=lambda i: key(sizes[i])) for key in keys}
+    return [labels[i] for i in sorted(picked)]
 
 
 def label_place(ax, name: str, renderer, drawn: list | None = None) -> float | None:
     """Where matplotlib puts the label of ``ax``'s ``name`` ("x", "y") axis: its x (a y axis) or y (an x
     axis) in display pixels; None if the axis is not drawn. The first and last tick label of each group
-    (those at the ends of the axis, with ascending locations) go into ``drawn``."""
+    (those at the ends of the axis, with ascending locations) go into ``drawn``, ready to measure."""
     axis = ax.yaxis if name == "y" else ax.xaxis
     if not (ax.get_visible() and ax.axison and axis.get_visible()):
         return None
     side = axis.get_label_position()
     groups, outside = tick_labels(axis, EDGE[side][1])
+    boxes = [ready(label).get_window_extent(renderer)
+             for labels in groups for label in _extremes(labels, name, renderer)]
     if drawn is not None:
-        drawn += [t for texts in groups for t in {texts[0], texts[-1]}]
-    boxes = [t.get_window_extent(renderer) for texts in groups for t in _extremes(texts, name, renderer)]
+        drawn += [ready(label) for labels in groups for label in (labels[0], labels[-1])]
     spine = ax.spines.get(side)
     if not boxes or not outside or (spine is not None and tuple(spine.get_position()) != ("outward", 0)):
         # no tick label drawn, a spine moved off the Axes' edge, or a label inside its tick: the spine's box

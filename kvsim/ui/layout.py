@@ -181,7 +181,7 @@ class FrozenLayout:
     def relayout(self, renderer):
         for _ in range(MAX_PASSES):
             wrap_titles(self.fig, renderer)  # at the Axes' current width, which the layout needs
-            pin_labels(self.fig, renderer, follow_axes=True)  # axis labels placed for this state, moving with their Axes
+            pin_labels(self.fig, renderer, follow_axes=True)  # labels placed for this state, moving with their Axes
             freeze(self.fig)
             if not wrap_titles(self.fig, renderer):  # the new width needs no other wrap: done
                 break
