@@ -24,6 +24,7 @@ import math
 import textwrap
 
 import matplotlib as mpl
+from matplotlib import cbook
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
@@ -130,6 +131,24 @@ def shown(fig: Figure) -> tuple:
 MEASURED = (Text, Patch, Line2D, Legend)  # artists whose extent is measured; of others only visibility counts
 
 
+def surely_inside(text, box, renderer) -> bool:
+    """Whether a plain Text (one line, unrotated, no math, wrap or box) lies inside ``box`` whatever its
+    alignment: its anchor at least its width (plus 2 px) from the box's sides and twice its line height
+    (at least 1.5 × its font size, plus 2 px) from the top and bottom; by its text size, which
+    :class:`~kvsim.ui.render.FrameRenderer` memoizes, instead of a layout of the Text. False means: measure it."""
+    if type(text) is not Text or not isinstance(renderer, FrameRenderer):
+        return False
+    s = text.get_text()
+    if ("\n" in s or text.get_rotation() != 0 or text.get_wrap() or text.get_usetex() or cbook.is_math_text(s)
+            or text.get_bbox_patch() is not None):
+        return False
+    prop = text.get_fontproperties()
+    x, y = text.get_transform().transform(text.get_unitless_position())
+    w, h, _ = renderer.get_text_width_height_descent(s, prop, False) if s else (0, 0, 0)
+    dx, dy = w + 2, 2 * max(h, 1.5 * prop.get_size_in_points() * renderer.dpi / 72) + 2
+    return box.x0 <= x - dx and x + dx <= box.x1 and box.y0 <= y - dy and y + dy <= box.y1
+
+
 def reaching(fig: Figure, renderer) -> tuple:
     """Per Axes, the visible :func:`_loose` artists that reach beyond the Axes' box (by more than half a
     pixel), as (type, index among the loose artists, and the legend's entries); artists other than texts,
@@ -138,6 +157,8 @@ def reaching(fig: Figure, renderer) -> tuple:
     def out(a, box):
         if not isinstance(a, MEASURED):
             return True
+        if surely_inside(a, box, renderer):
+            return False
         e = a.get_window_extent(renderer)
         return not (e.x0 >= box.x0 - 0.5 and e.y0 >= box.y0 - 0.5 and e.x1 <= box.x1 + 0.5 and e.y1 <= box.y1 + 0.5)
 
