@@ -16,6 +16,10 @@ Contract
   (:class:`kvsim.widgets.render.FrameRenderer` records it) came closer than PAD_PX to an edge of the figure,
   nearer than the layout left it, or left SLACK_PX more room on a side than the layout left (labels grew or
   shrank with the data). Most slider moves keep the layout and cost one render.
+- Before each render the axis labels are placed and pinned (:func:`kvsim.ui.labels.pin_labels`); when a placed
+  axis label, or a tick label at an end of its axis, would already come closer than PAD_PX to an edge (and
+  than the layout left it), the figure is laid out before the render instead of after it (one render, not
+  two). :func:`reaching` skips the layout of plain texts that lie well inside their Axes (:func:`surely_inside`).
 """
 
 from __future__ import annotations
