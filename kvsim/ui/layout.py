@@ -16,6 +16,10 @@ Contract
   (:class:`kvsim.widgets.render.FrameRenderer` records it) came closer than PAD_PX to an edge of the figure,
   nearer than the layout left it, or left SLACK_PX more room on a side than the layout left (labels grew or
   shrank with the data). Most slider moves keep the layout and cost one render.
+- Before each render the axis labels are placed and pinned (:func:`kvsim.ui.labels.pin_labels`); when a placed
+  axis label, or a tick label at an end of its axis, would already come closer than PAD_PX to an edge (and
+  than the layout left it), the figure is laid out before the render instead of after it (one render, not
+  two). :func:`reaching` skips the layout of plain texts that lie well inside their Axes (:func:`surely_inside`).
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import math
 import textwrap
 
 import matplotlib as mpl
+from matplotlib import cbook
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
+from .labels import pin_labels
 from .render import FrameRenderer
 
 PAD_IN = 4 / 72   # constrained layout's room around the decorations and between Axes (matplotlib's default: 3 pt)
@@ -46,7 +52,8 @@ def fixed_titles():
 
 def titles(ax) -> list[Text]:
     """The Axes' titles (centre, left, right) that have text: the Text children that are not in ``ax.texts``."""
-    return [t for t in ax.get_children() if isinstance(t, Text) and t not in ax.texts and t.get_text()]
+    texts = set(ax.texts)  # a set: a picture may hold hundreds of texts
+    return [t for t in ax.get_children() if isinstance(t, Text) and t not in texts and t.get_text()]
 
 
 def _wrap(text: str, room: float, width) -> str:
@@ -128,6 +135,24 @@ def shown(fig: Figure) -> tuple:
 MEASURED = (Text, Patch, Line2D, Legend)  # artists whose extent is measured; of others only visibility counts
 
 
+def surely_inside(text, box, renderer) -> bool:
+    """Whether a plain Text (one line, unrotated, no math, wrap or box) lies inside ``box`` whatever its
+    alignment: its anchor at least its width (plus 2 px) from the box's sides and twice its line height
+    (at least 1.5 × its font size, plus 2 px) from the top and bottom; by its text size, which
+    :class:`~kvsim.ui.render.FrameRenderer` memoizes, instead of a layout of the Text. False means: measure it."""
+    if type(text) is not Text or not isinstance(renderer, FrameRenderer):
+        return False
+    s = text.get_text()
+    if ("\n" in s or text.get_rotation() != 0 or text.get_wrap() or text.get_usetex() or cbook.is_math_text(s)
+            or text.get_bbox_patch() is not None):
+        return False
+    prop = text.get_fontproperties()
+    x, y = text.get_transform().transform(text.get_unitless_position())
+    w, h, _ = renderer.get_text_width_height_descent(s, prop, False) if s else (0, 0, 0)
+    dx, dy = w + 2, 2 * max(h, 1.5 * prop.get_size_in_points() * renderer.dpi / 72) + 2
+    return box.x0 <= x - dx and x + dx <= box.x1 and box.y0 <= y - dy and y + dy <= box.y1
+
+
 def reaching(fig: Figure, renderer) -> tuple:
     """Per Axes, the visible :func:`_loose` artists that reach beyond the Axes' box (by more than half a
     pixel), as (type, index among the loose artists, and the legend's entries); artists other than texts,
@@ -136,6 +161,8 @@ def reaching(fig: Figure, renderer) -> tuple:
     def out(a, box):
         if not isinstance(a, MEASURED):
             return True
+        if surely_inside(a, box, renderer):
+            return False
         e = a.get_window_extent(renderer)
         return not (e.x0 >= box.x0 - 0.5 and e.y0 >= box.y0 - 0.5 and e.x1 <= box.x1 + 0.5 and e.y1 <= box.y1 + 0.5)
 
@@ -179,6 +206,7 @@ class FrozenLayout:
     def relayout(self, renderer):
         for _ in range(MAX_PASSES):
             wrap_titles(self.fig, renderer)  # at the Axes' current width, which the layout needs
+            pin_labels(self.fig, renderer, follow_axes=True)  # labels placed for this state, moving with their Axes
             freeze(self.fig)
             if not wrap_titles(self.fig, renderer):  # the new width needs no other wrap: done
                 break
@@ -206,6 +234,22 @@ class FrozenLayout:
             return False
         return any((g < PAD_PX and g < g0 - 0.5) or g > g0 + SLACK_PX for g, g0 in zip(now, self.gaps))
 
+    def cut(self, texts, renderer) -> bool:
+        """Whether one of ``texts`` (axis labels placed for this state by :func:`kvsim.ui.labels.pin_labels`,
+        the tick labels at the ends of their axes) would come closer than PAD_PX to an edge and than the layout
+        left the ink there: the render would drift, so lay out first (the commonest drifts: tick labels that
+        grew push the axis label, or the last tick label, off the figure)."""
+        if self.gaps is None:
+            return False
+        width, height = self.fig.bbox.width, self.fig.bbox.height
+        for text in texts:
+            if text.get_text():
+                b = text.get_window_extent(renderer)
+                now = (b.x0, b.y0, width - b.x1, height - b.y1)
+                if any(g < PAD_PX and g < g0 - 0.5 for g, g0 in zip(now, self.gaps)):
+                    return True
+        return False
+
     def render(self) -> int:
         """Draw the figure on its canvas, laid out; returns the number of renders (1, or 2 after a late relayout)."""
         canvas = self.fig.canvas
@@ -216,6 +260,13 @@ class FrozenLayout:
             self.relayout(renderer)
         else:
             wrap_titles(self.fig, renderer)  # titles follow the data
+        drawn = pin_labels(self.fig, renderer)  # the render does not place the axis labels again
+        if not fresh and self.cut(drawn, renderer):  # lay out now rather than render twice
+            if self.keeping:
+                self.kept_score -= 1
+            self.keeping, fresh = False, True
+            self.relayout(renderer)
+            pin_labels(self.fig, renderer)
         canvas.draw()
         now = gaps(self.fig)
         renders = 1
@@ -224,6 +275,7 @@ class FrozenLayout:
             self.kept_score += -1 if drifted else 1
         if drifted:
             self.relayout(renderer)
+            pin_labels(self.fig, renderer)
             canvas.draw()
             now = gaps(self.fig)
             renders = 2

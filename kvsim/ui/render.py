@@ -190,10 +190,11 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 def encode_png(rgba: np.ndarray, level: int = 1) -> bytes:
     """An 8-bit RGB PNG of an opaque (rows, cols, 4) image: every row unfiltered, zlib at ``level``."""
     rows, cols = rgba.shape[:2]
-    raw = np.zeros((rows, 1 + 3 * cols), dtype=np.uint8)  # a leading 0 per row = filter type "none"
+    raw = np.empty((rows, 1 + 3 * cols), dtype=np.uint8)
+    raw[:, 0] = 0  # a leading 0 per row = filter type "none"
     raw[:, 1:] = rgba[:, :, :3].reshape(rows, 3 * cols)
     header = struct.pack(">IIBBBBB", cols, rows, 8, 2, 0, 0, 0)  # 8 bits, colour type 2 (RGB)
-    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(raw.tobytes(), level))
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(raw, level))
             + _chunk(b"IEND", b""))
 
 

@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from ...calc.units import format_bytes
-from ...ui.style import add_legend, Pool, clear_for, keep, legend, legend_below, reuse, set_fill_between
+from ...ui.style import add_legend, Pool, Sketch, clear_for, keep, legend, legend_below, reuse, set_fill_between
 
 
 SEQ_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
@@ -45,62 +45,80 @@ def sequence_colors(snaps) -> dict:
     return {n: SEQ_COLORS[i % len(SEQ_COLORS)] for i, n in enumerate(names)}
 
 
+def _block_sketch(ax) -> Sketch:
+    """Rectangles, texts, lines and copy arrows of the block-table picture, added without data limits (the
+    limits are set by the plot); arrows over every rectangle (zorder), as when they were added last."""
+    def add(artist):
+        return ax.add_artist(artist)
+    return Sketch(rect=lambda: add(Rectangle((0, 0), 1, 1)), text=lambda: ax.text(0, 0, ""),
+                  line=lambda: add(Line2D([], [])),
+                  arrow=lambda: add(FancyArrowPatch((0, 0), (1, 1), connectionstyle="arc3,rad=0.4",
+                                                    arrowstyle="-|>", mutation_scale=12, lw=1.5, zorder=1.5)))
+
+
 def plot_block_tables(ax, snap, colors: dict | None = None, title: str | None = None):
     """Physical pool on top (id, reference count, state), one row of logical blocks per sequence below,
     a line from every logical block to the physical block its table names; CoW copies as arrows.
 
-    On a redraw only this picture's artists are replaced (no ``ax.clear()``), added without data limits
-    (the limits are set here).
+    A redraw re-styles the artists of the earlier call (:class:`kvsim.ui.style.Sketch`): no ``ax.clear()``,
+    nothing made or removed unless the picture needs more of one kind than before.
     """
     held = reuse(ax, "block_tables", ())
     if held is None:
         ax.clear()
         ax.set_axis_off()
-        held = keep(ax, "block_tables", (), {"drawn": []})
-    for artist in held["drawn"]:
-        artist.remove()
-    drawn = held["drawn"] = []
-    add, text = (lambda a: drawn.append(ax.add_artist(a))), (lambda *a, **k: drawn.append(ax.text(*a, **k)))
+        held = keep(ax, "block_tables", (), {"sketch": _block_sketch(ax)})
+    sketch = held["sketch"]
     names = list(snap.tables)
     colors = colors or sequence_colors([snap])
-    _draw_pool(snap, colors, add, text)
-    _draw_tables(snap, names, colors, add, text)
+    _draw_pool(snap, colors, sketch)
+    _draw_tables(snap, names, colors, sketch)
     for src, dst in snap.copies:
-        add(FancyArrowPatch((src + 0.45, 0), (dst + 0.45, 0), connectionstyle="arc3,rad=0.4",
-                            arrowstyle="-|>", mutation_scale=12, color="crimson", lw=1.5))
-        text((src + dst) / 2 + 0.45, -0.55, "copy-on-write", color="crimson", ha="center", fontsize=8)
+        sketch["arrow"].take(color="crimson").set_positions((src + 0.45, 0), (dst + 0.45, 0))
+        _text(sketch, (src + dst) / 2 + 0.45, -0.55, "copy-on-write", color="crimson", ha="center", fontsize=8)
     ax.set_xlim(-2.6, snap.num_blocks + 1.4)
     ax.set_ylim(2 + 1.3 * len(names) + 0.1, -1.0)
-    text(snap.num_blocks + 0.1, 0.45, "physical\nblocks", fontsize=8, va="center")
+    _text(sketch, snap.num_blocks + 0.1, 0.45, "physical\nblocks", fontsize=8, va="center")
+    sketch.finish()
     ax.set_title(title or snap.label, fontsize=10)
     return ax
 
 
-def _draw_pool(snap, colors, add, text):
+def _text(sketch, x, y, s, ha="left", va="baseline", fontsize=8, color="black", fontweight="normal"):
+    return sketch["text"].take(x=x, y=y, text=s, ha=ha, va=va, fontsize=fontsize, color=color, fontweight=fontweight)
+
+
+def _rect(sketch, xy, width, face, edge, lw=1.0, hatch=None, alpha=None):
+    return sketch["rect"].take(xy=xy, width=width, height=0.9, facecolor=face, edgecolor=edge, linewidth=lw,
+                               hatch=hatch, alpha=alpha)
+
+
+def _draw_pool(snap, colors, sketch):
     """The physical blocks: colour of the owner (or the free/cached state), id and reference count."""
     for b in range(snap.num_blocks):
         state = snap.state(b)
         face = colors[snap.owners(b)[0]] if state == "used" else STATE_COLORS[state]
-        add(Rectangle((b, 0), 0.9, 0.9, fc=face, ec="0.3", hatch="//" if state == "cached" else None,
-                      alpha=0.85 if state == "used" else 1.0))
-        text(b + 0.45, 0.32, f"P{b}", ha="center", va="center", fontsize=8, weight="bold")
+        _rect(sketch, (b, 0), 0.9, face, "0.3", hatch="//" if state == "cached" else None,
+              alpha=0.85 if state == "used" else 1.0)
+        _text(sketch, b + 0.45, 0.32, f"P{b}", ha="center", va="center", fontweight="bold")
         if snap.ref_count[b] or state == "cached":
-            text(b + 0.45, 0.7, f"ref {snap.ref_count[b]}", ha="center", va="center", fontsize=7)
+            _text(sketch, b + 0.45, 0.7, f"ref {snap.ref_count[b]}", ha="center", va="center", fontsize=7)
 
 
-def _draw_tables(snap, names, colors, add, text):
+def _draw_tables(snap, names, colors, sketch):
     """One row of logical blocks per sequence (filled as far as written), a line to each physical block."""
     for row, name in enumerate(names):
         y = 2 + 1.3 * row
-        text(-0.2, y + 0.45, f"{name}\n{snap.tokens[name]} tokens", ha="right", va="center", fontsize=8)
+        _text(sketch, -0.2, y + 0.45, f"{name}\n{snap.tokens[name]} tokens", ha="right", va="center")
         for i, b in enumerate(snap.tables[name]):
             fill = snap.fill(name, i) / snap.block_size
-            add(Rectangle((i, y), 0.9, 0.9, fc="white", ec=colors[name], lw=1.5))
-            add(Rectangle((i, y), 0.9 * fill, 0.9, fc=colors[name], alpha=0.45, lw=0))
-            text(i + 0.45, y + 0.45, f"L{i}→P{b}" if b >= 0 else f"L{i} released", ha="center", va="center",
-                 fontsize=7)
+            _rect(sketch, (i, y), 0.9, "white", colors[name], lw=1.5)
+            _rect(sketch, (i, y), 0.9 * fill, colors[name], "none", lw=0, alpha=0.45)
+            _text(sketch, i + 0.45, y + 0.45, f"L{i}→P{b}" if b >= 0 else f"L{i} released", ha="center",
+                  va="center", fontsize=7)
             if b >= 0:
-                add(Line2D([i + 0.45, b + 0.45], [y, 0.9], color=colors[name], lw=1, alpha=0.7))
+                sketch["line"].take(data=([i + 0.45, b + 0.45], [y, 0.9]), color=colors[name], linewidth=1,
+                                    alpha=0.7)
 
 
 def plot_policy_split(ax, splits: dict, reference: dict | None = None, title: str | None = None):
