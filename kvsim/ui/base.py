@@ -8,8 +8,8 @@ Contract
 - ``update(drawn, **values)`` (optional) gets what ``draw`` returned and changes its artists itself;
   returning False means "cannot", and ``draw`` runs instead.
 - :func:`make_view` attaches one control per keyword; every change redraws into an ``Image`` widget: one
-  render on a caching canvas (:mod:`kvsim.widgets.render`) with the layout frozen per structure
-  (:mod:`kvsim.widgets.layout`: a second render only when labels outgrew it), one fast PNG.
+  render on a caching canvas (:mod:`kvsim.ui.render`) with the layout frozen per structure
+  (:mod:`kvsim.ui.layout`: a second render only when labels outgrew it), one fast PNG.
 - Every control is discrete, so the finished PNGs of the last FRAMES_KEPT states are kept, keyed by the
   controls' values: a state seen before is served from that cache without drawing. The figure then lags
   behind the image; :attr:`View.fig`, :attr:`View.ax`, :meth:`View.lines` and :meth:`View.png` draw the
@@ -156,7 +156,7 @@ def make_view(draw: Callable, controls: dict[str, widgets.ValueWidget], figsize=
     """Wrap ``draw(ax, **values)`` with ``controls``; every value change redraws the figure.
 
     ``subplots=(rows, cols)`` passes a (rows, cols) array of Axes as ``ax``; ``margins`` places them before
-    the first layout, which replaces it (see :mod:`kvsim.widgets.layout`).
+    the first layout, which replaces it (see :mod:`kvsim.ui.layout`).
     """
     fig = render.new_figure(figsize)
     with layout.fixed_titles():

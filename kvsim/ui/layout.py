@@ -13,7 +13,7 @@ Contract
 - :class:`FrozenLayout` renders a figure and lays it out again only when it must: when its structure changed
   (:func:`structure`: which decorations each Axes has, not its data; :func:`reaching`: which of its legend and
   unclipped artists reach beyond it, measured when one was shown or hidden), or when what the render inked
-  (:class:`kvsim.widgets.render.FrameRenderer` records it) came closer than PAD_PX to an edge of the figure,
+  (:class:`kvsim.ui.render.FrameRenderer` records it) came closer than PAD_PX to an edge of the figure,
   nearer than the layout left it, or left SLACK_PX more room on a side than the layout left (labels grew or
   shrank with the data). Most slider moves keep the layout and cost one render.
 - Before each render the axis labels are placed and pinned (:func:`kvsim.ui.labels.pin_labels`); when a placed

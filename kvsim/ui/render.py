@@ -9,7 +9,7 @@ Contract
   ``draw_image`` (matplotlib 3.11 lays out and renders every glyph from Python on every draw: about 1 ms per
   label); ``get_text_width_height_descent`` is memoized; ``draw_path`` and ``clear`` keep ``ink``: the box of
   every text (its bitmap and its layout box, width × line height at the baseline) and every unclipped path
-  drawn since the last clear, in display pixels with y upwards, which :mod:`kvsim.widgets.layout` checks
+  drawn since the last clear, in display pixels with y upwards, which :mod:`kvsim.ui.layout` checks
   against the figure's edges.
 - Drawing differs from stock Agg only by each text's origin snapped to whole pixels (at most half a pixel);
   at whole-pixel origins it is identical (tests/test_widgets.py compares both on every matplotlib tested).
