@@ -4,7 +4,9 @@ Prints one row per model type of ``transformers.models.auto.modeling_auto.MODEL_
 that kvsim reads (model type, the real config it is checked on, layer kinds and notes), then the count of types
 read. The vLLM column says whether ``kvsim calc --engine vllm`` plans the real config (else its one-line refusal)
 and how many golden rows of that model type (``tests/data/vllm_golden.json``, computed by vLLM 0.33's own planning
-code: tools/vllm_golden.py) kvsim's plan equals, by the assertions of tests/test_engines_vllm.py. With ``--measure``
+code: tools/vllm_golden.py) kvsim's plan equals, by the assertions of tests/test_engines_vllm.py. The mlx-lm column
+says whether mlx-lm has a model file for the type and which tiny configs tests/test_engines_mlx_lm.py checks
+byte-exact against its measured nbytes (tests/mlx_lm_configs.py). With ``--measure``
 it also runs the tiny random-weight model of each family (tests/transformers_configs.py)
 through ``generate`` in fp32 and bf16 and prints whether every layer's bytes equal
 :func:`kvsim.calc.engines_transformers.transformers_rows` (what tests/test_engines_transformers.py asserts).
@@ -80,6 +82,23 @@ def tested_by(model_type: str) -> str:
             f"text part tested as {text}" if text else "no tiny config")
 
 
+def mlx_lm_cell(model_type: str) -> str:
+    """Whether mlx-lm has a model file for this type (after its MODEL_REMAPPING), and the tiny configs
+    tests/test_engines_mlx_lm.py checks byte-exact against mlx-lm's measured nbytes (tests/mlx_lm_configs.py)."""
+    import importlib.util
+
+    from mlx_lm.utils import MODEL_REMAPPING
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))  # mlx_lm_configs imports its sibling transformers_configs
+    from mlx_lm_configs import CONFIGS, NEW_CONFIGS
+    module = MODEL_REMAPPING.get(model_type, model_type)
+    if importlib.util.find_spec(f"mlx_lm.models.{module}") is None:
+        return "no model file"
+    names = sorted(n for n, c in {**CONFIGS, **NEW_CONFIGS}.items()
+                   if model_type in (c.get("model_type"), (c.get("text_config") or {}).get("model_type")))
+    return f"models/{module}.py; " + (f"tested: {', '.join(names)}" if names else "no tiny config")
+
+
 def golden_rows_by_type() -> dict:
     """model_type -> the vLLM golden rows of configs of that type (a row's config: a registry model or
     ``data/models/families/<type>.json``; the type of a multimodal wrapper and of its text_config both count)."""
@@ -130,9 +149,10 @@ def main(measure: bool) -> None:
     sources = real_configs()
     read = [t for t in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) if t in SUPPORTED_MODEL_TYPES]
     golden = golden_rows_by_type()
-    print("| model type | real config | layers | notes | transformers measured = kvsim | vLLM 0.33 |")
-    print("|---|---|---|---|---|---|")
-    vllm_cells = {}
+    print("| model type | real config | layers | notes | transformers measured = kvsim | vLLM 0.33 | mlx-lm "
+          f"{__import__('importlib.metadata').metadata.version('mlx-lm')} measured = kvsim |")
+    print("|---|---|---|---|---|---|---|")
+    vllm_cells, mlx_cells = {}, {}
     for t in read:
         src = sources.get(t, "")
         name = src.split(" ")[0]
@@ -142,7 +162,7 @@ def main(measure: bool) -> None:
         notes = "; ".join(n.split(":")[0] for n in spec_notes(spec)) if spec else ""
         vllm_cells[t] = vllm_equal(spec, golden.get(t, [])) if spec else ("no real config", False, 0)
         print(f"| {t} | {src} | {kinds} | {notes} | {measured_equal(t) if measure else tested_by(t)} "
-              f"| {vllm_cells[t][0]} |")
+              f"| {vllm_cells[t][0]} | {mlx_cells.setdefault(t, mlx_lm_cell(t))} |")
     print(f"\nkvsim reads {len(read)} of the {len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} causal-LM model types of "
           f"transformers {__import__('transformers').__version__} (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES); "
           f"kvsim also reads {', '.join(sorted(set(SUPPORTED_MODEL_TYPES) - set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)))}, "
@@ -152,6 +172,9 @@ def main(measure: bool) -> None:
     equal = [t for t in checked if vllm_cells[t][2] == len(golden[t])]
     print(f"vLLM 0.33: kvsim plans {len(plans)} of these {len(read)} types; golden rows computed by vLLM's own code "
           f"check {len(checked)} types, vLLM = kvsim on every row for {len(equal)} of them.")
+    has = [t for t, c in mlx_cells.items() if c != "no model file"]
+    print(f"mlx-lm: a model file for {len(has)} of these {len(read)} types; tiny configs checked byte-exact against "
+          f"its measured nbytes for {sum('tested: ' in mlx_cells[t] for t in has)} of them.")
 
 
 if __name__ == "__main__":
