@@ -263,7 +263,7 @@ class CompiledStep:
             raise ValueError(f"caches must hold one entry per layer ({len(m.blocks)}), got {len(caches)}")
         x, pending, n, offsets, L = m["embed"][tokens], None, len(caches), {}, tokens.shape[1]
         ab = False                                                # block i's pieces: MLA's absorbed variant?
-        every = m.overlap_layers if type(caches[0]) is not Rows else 0   # see Model: async_eval every k layers
+        every = m.overlap_for(caches)                             # see Model: async_eval every k layers
         for i, cache in enumerate(caches):
             if every and i and i % every == 0:                    # blocks < i built: the device starts on them
                 mx.async_eval(x, pending)

@@ -138,8 +138,14 @@ class Model(nn.Module):
         # (mx.async_eval), so the device runs those layers while Python builds the next ones; 0: one
         # evaluation at the end. Default: overlap_every(largest layer) if MLX's default device is a GPU when
         # the model is built, else 0
-        layer_params = max(sum(p.size for _, p in nn.utils.tree_flatten(b.parameters())) for b in self.blocks)
-        self.overlap_layers = overlap_every(layer_params) if mx.default_device().type == mx.gpu else 0
+        self.overlap_layers = 0
+        if mx.default_device().type == mx.gpu:   # the largest layer's parameters, counted only where they are used
+            self.overlap_layers = overlap_every(
+                max(sum(p.size for _, p in nn.utils.tree_flatten(b.parameters())) for b in self.blocks))
+
+    def overlap_for(self, caches) -> int:
+        """Layers per hand-over (mx.async_eval) in a decode step over ``caches``: ``overlap_layers``, 0 over Rows."""
+        return self.overlap_layers if type(caches[0]) is not Rows else 0
 
     def __call__(self, tokens: mx.array, caches=None, kv_dtype=None) -> mx.array:
         # every input checked before any layer writes its cache: a failed call changes nothing
@@ -148,7 +154,7 @@ class Model(nn.Module):
             check_caches(self.spec, caches, tokens.shape[0], kv_dtype or self.dtype)
         x = self["embed"][tokens]
         if caches is not None and tokens.shape[1] == 1 and self.fast_decode:   # a decode step: the fast path
-            every = self.overlap_layers if type(caches[0]) is not Rows else 0
+            every = self.overlap_for(caches)
             last = len(caches) - 1
             for i, (block, cache) in enumerate(zip(self["blocks"], caches)):
                 x = block.step(x, cache, kv_dtype)
