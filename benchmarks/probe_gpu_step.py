@@ -1,16 +1,17 @@
 """Probe: where a decode step's time goes on a GPU, kvsim eager, kvsim compiled and mlx-lm side by side (issue 21).
 
-For GQA-8 (Llama 3 8B, 32 layers) and MLA (DeepSeek-V3 dimensions, 4 layers), bench_roofline's models, at a few
-contexts, every side gets its own filled caches and the sides' steps are interleaved; per step the probe times
-(a) ``build``: Python building the lazy graph (nothing runs on the device before ``mx.eval`` unless the step
-hands part of it over itself) and (b) ``total``: build + ``mx.eval``. Sides: kvsim eager and compiled with
-``overlap_layers`` 0 (one evaluation per step) and k > 0 (``mx.async_eval`` every k layers: the device runs the
-first layers while Python builds the rest), and mlx-lm's twin. Then, for MLA, the pieces of one layer's
-decode step each timed alone behind an ``mx.eval`` barrier (launch + sync + kernel), at each context, and
-one layer's attention (cache update + attention) of each engine; for GQA, the weight matrix-vector products
-x @ Wᵀ of each shape chained 16 times in one evaluation (GB/s).
+For GQA-8 (Llama 3 8B, 32 layers), sliding 4096 (Mistral 7B) and MLA (DeepSeek-V3 dimensions, 4 layers),
+bench_roofline's models, at a few contexts, every side gets its own filled caches and the sides' steps are
+interleaved; per step the probe times (a) ``build``: Python building the lazy graph (nothing runs on the device
+before ``mx.eval`` unless the step hands part of it over itself) and (b) ``total``: build + ``mx.eval``. Sides:
+kvsim eager and compiled with ``overlap_layers`` 0 (one evaluation per step) and k > 0 (``mx.async_eval`` every k
+layers: the device runs the first layers while Python builds the rest), and mlx-lm's twin. Then, for MLA, the
+pieces of one layer's decode step each timed alone behind an ``mx.eval`` barrier (launch + sync + kernel), at each
+context, and one layer's attention (cache update + attention) of each engine; for GQA, the weight matrix-vector
+products x @ Wᵀ of each shape chained 16 times in one evaluation (GB/s).
 
-Run: python benchmarks/probe_gpu_step.py --out DIR [--repeats N]; writes DIR/probe_gpu_step.{json,md}.
+Run: python benchmarks/probe_gpu_step.py --out DIR [--repeats N] [--only "sliding,MLA,GQA-8 (Llama"] [--kinds eager];
+writes DIR/probe_gpu_step.{json,md}; the JSON keeps every round (total, build and the main thread's CPU time, ms).
 """
 
 import argparse
@@ -89,19 +90,24 @@ def time_sides(sides: dict, repeats: int) -> dict:
     for fn in sides.values():
         mx.eval(fn())
         mx.eval(fn())
-    build_s, total_s = {k: [] for k in sides}, {k: [] for k in sides}
-    order = list(sides.items())
+    build_s, total_s, cpu_s = ({k: [] for k in sides} for _ in range(3))
+    order, start = list(sides.items()), time.time()
     for r in range(repeats):
         for name, fn in (order if r % 2 == 0 else order[::-1]):
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             out = fn()
             t1 = time.perf_counter()
             mx.eval(out)
-            t2 = time.perf_counter()
+            t2, c2 = time.perf_counter(), time.thread_time()
             build_s[name].append(t1 - t0)
             total_s[name].append(t2 - t0)
+            cpu_s[name].append(c2 - c0)
+    ms = lambda xs: [round(1e3 * x, 3) for x in xs]                    # noqa: E731
     return {k: {"best_ms": 1e3 * min(total_s[k]), "median_ms": 1e3 * statistics.median(total_s[k]),
-                "build_median_ms": 1e3 * statistics.median(build_s[k])} for k in sides}
+                "build_median_ms": 1e3 * statistics.median(build_s[k]),
+                "cpu_median_ms": 1e3 * statistics.median(cpu_s[k]),
+                "rounds": {"unix_start": round(start, 3), "total_ms": ms(total_s[k]), "build_ms": ms(build_s[k]),
+                           "cpu_ms": ms(cpu_s[k])}} for k in sides}
 
 
 def timed(fn, repeats: int) -> float:
@@ -211,12 +217,14 @@ def markdown(res: dict) -> str:
              f"MLX {m['mlx']}, mlx-lm {m['mlx_lm']}, {m['date']}, {m['dtype']}, {m['repeats']} interleaved rounds; "
              f"tools: {m['tools']}.", "",
              "## Whole steps: build (Python, before mx.eval) and total (build + eval), ms", "",
-             "| variant | context | side | best | median | build (median) | best / mlx-lm |", "|---|---|---|---|---|---|---|"]
+             "| variant | context | side | best | median | build (median) | CPU (median) | best / mlx-lm |",
+             "|---|---|---|---|---|---|---|---|"]
     for s in res["steps"]:
         ref = s["sides"]["mlx-lm"]["best_ms"]
         for side, t in s["sides"].items():
             lines.append(f"| {s['variant']} | {s['context']:,} | {side} | {t['best_ms']:.3f} | {t['median_ms']:.3f} | "
-                         f"{t['build_median_ms']:.3f} | {t['best_ms'] / ref:.3f} |")
+                         f"{t['build_median_ms']:.3f} | {t.get('cpu_median_ms', float('nan')):.3f} | "
+                         f"{t['best_ms'] / ref:.3f} |")
     if res["mla_pieces"]:
         ctxs = [p["context"] for p in res["mla_pieces"]]
         names = list(res["mla_pieces"][0]["ms"])
@@ -238,10 +246,12 @@ def main():
     ap.add_argument("--only", default="GQA-8 (Llama,MLA")
     ap.add_argument("--gqa", default="1024,8192", help="GQA contexts")
     ap.add_argument("--mla", default="8192,32768,131072", help="MLA contexts")
-    ap.add_argument("--gqa-overlaps", default="0,2,4,8")
+    ap.add_argument("--gqa-overlaps", default="0,2,4,8", help="also the sliding variant's")
     ap.add_argument("--mla-overlaps", default="0,1,2")
+    ap.add_argument("--sliding", default="1024,8192,32768", help="sliding-window (Mistral 7B) contexts")
     ap.add_argument("--separate", action="store_true",
                     help="time the eager sides and the compiled sides in separate groups (each beside mlx-lm)")
+    ap.add_argument("--kinds", default="eager,compiled", help="kvsim sides: eager, compiled or both")
     ap.add_argument("--batch", default="", help="GQA batch points B@T (Rows beside BatchKVCache), e.g. 8@8192")
     ap.add_argument("--no-pieces", action="store_true", help="skip the MLA pieces and the GEMV shapes")
     args = ap.parse_args()
@@ -262,8 +272,10 @@ def main():
         (out / "probe_gpu_step.md").write_text(markdown(res))
 
     cases = {"GQA-8 (Llama": (ints(args.gqa), ints(args.gqa_overlaps)) if gpu else ((256,), (0, 1)),
-             "MLA": (ints(args.mla), ints(args.mla_overlaps)) if gpu else ((256,), (0, 1))}
-    groups = (("eager",), ("compiled",)) if args.separate else (("eager", "compiled"),)
+             "MLA": (ints(args.mla), ints(args.mla_overlaps)) if gpu else ((256,), (0, 1)),
+             "sliding": (ints(args.sliding), ints(args.gqa_overlaps)) if gpu else ((256,), (0, 1))}
+    kinds = tuple(args.kinds.split(","))
+    groups = tuple((k,) for k in kinds) if args.separate else (kinds,)
     for v in plan(gpu, quick=True)["variants"]:
         key = next((c for c in cases if v.label.startswith(c)), None)
         if key is None or key not in args.only or v.kv_dtype or v.kv_heads is not None:
