@@ -101,9 +101,10 @@ lab: $(LAB_STAMP) $(LAB_OVERRIDES)
 # venvs (KVSIM_ENV_PREBUILT; run alone, `make test-env` builds its own).
 # Then the browser stage starts at once, at normal priority, and the other stages run one after another beside
 # it under `nice -n 19`. The browser stage waits on JupyterLab, kernels and Chromium: it keeps about one of the
-# 2 cores busy (measured: 159-186 CPU-s in 172-195 s), and a job beside it at the same priority slows every one of its waits (measured: the env stage
-# beside it at priority 0 saved 3 s of 73). At nice 19 the batch stages take only the cycles it leaves idle
-# (CFS weights 15 against 1024), and all of the machine once it is done. Its log: $(UI_LOG), printed at the end.
+# 2 cores busy (measured: 159-186 CPU-s in 172-195 s), and a job beside it at the same priority slows every one
+# of its waits (measured: the env stage beside it at priority 0 saved 3 s of 73). At nice 19 the batch stages
+# take only the cycles it leaves idle (CFS weights 15 against 1024), and all of the machine once it is done.
+# Its log: $(UI_LOG), printed at the end.
 # The summary gives each stage's wall time and CPU-s (bash's `times` in a subshell around each stage).
 # Logs: $(ENV_LOG) (the background build), $(UI_LOG) (the browser stage).
 ENV_LOG := test-artifacts/env-prebuild.log
