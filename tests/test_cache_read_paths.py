@@ -2,12 +2,14 @@
 read paths (gather, block table, online softmax) and sparse page indirection, each equal to dense
 attention over the same keys (fp32 within 1e-5), and the bytes each path reads and copies."""
 
+import copy
+
 import mlx.core as mx
 import numpy as np
 import pytest
 
-from kvsim.cache import (ChunkedKVCache, KVCache, QuantizedKVCache, RotatingKVCache, attend_batched,
-                         make_caches)
+from kvsim.cache import (ChunkedKVCache, KVCache, QuantizedKVCache, RotatingKVCache, TurboQuantKVCache,
+                         attend_batched, make_caches)
 from kvsim.cache.paged import PagedKVPool, cascade_read, paged_caches
 from kvsim.cache.sdpa import reference_sdpa
 from kvsim.calc.paged_read import read_step_bytes, sparse_pays, sparse_read_bytes
@@ -216,3 +218,51 @@ def test_cascade_read_of_forked_sequences_equals_each_row_alone():
         assert mx.allclose(got2[b:b + 1], c.read(q2[b:b + 1]), atol=ATOL), b
     with pytest.raises(ValueError, match="queries must be"):
         cascade_read(kids, q[:2])
+
+
+def _layouts():
+    """One cache of every layout attend_batched may hold, filled with 5 tokens, and its key width."""
+    makers = {"dense": (KVCache, D), "sliding": (lambda: RotatingKVCache(4), D),
+              "chunked": (lambda: ChunkedKVCache(4), D),
+              "quantized": (lambda: QuantizedKVCache(bits=8, group_size=32), 64),
+              "turboquant": (lambda: TurboQuantKVCache(4, 32), 64), "paged": (lambda: filled("full", [5])[0], D)}
+    for name, (make, width) in makers.items():
+        cache = make()
+        if not hasattr(cache, "pool"):
+            v_width = width if width == 64 else DV
+            cache.attend(rand(10, 1, HQ, 5, width), rand(11, 1, H, 5, width), rand(12, 1, H, 5, v_width))
+        yield name, cache, width
+
+
+@pytest.mark.parametrize("name", ["dense", "sliding", "chunked", "quantized", "turboquant", "paged"])
+def test_attend_step_equals_attend_for_every_layout(name):
+    """A decode step through attend_step (what attend_batched takes for S = 1) gives attend's answer, also for
+    the layouts that read their storage their own way (quantized, TurboQuant, paged)."""
+    cache, width = next((c, w) for n, c, w in _layouts() if n == name)
+    twin = copy.deepcopy(cache)
+    for t in range(6):
+        q, k = rand(20 + t, 1, HQ, 1, width), rand(30 + t, 1, H, 1, width)
+        v = rand(40 + t, 1, H, 1, width if width == 64 else DV)
+        assert mx.allclose(cache.attend_step(q, k, v), twin.attend(q, k, v), atol=ATOL), (name, t)
+        assert cache.offset == twin.offset
+
+
+def test_attend_batched_decode_over_quantized_rows():
+    """Rows of a quantized cache and a dense one at different offsets: each row equals itself alone."""
+    rows = [QuantizedKVCache(bits=8, group_size=32), KVCache()]
+    for r, (c, n) in enumerate(zip(rows, (3, 7))):
+        c.attend(rand(50 + r, 1, HQ, n, 64), rand(60 + r, 1, H, n, 64), rand(70 + r, 1, H, n, 64))
+    alone = copy.deepcopy(rows)
+    for t in range(4):
+        q, k, v = rand(80 + t, 2, HQ, 1, 64), rand(90 + t, 2, H, 1, 64), rand(100 + t, 2, H, 1, 64)
+        out = attend_batched(q, k, v, rows)
+        for r in range(2):
+            want = alone[r].attend(q[r:r + 1], k[r:r + 1], v[r:r + 1])
+            assert mx.allclose(out[r:r + 1], want, atol=ATOL), (t, r)
+
+
+def test_attend_batched_refuses_keys_of_another_batch_and_stores_nothing():
+    rows = [KVCache(), KVCache()]
+    with pytest.raises(ValueError, match="B = 2 rows"):
+        attend_batched(rand(0, 2, HQ, 1, D), rand(1, 3, H, 1, D), rand(2, 3, H, 1, DV), rows)
+    assert [c.offset for c in rows] == [0, 0]

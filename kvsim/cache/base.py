@@ -230,7 +230,11 @@ class BaseCache:
 
     def attend_step(self, queries: mx.array, keys: mx.array, values: mx.array, scale: float | None = None) -> mx.array:
         """:meth:`attend` for a decode step (S = 1 new token per row): the same result, through
-        :meth:`update_step`, which the dense layouts make cheaper on the host (fewer checks and calls)."""
+        :meth:`update_step`, which the dense layouts make cheaper on the host (fewer checks and calls).
+        A layout that reads its storage its own way (it overrides :meth:`attend`: quantized, paged) is
+        read through its :meth:`attend`."""
+        if type(self).attend is not BaseCache.attend:
+            return self.attend(queries, keys, values, scale)
         check_queries(queries, keys)                     # before anything is stored
         k, v, mask = self.update_step(keys, values)
         return sdpa(queries, k, v, mask, scale)

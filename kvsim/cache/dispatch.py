@@ -7,7 +7,9 @@ Contract
   isolation: row r never sees another row's keys), so each row's cache picks its own read path
   (dense SDPA, quantized, paged block table) and keeps its own window semantics. Returns
   (B, H_q, S, D_v). The seed's ``cache::attend_batched`` has the same contract.
-- The rows run one after another here (rows at different offsets see different numbers of keys).
+- The rows run one after another here (rows at different offsets see different numbers of keys). A decode
+  step (S = 1) goes through each row's ``attend_step`` (the dense layouts' one-token path: fewer host calls
+  per row, the same numbers; a layout with its own read path answers through its ``attend``).
 - ``attend_any(cache, queries, keys, values, scale)``: ``cache.attend`` for kvsim's caches; a cache
   without ``attend`` (mlx-lm's own caches, which kvsim's models also run on) is read through the
   mlx-lm protocol: mask from ``make_mask`` before ``update_and_fetch``, then dense SDPA.
@@ -37,5 +39,13 @@ def attend_batched(queries: mx.array, keys: mx.array, values: mx.array, caches, 
     if queries.ndim != 4 or len(caches) != queries.shape[0]:
         raise ValueError(f"caches must hold one cache per row: queries have {queries.shape[0] if queries.ndim else 0} "
                          f"rows, got {len(caches)} caches")
-    outs = [attend_any(c, queries[r:r + 1], keys[r:r + 1], values[r:r + 1], scale) for r, c in enumerate(caches)]
+    if any(x.ndim != 4 or x.shape[0] != len(caches) for x in (keys, values)):   # before any row stores a thing
+        raise ValueError(f"keys and values must be (B, H_kv, S, ·) with B = {len(caches)} rows, got shapes "
+                         f"{tuple(keys.shape)} and {tuple(values.shape)}")
+    rows = zip(caches, *(mx.split(x, len(caches), axis=0) for x in (queries, keys, values)))   # (1, H, S, ·) each
+    if queries.shape[2] == 1:                      # a decode step: each row's one-token path (the same numbers)
+        outs = [c.attend_step(q, k, v, scale) if hasattr(c, "attend_step") else attend_any(c, q, k, v, scale)
+                for c, q, k, v in rows]
+    else:
+        outs = [attend_any(c, q, k, v, scale) for c, q, k, v in rows]
     return mx.concatenate(outs, axis=0)

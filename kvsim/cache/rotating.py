@@ -209,8 +209,8 @@ class RotatingKVCache(BufferedCache):
         else:
             mask = self.make_mask(1)
         slot = keep + (P - keep) % ring
-        self.keys[..., slot:slot + 1, :] = keys
-        self.values[..., slot:slot + 1, :] = values
+        self.keys[:, :, slot:slot + 1] = keys         # (B, H, slots, D)
+        self.values[:, :, slot:slot + 1] = values
         self._start = max(self._start, P + 1 - ring)
         self._geom, self.offset = g, P + 1
         if wraps:  # every slot, as stored: the buffers themselves (valid until the next write)
@@ -219,7 +219,7 @@ class RotatingKVCache(BufferedCache):
             a = max(keep, P - self.window + 1)
             first = keep + (a - keep) % ring
             lo, hi = (0 if keep else first), first + P + 1 - a
-            return self.keys[..., lo:hi, :], self.values[..., lo:hi, :], mask
+            return self.keys[:, :, lo:hi], self.values[:, :, lo:hi], mask
         ranges = self._returned(P, 1)  # ordered and wrapped: a copy in temporal order
         return self._gather(self.keys, ranges), self._gather(self.values, ranges), mask
 
