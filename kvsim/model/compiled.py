@@ -42,6 +42,7 @@ from functools import lru_cache
 import mlx.core as mx
 import mlx.nn as nn
 
+from ..cache.dispatch import attend_batched
 from .attention import Attention
 from .layers import Rows, attend_cached
 from .mla import MLA
@@ -302,5 +303,5 @@ class CompiledStep:
             return attend_cached(q, k, v, cache, a.scale, kv_dtype)
         if len(cache) != q.shape[0]:                            # row r: its own sequence and offset
             raise ValueError(f"Rows holds {len(cache)} caches but the batch has {q.shape[0]} rows")
-        return mx.concatenate([attend_cached(q[r:r + 1], k[r:r + 1], v[r:r + 1], c, a.scale, kv_dtype)
-                               for r, c in enumerate(cache.caches)], axis=0)
+        dtype = kv_dtype or k.dtype                             # the eager layer's own batched read
+        return attend_batched(q, k.astype(dtype), v.astype(dtype), cache.caches, a.scale)
