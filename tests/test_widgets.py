@@ -21,7 +21,7 @@ from kvsim.lessons import VIEWS
 from kvsim.ui import layout
 from kvsim.ui.base import int_slider, make_view
 from kvsim.ui.layout import wrap_titles
-from kvsim.ui.render import FrameRenderer, new_figure
+from kvsim.ui.render import FrameRenderer, encode_png, new_figure
 from kvsim.ui.style import legend_below
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -394,3 +394,16 @@ def test_a_view_renders_as_stock_agg_but_for_text_snapped_to_whole_pixels(name):
     assert not (differ & ~near_text).any(), f"{name}: {(differ & ~near_text).sum()} pixels differ away from text"
     darkness = [float((255 - image[:, :, :3].astype(int)).sum()) for image in (frame, stock)]
     assert abs(darkness[0] / darkness[1] - 1) < 0.001  # the same ink, moved by under a pixel (no text missing)
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (3, 5), (37, 101)])
+def test_encode_png_holds_every_pixel_of_the_frame(rows, cols):
+    # the PNG the browser receives decodes to the canvas's RGB pixels exactly (alpha is opaque on a canvas)
+    rng = np.random.default_rng(rows * cols)
+    rgba = rng.integers(0, 256, (rows, cols, 4), dtype=np.uint8)
+    rgba[:, :, 3] = 255
+    for level in (1, 6):
+        png = encode_png(rgba, level)
+        assert png.startswith(PNG_MAGIC)
+        shown = Image.open(io.BytesIO(png))
+        assert shown.mode == "RGB" and np.array_equal(np.asarray(shown), rgba[:, :, :3])
