@@ -135,8 +135,8 @@ def main(rounds: int = 3, name: str = "widgets"):
         f"{REVISIT_TARGET_MS} ms. {result['cpus']} CPUs; 1-minute load average {result['load_average_1min_before']} "
         f"before, {result['load_average_1min_after']} after (load column: after each view; the machine is shared, "
         f"so wall-clock times grow with the load, CPU times less). Machine speed: the reference render (stock "
-        f"matplotlib, a fixed figure) took {result['reference_ms_before']} ms before, {result['reference_ms_after']} ms "
-        f"after.\n"))
+        f"matplotlib, a fixed figure) took {result['reference_ms_before']} ms before, "
+        f"{result['reference_ms_after']} ms after.\n"))
     print(json.dumps({k: v for k, v in result.items() if k != "views"}, indent=2))
 
 
