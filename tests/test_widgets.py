@@ -22,7 +22,7 @@ from kvsim.ui import layout
 from kvsim.ui.base import int_slider, make_view
 from kvsim.ui.layout import wrap_titles
 from kvsim.ui.render import FrameRenderer, encode_png, new_figure
-from kvsim.ui.style import legend_below
+from kvsim.ui.style import keep, legend_below, reuse
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TOLERANCE_PX = 0.5
@@ -328,6 +328,29 @@ def test_a_view_of_several_axes_fits_them_together():
         assert outside_the_canvas(view.fig) == [], state
     left, right = (ax.get_position() for ax in view.ax.flat)
     assert left.x1 < right.x0  # still side by side, in order
+
+
+
+def _category_bars(ax, n=1, words=1):
+    """Horizontal bars whose widest category name grows with ``n`` (no y label outside it), under a title of
+    ``words`` phrases that wraps into more lines as it grows."""
+    art = reuse(ax, "bars", 3) or keep(ax, "bars", 3, {"bars": ax.barh(range(3), [1, 2, 3])})
+    ax.set_yticks(range(3), ["bf16", "q8", "q4 " + "g128 " * n])
+    ax.set_xlim(0, 4)
+    ax.set_title(" ".join(["a title that wraps"] * words))
+    return art
+
+
+def test_a_wider_tick_label_or_a_title_of_more_lines_is_laid_out_before_its_one_render():
+    # the widest category name of an axis without a label, and a title wrapped into more lines, would reach the
+    # figure's edge on the kept layout: the view lays out first and renders once (it used to render, see the
+    # ink cut off, lay out and render again), and the figure fits
+    view = make_view(_category_bars, {"n": int_slider("n", 1, 1, 6), "words": int_slider("words", 1, 1, 12)})
+    for key, value in (("n", 6), ("words", 12)):
+        view.controls[key].value = value
+        assert view.renders[-1] == 1, f"{key}={value}: {view.renders[-1]} renders"
+        assert fit_problems(view.fig) == [], f"{key}={value}"
+    assert view.ax.get_title().count("\n") >= 2
 
 
 # ---------------------------------------------------------------- the renderer against stock Agg
