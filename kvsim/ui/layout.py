@@ -251,9 +251,9 @@ class FrozenLayout:
     def cut(self, texts, renderer) -> bool:
         """Whether one of ``texts`` (axis labels placed for this state by :func:`kvsim.ui.labels.pin_labels`,
         the tick labels at the ends of their axes or reaching furthest out, titles with more lines than at the
-        layout) would come closer than PAD_PX to an edge and than the layout
-        left the ink there: the render would drift, so lay out first (the commonest drifts: tick labels that
-        grew push the axis label, or the last tick label, off the figure)."""
+        layout) would come closer than PAD_PX to an edge and than the layout left the ink there: the render
+        would drift, so lay out first (the commonest drifts: tick labels that grew push the axis label, or the
+        last tick label, off the figure)."""
         if self.gaps is None:
             return False
         width, height = self.fig.bbox.width, self.fig.bbox.height
