@@ -10,8 +10,11 @@ equal to the current one are skipped); the first round draws, the later ones mos
 Reported per view and over all views: the wall-clock median and p90 of the redraws of new states, their CPU
 time in this process (less sensitive to other work on a shared machine), renders per drawn state (1 = the
 layout held; 2 = laid out again after the render), and the median of the revisited states. The machine's
-1-minute load average is recorded before and after, and after each view. Targets (issue 16): median redraw
-≤ 60 ms over all views, revisited state ≤ 5 ms.
+1-minute load average is recorded before and after, and after each view. The machine's speed is recorded too:
+the median time of a fixed reference render (:func:`reference_ms`: stock matplotlib, no kvsim code) before and after
+the views; the same code on the same machine has measured ~1.4× slower on one day than another at a similar load
+average, so compare two runs by their redraw medians over their reference times as well. Targets (issue 16):
+median redraw ≤ 60 ms over all views, revisited state ≤ 5 ms.
 Writes benchmarks/results/<name>.{json,md} (name: widgets). Run: python benchmarks/bench_widgets.py [rounds] [name]
 """
 
@@ -24,6 +27,8 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 from IPython.utils.capture import capture_output
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from kvsim.lessons import VIEWS
 
@@ -38,6 +43,26 @@ def _values(control):
         return [options[0], options[len(options) // 2], options[-1]]
     middle = (control.min + control.max) / 2 if isinstance(control.value, float) else (control.min + control.max) // 2
     return [control.min, middle, control.max]
+
+
+def reference_ms(repeats: int = 15) -> float:
+    """Median wall time of one stock Agg render (matplotlib's own canvas and renderer, none of kvsim) of a fixed
+    7.5 × 4.2 in figure at 100 dpi: a line of 200 points, title, axis labels, grid and legend."""
+    fig = Figure(figsize=(7.5, 4.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    x = np.linspace(0, 10, 200)
+    ax.plot(x, np.sin(x) * x, label="reference line")
+    ax.set(title="a fixed reference figure, 1,024 tokens", xlabel="tokens per sequence", ylabel="KV cache (GiB)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    fig.canvas.draw()  # warm: font lookups, tick creation
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fig.canvas.draw()
+        times.append(time.perf_counter() - t0)
+    return round(1000 * float(np.median(times)), 1)
 
 
 def time_view(factory, rounds: int = 3):
@@ -69,7 +94,7 @@ def _ms(samples, q=50):
 
 
 def main(rounds: int = 3, name: str = "widgets"):
-    load_before = os.getloadavg()[0]
+    load_before, reference_before = os.getloadavg()[0], reference_ms()
     per_view, new_wall, new_cpu, revisit_wall = {}, [], [], []
     for view_name, factory in sorted(VIEWS.items()):
         wall, cpu, cached, renders = time_view(factory, rounds)
@@ -91,6 +116,7 @@ def main(rounds: int = 3, name: str = "widgets"):
               "target_ms": TARGET_MS, "revisited_target_ms": REVISIT_TARGET_MS,
               "matplotlib": matplotlib.__version__, "cpus": os.cpu_count(),
               "load_average_1min_before": round(load_before, 2), "load_average_1min_after": round(os.getloadavg()[0], 2),
+              "reference_ms_before": reference_before, "reference_ms_after": reference_ms(),
               "views": per_view}
     OUT.mkdir(exist_ok=True)
     (OUT / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -108,7 +134,9 @@ def main(rounds: int = 3, name: str = "widgets"):
         f"({result['worst_view_median_ms']} ms). Targets: median ≤ {TARGET_MS} ms over all views, revisited ≤ "
         f"{REVISIT_TARGET_MS} ms. {result['cpus']} CPUs; 1-minute load average {result['load_average_1min_before']} "
         f"before, {result['load_average_1min_after']} after (load column: after each view; the machine is shared, "
-        f"so wall-clock times grow with the load, CPU times less).\n"))
+        f"so wall-clock times grow with the load, CPU times less). Machine speed: the reference render (stock "
+        f"matplotlib, a fixed figure) took {result['reference_ms_before']} ms before, "
+        f"{result['reference_ms_after']} ms after.\n"))
     print(json.dumps({k: v for k, v in result.items() if k != "views"}, indent=2))
 
 

@@ -21,8 +21,8 @@ from kvsim.lessons import VIEWS
 from kvsim.ui import layout
 from kvsim.ui.base import int_slider, make_view
 from kvsim.ui.layout import wrap_titles
-from kvsim.ui.render import FrameRenderer, new_figure
-from kvsim.ui.style import legend_below
+from kvsim.ui.render import FrameRenderer, encode_png, new_figure
+from kvsim.ui.style import keep, legend_below, reuse
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TOLERANCE_PX = 0.5
@@ -330,6 +330,29 @@ def test_a_view_of_several_axes_fits_them_together():
     assert left.x1 < right.x0  # still side by side, in order
 
 
+
+def _category_bars(ax, n=1, words=1):
+    """Horizontal bars whose widest category name grows with ``n`` (no y label outside it), under a title of
+    ``words`` phrases that wraps into more lines as it grows."""
+    art = reuse(ax, "bars", 3) or keep(ax, "bars", 3, {"bars": ax.barh(range(3), [1, 2, 3])})
+    ax.set_yticks(range(3), ["bf16", "q8", "q4 " + "g128 " * n])
+    ax.set_xlim(0, 4)
+    ax.set_title(" ".join(["a title that wraps"] * words))
+    return art
+
+
+def test_a_wider_tick_label_or_a_title_of_more_lines_is_laid_out_before_its_one_render():
+    # the widest category name of an axis without a label, and a title wrapped into more lines, would reach the
+    # figure's edge on the kept layout: the view lays out first and renders once (it used to render, see the
+    # ink cut off, lay out and render again), and the figure fits
+    view = make_view(_category_bars, {"n": int_slider("n", 1, 1, 6), "words": int_slider("words", 1, 1, 12)})
+    for key, value in (("n", 6), ("words", 12)):
+        view.controls[key].value = value
+        assert view.renders[-1] == 1, f"{key}={value}: {view.renders[-1]} renders"
+        assert fit_problems(view.fig) == [], f"{key}={value}"
+    assert view.ax.get_title().count("\n") >= 2
+
+
 # ---------------------------------------------------------------- the renderer against stock Agg
 
 
@@ -394,3 +417,16 @@ def test_a_view_renders_as_stock_agg_but_for_text_snapped_to_whole_pixels(name):
     assert not (differ & ~near_text).any(), f"{name}: {(differ & ~near_text).sum()} pixels differ away from text"
     darkness = [float((255 - image[:, :, :3].astype(int)).sum()) for image in (frame, stock)]
     assert abs(darkness[0] / darkness[1] - 1) < 0.001  # the same ink, moved by under a pixel (no text missing)
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (3, 5), (37, 101)])
+def test_encode_png_holds_every_pixel_of_the_frame(rows, cols):
+    # the PNG the browser receives decodes to the canvas's RGB pixels exactly (alpha is opaque on a canvas)
+    rng = np.random.default_rng(rows * cols)
+    rgba = rng.integers(0, 256, (rows, cols, 4), dtype=np.uint8)
+    rgba[:, :, 3] = 255
+    for level in (1, 6):
+        png = encode_png(rgba, level)
+        assert png.startswith(PNG_MAGIC)
+        shown = Image.open(io.BytesIO(png))
+        assert shown.mode == "RGB" and np.array_equal(np.asarray(shown), rgba[:, :, :3])

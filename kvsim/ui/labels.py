@@ -120,15 +120,30 @@ def label_place(ax, name: str, renderer, drawn: list | None = None) -> float | N
     return {"left": box.x0 - pad, "right": box.x1 + pad, "bottom": box.y0 - pad, "top": box.y1 + pad}[side]
 
 
+def edge_tick_labels(ax, name: str, renderer) -> list:
+    """The tick labels of ``ax``'s ``name`` axis that can come nearest the figure's edges, ready to measure:
+    of each group, those at the ends of the axis and those reaching furthest across it (:func:`_extremes`);
+    [] if the axis is not drawn."""
+    axis = ax.yaxis if name == "y" else ax.xaxis
+    if not (ax.get_visible() and ax.axison and axis.get_visible()):
+        return []
+    groups, _ = tick_labels(axis, EDGE[axis.get_label_position()][1])
+    picked = [[labels[0], *_extremes(labels, name, renderer), labels[-1]] for labels in groups]
+    return list({id(label[0]): ready(label) for labels in picked for label in labels}.values())
+
+
 def pin_labels(fig, renderer, follow_axes: bool = False) -> list:
     """Place every axis label of ``fig`` where matplotlib would, and pin it there (see the module contract);
     an empty label stays where it is (it is neither drawn nor measured). Returns the labels placed and the
-    tick labels at the ends of their axes, as the render will draw them."""
+    tick labels at the ends of their axes, and of an axis without a label also those reaching furthest across
+    it (:func:`edge_tick_labels`), as the render will draw them."""
     drawn = []
     for ax in fig.axes:
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             x, y = axis.label.get_position()
             place = label_place(ax, name, renderer, drawn) if axis.label.get_text() else None
+            if not axis.label.get_text():  # no label outside them: the tick labels themselves reach furthest
+                drawn += edge_tick_labels(ax, name, renderer)
             if place is not None:
                 drawn.append(axis.label)
             # the transform matplotlib gives each label: display pixels across the axis, Axes fraction along it

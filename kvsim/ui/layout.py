@@ -19,7 +19,9 @@ Contract
 - Before each render the axis labels are placed and pinned (:func:`kvsim.ui.labels.pin_labels`); when a placed
   axis label, or a tick label at an end of its axis, would already come closer than PAD_PX to an edge (and
   than the layout left it), the figure is laid out before the render instead of after it (one render, not
-  two). :func:`reaching` skips the layout of plain texts that lie well inside their Axes (:func:`surely_inside`).
+  two); so it is when an axis without a label has a tick label that far out (the widest category name of a
+  bar chart), or a title wrapped into more lines than at the layout would. :func:`reaching` skips the layout
+  of plain texts that lie well inside their Axes (:func:`surely_inside`).
 """
 
 from __future__ import annotations
@@ -101,6 +103,16 @@ def wrap_titles(fig: Figure, renderer) -> bool:
                 title.set_text(text)
                 changed = True
     return changed
+
+
+def all_titles(fig: Figure) -> list[Text]:
+    """Every Axes title with text, Axes by Axes (see :func:`titles`)."""
+    return [t for ax in fig.axes for t in titles(ax)]
+
+
+def title_lines(fig: Figure) -> tuple[int, ...]:
+    """The number of lines of each of :func:`all_titles`."""
+    return tuple(t.get_text().count("\n") + 1 for t in all_titles(fig))
 
 
 def structure(fig: Figure) -> tuple:
@@ -199,6 +211,7 @@ class FrozenLayout:
         self.reaching = None   # reaching() when the current layout was made
         self.keeping = False   # the render under way keeps the layout through a shown() change
         self.gaps = None       # gaps() of the first render after it
+        self.title_lines = ()  # title_lines() when the current layout was made
         self.kept_score = 0    # renders that kept the layout through a shown() change without drifting, minus
         #                        those that drifted: below 0, such a change lays out first (a picture that
         #                        moves wholesale with its controls would otherwise render twice)
@@ -212,6 +225,7 @@ class FrozenLayout:
                 break
         self.structure, self.shown = structure(self.fig), shown(self.fig)
         self.reaching = reaching(self.fig, renderer)
+        self.title_lines = title_lines(self.fig)
 
     def changed(self, renderer) -> bool:
         """Whether the figure's structure changed since the layout was made: its decorations, or which of its
@@ -236,9 +250,10 @@ class FrozenLayout:
 
     def cut(self, texts, renderer) -> bool:
         """Whether one of ``texts`` (axis labels placed for this state by :func:`kvsim.ui.labels.pin_labels`,
-        the tick labels at the ends of their axes) would come closer than PAD_PX to an edge and than the layout
-        left the ink there: the render would drift, so lay out first (the commonest drifts: tick labels that
-        grew push the axis label, or the last tick label, off the figure)."""
+        the tick labels at the ends of their axes or reaching furthest out, titles with more lines than at the
+        layout) would come closer than PAD_PX to an edge and than the layout left the ink there: the render
+        would drift, so lay out first (the commonest drifts: tick labels that grew push the axis label, or the
+        last tick label, off the figure)."""
         if self.gaps is None:
             return False
         width, height = self.fig.bbox.width, self.fig.bbox.height
@@ -249,6 +264,11 @@ class FrozenLayout:
                 if any(g < PAD_PX and g < g0 - 0.5 for g, g0 in zip(now, self.gaps)):
                     return True
         return False
+
+    def taller_titles(self) -> list[Text]:
+        """The titles with more lines than when the layout was made (the structure, and so the number of titles
+        per Axes, is the same): :meth:`cut` measures them, as a title that grew would only show in the ink."""
+        return [t for t, n, n0 in zip(all_titles(self.fig), title_lines(self.fig), self.title_lines) if n > n0]
 
     def render(self) -> int:
         """Draw the figure on its canvas, laid out; returns the number of renders (1, or 2 after a late relayout)."""
@@ -261,6 +281,7 @@ class FrozenLayout:
         else:
             wrap_titles(self.fig, renderer)  # titles follow the data
         drawn = pin_labels(self.fig, renderer)  # the render does not place the axis labels again
+        drawn += [] if fresh else self.taller_titles()  # a title that wrapped into more lines may reach an edge
         if not fresh and self.cut(drawn, renderer):  # lay out now rather than render twice
             if self.keeping:
                 self.kept_score -= 1
