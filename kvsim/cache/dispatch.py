@@ -43,9 +43,7 @@ def attend_batched(queries: mx.array, keys: mx.array, values: mx.array, caches, 
         raise ValueError(f"keys and values must be (B, H_kv, S, ·) with B = {len(caches)} rows, got shapes "
                          f"{tuple(keys.shape)} and {tuple(values.shape)}")
     rows = zip(caches, *(mx.split(x, len(caches), axis=0) for x in (queries, keys, values)))   # (1, H, S, ·) each
-    if queries.shape[2] == 1:                      # a decode step: each row's one-token path (the same numbers)
-        outs = [c.attend_step(q, k, v, scale) if hasattr(c, "attend_step") else attend_any(c, q, k, v, scale)
-                for c, q, k, v in rows]
-    else:
-        outs = [attend_any(c, q, k, v, scale) for c, q, k, v in rows]
+    step = queries.shape[2] == 1                   # a decode step: each row's one-token path (the same numbers)
+    outs = [c.attend_step(q, k, v, scale) if step and hasattr(c, "attend_step") else attend_any(c, q, k, v, scale)
+            for c, q, k, v in rows]
     return mx.concatenate(outs, axis=0)

@@ -20,7 +20,7 @@ Contract
   causal / window / chunk mask (:func:`~kvsim.model.layers.reference_mask`).
 - ``cache`` may be a :class:`~kvsim.model.layers.Rows`: row r is a separate sequence with its own
   cache; projections run batched, attention runs per row (row isolation) through
-  :func:`kvsim.cache.dispatch.attend_batched`.
+  :func:`~kvsim.model.layers.attend_cached`, which hands Rows to :func:`kvsim.cache.dispatch.attend_batched`.
 - The layer never reads a cache's storage itself: it calls ``cache.attend`` and the cache picks dense
   SDPA, quantized or paged block-table attention (:meth:`kvsim.cache.base.BaseCache.attend`).
 """
@@ -32,7 +32,6 @@ import operator
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..cache.dispatch import attend_batched
 from ..cache.rotating import RotatingKVCache
 from ..cache.standard import KVCache
 from ..calc.config import LayerSpec, ModelSpec
@@ -130,5 +129,4 @@ class Attention(nn.Module):
         offsets = mx.array([c.offset for c in rows.caches])
         q = rope(q, self.rope_dims, self.rope_base, offsets)   # per-row positions
         k = rope(k, self.rope_dims, self.rope_base, offsets)
-        dtype = kv_dtype or k.dtype
-        return attend_batched(q, k.astype(dtype), v.astype(dtype), rows.caches, self.scale)
+        return attend_cached(q, k, v, rows, self.scale, kv_dtype)

@@ -42,7 +42,6 @@ from functools import lru_cache
 import mlx.core as mx
 import mlx.nn as nn
 
-from ..cache.dispatch import attend_batched
 from .attention import Attention
 from .layers import Rows, attend_cached
 from .mla import MLA
@@ -299,9 +298,6 @@ class CompiledStep:
             if kv_dtype is not None:
                 k, v = k.astype(kv_dtype), v.astype(kv_dtype)
             return cache.attend_step(q, k, v, a.scale)
-        if not isinstance(cache, Rows):
-            return attend_cached(q, k, v, cache, a.scale, kv_dtype)
-        if len(cache) != q.shape[0]:                            # row r: its own sequence and offset
+        if isinstance(cache, Rows) and len(cache) != q.shape[0]:   # row r: its own sequence and offset
             raise ValueError(f"Rows holds {len(cache)} caches but the batch has {q.shape[0]} rows")
-        dtype = kv_dtype or k.dtype                             # the eager layer's own batched read
-        return attend_batched(q, k.astype(dtype), v.astype(dtype), cache.caches, a.scale)
+        return attend_cached(q, k, v, cache, a.scale, kv_dtype)

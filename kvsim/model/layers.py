@@ -31,7 +31,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from ..cache.dispatch import attend_any
+from ..cache.dispatch import attend_any, attend_batched
 from ..cache.sdpa import sdpa
 
 __all__ = ["WeightInit", "DeviceWeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
@@ -129,10 +129,14 @@ def attend_cached(q: mx.array, k: mx.array, v: mx.array, cache, scale: float, kv
     The cache picks the read path by how it stores its state (dense SDPA with its own mask: None for
     a decode step, the fused kernel's fast path; ``mx.quantized_matmul`` for a QuantizedKVCache; the
     block table for a PagedKVCache), so this code is the same for every layout. ``kv_dtype`` None
-    stores the compute dtype.
+    stores the compute dtype. ``cache`` may be a :class:`Rows`: row r goes to its own cache
+    (:func:`kvsim.cache.dispatch.attend_batched`).
     """
     dtype = kv_dtype or k.dtype
-    return attend_any(cache, q, k.astype(dtype), v.astype(dtype), scale)   # mlx-lm's caches have no attend
+    k, v = k.astype(dtype), v.astype(dtype)
+    if isinstance(cache, Rows):                      # row r: its own sequence, cache and read path
+        return attend_batched(q, k, v, cache.caches, scale)
+    return attend_any(cache, q, k, v, scale)         # mlx-lm's caches have no attend
 
 
 def transposed(module: nn.Module, weights: operator.itemgetter) -> tuple:
