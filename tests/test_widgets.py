@@ -330,7 +330,6 @@ def test_a_view_of_several_axes_fits_them_together():
     assert left.x1 < right.x0  # still side by side, in order
 
 
-
 def _category_bars(ax, n=1, words=1):
     """Horizontal bars whose widest category name grows with ``n`` (no y label outside it), under a title of
     ``words`` phrases that wraps into more lines as it grows."""
