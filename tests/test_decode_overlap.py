@@ -7,7 +7,7 @@ import pytest
 
 from kvsim.model import build_model, toy_spec
 from kvsim.model.compiled import compiled_step
-from kvsim.model.layers import Rows
+from kvsim.model.layers import Rows, hands_over
 from kvsim.calc.registry import load_model
 from kvsim.model.transformer import GPU_OVERLAP_PARAMS, overlap_every
 from test_compiled_step import PROMPT, greedy  # prefill PROMPT, then one-token greedy steps: tokens and logits
@@ -39,6 +39,13 @@ def test_gpu_hand_over_follows_the_layer_parameters(name, every):
         attn = h * spec.num_attention_heads * layer.head_dim * 2 + h * layer.num_key_value_heads * layer.head_dim * 2
     assert overlap_every(attn + 3 * h * ffn) == every
     assert overlap_every(1) == GPU_OVERLAP_PARAMS and overlap_every(10**12) == 1
+
+
+def test_hand_over_points():
+    """The eager step (after block i, while blocks remain) and the compiled one (before block i) share this rule."""
+    assert [b for b in range(1, 32) if hands_over(b, 2)] == list(range(2, 32, 2))   # Llama 3 8B: 15 hand-overs
+    assert [b for b in range(1, 4) if hands_over(b, 1)] == [1, 2, 3]                # DeepSeek-V3's 4 layers
+    assert not any(hands_over(b, 0) for b in range(64)) and not hands_over(0, 1)
 
 
 @pytest.mark.parametrize("kind", ["gqa", "sliding", "mla", "jamba"])

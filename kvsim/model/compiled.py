@@ -43,7 +43,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from .attention import Attention
-from .layers import Rows, attend_cached
+from .layers import Rows, attend_cached, hands_over
 from .mla import MLA
 
 __all__ = ["CompiledStep", "compiled_step"]
@@ -265,7 +265,7 @@ class CompiledStep:
         ab = False                                                # block i's pieces: MLA's absorbed variant?
         every = m.overlap_for(caches)                             # see Model: async_eval every k layers
         for i, cache in enumerate(caches):
-            if every and i and i % every == 0:                    # blocks < i built: the device starts on them
+            if hands_over(i, every):                              # blocks < i built: the device starts on them
                 mx.async_eval(x, pending)
             if not self._covered(i, cache):
                 x, pending = m["blocks"][i](x, cache, kv_dtype), None

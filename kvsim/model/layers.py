@@ -35,7 +35,7 @@ from ..cache.dispatch import attend_any, attend_batched
 from ..cache.sdpa import sdpa
 
 __all__ = ["WeightInit", "DeviceWeightInit", "Rows", "rope", "reference_mask", "MLP", "rms_norm", "attend",
-           "attend_cached", "transposed", "transpose_for_matmul", "forget_derived"]
+           "attend_cached", "transposed", "transpose_for_matmul", "forget_derived", "hands_over"]
 
 
 class WeightInit:
@@ -150,6 +150,12 @@ def transposed(module: nn.Module, weights: operator.itemgetter) -> tuple:
     if memo is None or not all(map(operator.is_, ws, memo[0])):
         memo = module.__dict__["_transposed"] = (ws, tuple(map(transpose_for_matmul, ws)))
     return memo[1]
+
+
+def hands_over(built: int, every: int) -> bool:
+    """With ``built`` blocks of a decode step built, hand them to the device now (``mx.async_eval``)? Every
+    ``every`` blocks (0: never); callers ask only while blocks remain (the last go with the step's evaluation)."""
+    return every > 0 and built > 0 and built % every == 0
 
 
 CONTIGUOUS_MAX_BYTES = 32 * 2**20   # on a CPU, weights up to this size are kept as a contiguous copy of w.T

@@ -45,7 +45,7 @@ from ..calc.hf_config import from_hf_config
 from ..calc.units import positive_int
 from .attention import Attention
 from .cache_checks import check_caches, check_tokens
-from .layers import MLP, Rows, WeightInit, forget_derived, rms_norm, swiglu, transposed
+from .layers import MLP, Rows, WeightInit, forget_derived, hands_over, rms_norm, swiglu, transposed
 from .mla import MLA, MLA_PATHS
 from .recurrent import MIXERS
 
@@ -154,11 +154,10 @@ class Model(nn.Module):
             check_caches(self.spec, caches, tokens.shape[0], kv_dtype or self.dtype)
         x = self["embed"][tokens]
         if caches is not None and tokens.shape[1] == 1 and self.fast_decode:   # a decode step: the fast path
-            every = self.overlap_for(caches)
-            last = len(caches) - 1
+            every, n = self.overlap_for(caches), len(caches)
             for i, (block, cache) in enumerate(zip(self["blocks"], caches)):
                 x = block.step(x, cache, kv_dtype)
-                if every and i % every == every - 1 and i < last:   # start the device on what is built
+                if i + 1 < n and hands_over(i + 1, every):   # start the device on what is built
                     mx.async_eval(x)
             return mx.fast.rms_norm(x, self["norm"], self.spec.rms_norm_eps) @ self["lm_head"].T
         for i, block in enumerate(self.blocks):
